@@ -1,0 +1,60 @@
+"""Errors raised by ingraph_rl. Every message names where the problem is."""
+
+
+class IngraphError(Exception):
+  """Base class of all ingraph_rl errors."""
+
+
+class SpaceError(IngraphError, ValueError):
+  """A value or space does not match the space that was expected.
+
+  The message names the component path, the API method, the argument, the
+  expected space and what was received, as far as they are known where it is
+  raised. Executors add the context the space itself does not know.
+  """
+
+  def __init__(self, reason, *, component=None, api=None, argument=None,
+               expected=None, received=None):
+    self.reason = reason
+    self.component = component
+    self.api = api
+    self.argument = argument
+    self.expected = expected
+    self.received = received
+    super().__init__(self._message())
+
+  def _message(self):
+    where = []
+    if self.component is not None:
+      where.append(f"component '{self.component}'")
+    if self.api is not None:
+      where.append(f"API method '{self.api}'")
+    if self.argument is not None:
+      where.append(f"argument '{self.argument}'")
+    msg = (", ".join(where) + ": " if where else "") + self.reason
+    if self.expected is not None:
+      msg += f"\n  expected: {self.expected}"
+    if self.received is not None:
+      msg += f"\n  received: {self.received}"
+    return msg
+
+  def with_context(self, *, component=None, api=None, argument=None):
+    """A copy with missing context filled in (keeps what is already known)."""
+    return SpaceError(
+        self.reason,
+        component=self.component if self.component is not None else component,
+        api=self.api if self.api is not None else api,
+        argument=self.argument if self.argument is not None else argument,
+        expected=self.expected, received=self.received)
+
+
+class AssemblyError(IngraphError):
+  """Wiring mistake found while the meta graph is assembled."""
+
+
+class BuildError(IngraphError):
+  """Failure while spaces flow through the meta graph and variables are made."""
+
+
+class InputIncompleteError(BuildError):
+  """Some components never got the input spaces their variables depend on."""

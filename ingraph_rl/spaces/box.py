@@ -1,0 +1,371 @@
+"""Box spaces: a single tensor of fixed dtype and per-item shape."""
+
+import numpy as np
+
+from ingraph_rl.errors import SpaceError
+from ingraph_rl.spaces.space import Space
+
+
+def describe_value(value):
+  """Short description of a value for error messages: type, shape, dtype."""
+  shape, dtype = value_shape_and_dtype(value)
+  kind = type(value).__name__
+  if shape is None:
+    return f"{kind} {value!r}"[:200]
+  return f"{kind} with shape {tuple(shape)} and dtype {dtype}"
+
+
+def value_shape_and_dtype(value):
+  """(shape tuple, numpy dtype) of an array-like, or (None, None) for
+  something that is not array-like (a dict, a string, None, ...)."""
+  if isinstance(value, np.ndarray) or isinstance(value, np.generic):
+    return value.shape, value.dtype
+  shape = getattr(value, "shape", None)
+  dtype = getattr(value, "dtype", None)
+  if shape is not None and dtype is not None:
+    # tf.Tensor / tf.Variable / torch.Tensor.
+    if hasattr(dtype, "as_numpy_dtype"):
+      dtype = np.dtype(dtype.as_numpy_dtype)
+      shape = tuple(shape.as_list()) if shape.rank is not None else None
+      return shape, dtype
+    if type(dtype).__module__ == "torch":
+      return tuple(shape), _torch_to_numpy_dtype(dtype)
+    return tuple(shape), np.dtype(dtype)
+  if isinstance(value, (bool, int, float, str, bytes, list, tuple)):
+    try:
+      arr = np.asarray(value)
+    except ValueError:
+      return None, None
+    if arr.dtype == object:
+      return None, None
+    return arr.shape, arr.dtype
+  return None, None
+
+
+def _torch_to_numpy_dtype(dtype):
+  import torch
+  return torch.empty((), dtype=dtype).numpy().dtype
+
+
+class BoxSpace(Space):
+  """A tensor with per-item `shape`, `dtype` and optional bounds.
+
+  Use the subclasses `FloatBox`, `IntBox`, `BoolBox`, `TextBox`.
+  """
+
+  # Which numpy dtype kinds a subclass accepts ('f' float, 'i'/'u' int ...).
+  _kinds = ()
+
+  def __init__(self, shape=(), dtype=None, low=None, high=None,
+               add_batch_rank=False, add_time_rank=False, time_major=False):
+    super().__init__(add_batch_rank, add_time_rank, time_major)
+    if np.isscalar(shape):
+      shape = (shape,)
+    self._shape = tuple(int(d) for d in shape)
+    if any(d < 0 for d in self._shape):
+      raise SpaceError(f"negative dimension in shape {self._shape}")
+    self._dtype = np.dtype(dtype)
+    if self._dtype.kind not in self._kinds:
+      raise SpaceError(
+          f"{type(self).__name__} cannot have dtype {self._dtype}",
+          expected=f"a dtype of kind {self._kinds}")
+    self._low = self._bound(low)
+    self._high = self._bound(high)
+
+  def _bound(self, b):
+    if b is None:
+      return None
+    arr = np.asarray(b)
+    if arr.ndim and np.all(arr == arr.flat[0]):
+      arr = arr.flat[0]  # Keep uniform bounds as scalars: short repr, cheap.
+    if np.ndim(arr):
+      arr = np.broadcast_to(arr, self._shape).copy()
+      arr.setflags(write=False)
+    return arr
+
+  @property
+  def shape(self):
+    """The per-item shape (without batch or time dims)."""
+    return self._shape
+
+  @property
+  def rank(self):
+    return len(self._shape)
+
+  @property
+  def dtype(self):
+    """The numpy dtype."""
+    return self._dtype
+
+  @property
+  def low(self):
+    return self._low
+
+  @property
+  def high(self):
+    return self._high
+
+  @property
+  def tf_dtype(self):
+    import tensorflow as tf
+    return tf.string if self._dtype.kind in "OUS" else tf.as_dtype(self._dtype)
+
+  @property
+  def torch_dtype(self):
+    import torch
+    return torch.from_numpy(np.zeros((), self._dtype)).dtype
+
+  def full_shape(self, size=None):
+    """Concrete shape with leading dims from `size`; None for unknown."""
+    lead = (None,) * self.num_leading_ranks if size is None else \
+        self._leading_shape(size)
+    return lead + self._shape
+
+  def _kwargs(self):
+    return dict(shape=self._shape, dtype=self._dtype, low=self._low,
+                high=self._high)
+
+  def _with_ranks(self, batch, time, time_major):
+    return type(self)(**self._kwargs(), add_batch_rank=batch,
+                      add_time_rank=time, time_major=time_major)
+
+  def structure(self):
+    return self
+
+  def flatten(self):
+    return [((), self)]
+
+  def flatten_value(self, value):
+    return [value]
+
+  def unflatten_value(self, leaves):
+    leaves = list(leaves)
+    if len(leaves) != 1:
+      raise SpaceError(f"expected 1 leaf for {self!r}, got {len(leaves)}")
+    return leaves[0]
+
+  def to_tensor_spec(self, name=None):
+    import tensorflow as tf
+    return tf.TensorSpec(self.full_shape(), self.tf_dtype, name=name)
+
+  def _sample_shape(self, size):
+    """Full shape of a sampled value: `size` gives the leading dims (for a
+    space without leading ranks, it adds free leading dims)."""
+    if self.num_leading_ranks:
+      lead = self._leading_shape(size)
+    elif size is None:
+      lead = ()
+    else:
+      lead = (int(size),) if np.isscalar(size) else tuple(size)
+    return lead + self._shape
+
+  def zeros(self, size=None):
+    return np.zeros(self._sample_shape(size), dtype=self._dtype)
+
+  # --- checks ------------------------------------------------------------
+
+  def _accepts_python(self, arr):
+    return arr.dtype.kind in self._kinds
+
+  def check(self, value):
+    shape, dtype = value_shape_and_dtype(value)
+    expected = repr(self)
+    if shape is None:
+      raise SpaceError("not an array-like value", expected=expected,
+                       received=describe_value(value))
+    is_python = isinstance(value, (bool, int, float, str, bytes, list, tuple))
+    ok_dtype = (self._accepts_python(np.asarray(value)) if is_python
+                else self._dtype_matches(dtype))
+    if not ok_dtype:
+      raise SpaceError(f"dtype mismatch: expected {self._dtype}, got {dtype}",
+                       expected=expected, received=describe_value(value))
+    want = self.full_shape()
+    if len(shape) != len(want):
+      names = list(self.leading_rank_names()) + list(self._shape)
+      raise SpaceError(
+          f"rank mismatch: expected rank {len(want)} "
+          f"[{', '.join(str(n) for n in names)}], got rank {len(shape)}",
+          expected=expected, received=describe_value(value))
+    for i, (got, exp) in enumerate(zip(shape, want)):
+      if exp is not None and got is not None and got != exp:
+        raise SpaceError(
+            f"shape mismatch at dim {i}: expected {exp}, got {got}",
+            expected=expected, received=describe_value(value))
+
+  def _dtype_matches(self, dtype):
+    return dtype == self._dtype
+
+  def _within_bounds(self, value):
+    if self._low is None and self._high is None:
+      return True
+    arr = np.asarray(value)
+    if self._low is not None and np.any(arr < self._low):
+      return False
+    if self._high is not None and np.any(arr > self._high):
+      return False
+    return True
+
+  # --- value semantics -----------------------------------------------------
+
+  def _key(self):
+    def b(x):
+      return None if x is None else (np.shape(x), np.asarray(x).tobytes())
+    return (type(self), self._shape, self._dtype.str, b(self._low),
+            b(self._high), self._has_batch_rank, self._has_time_rank,
+            self._time_major)
+
+  def __eq__(self, other):
+    return isinstance(other, BoxSpace) and self._key() == other._key()
+
+  def __hash__(self):
+    return hash(self._key())
+
+  def __repr__(self):
+    parts = [f"shape={self._shape}", f"dtype={self._dtype}"]
+    if self._low is not None:
+      parts.append(f"low={_short(self._low)}")
+    if self._high is not None:
+      parts.append(f"high={_short(self._high)}")
+    return f"{type(self).__name__}({', '.join(parts)}{self._rank_suffix()})"
+
+
+def _short(x):
+  return repr(x.item()) if np.ndim(x) == 0 else f"array{np.shape(x)}"
+
+
+def _rng(seed):
+  return seed if isinstance(seed, np.random.Generator) else \
+      np.random.default_rng(seed)
+
+
+class FloatBox(BoxSpace):
+  """Floating-point tensor. Bounds are inclusive; None means unbounded.
+
+  >>> FloatBox(shape=(4,), add_batch_rank=True).zeros(2).shape
+  (2, 4)
+  """
+  _kinds = ("f",)
+
+  def __init__(self, shape=(), low=None, high=None, dtype=np.float32,
+               add_batch_rank=False, add_time_rank=False, time_major=False):
+    super().__init__(shape, dtype, low, high, add_batch_rank, add_time_rank,
+                     time_major)
+
+  def _accepts_python(self, arr):
+    return arr.dtype.kind in "fiu"
+
+  def sample(self, size=None, seed=None):
+    rng = _rng(seed)
+    shape = self._sample_shape(size)
+    # Elementwise: uniform where both bounds are finite, an exponential tail
+    # off a single finite bound, a standard normal where unbounded.
+    lo = np.float64(-np.inf) if self._low is None else self._low
+    hi = np.float64(np.inf) if self._high is None else self._high
+    lo, hi = np.broadcast_to(lo, shape), np.broadcast_to(hi, shape)
+    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
+    u = rng.uniform(size=shape)
+    e = rng.exponential(size=shape)
+    n = rng.standard_normal(size=shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+      x = np.where(fin_lo & fin_hi, lo + u * (hi - lo),
+                   np.where(fin_lo, lo + e, np.where(fin_hi, hi - e, n)))
+    return np.asarray(x, dtype=self._dtype)
+
+
+class IntBox(BoxSpace):
+  """Integer tensor with bounds `low <= x < high` (high is EXCLUSIVE, so
+  `IntBox(4)` holds the four actions 0..3).
+
+  >>> IntBox(4).num_categories
+  4
+  """
+  _kinds = ("i", "u")
+
+  def __init__(self, high=None, shape=(), low=None, dtype=np.int32,
+               add_batch_rank=False, add_time_rank=False, time_major=False):
+    if high is not None and low is None:
+      low = 0
+    super().__init__(shape, dtype, low, high, add_batch_rank, add_time_rank,
+                     time_major)
+
+  def _bound(self, b):
+    return None if b is None else super()._bound(np.asarray(b, np.int64))
+
+  def _kwargs(self):
+    return dict(high=self._high, shape=self._shape, low=self._low,
+                dtype=self._dtype)
+
+  @property
+  def num_categories(self):
+    """high - low for uniform scalar bounds, else None."""
+    if self._low is None or self._high is None or np.ndim(self._high) or \
+        np.ndim(self._low):
+      return None
+    return int(self._high) - int(self._low)
+
+  def _within_bounds(self, value):
+    arr = np.asarray(value)
+    if self._low is not None and np.any(arr < self._low):
+      return False
+    if self._high is not None and np.any(arr >= self._high):
+      return False
+    return True
+
+  def sample(self, size=None, seed=None):
+    rng = _rng(seed)
+    shape = self._sample_shape(size)
+    info = np.iinfo(self._dtype)
+    lo = max(-100, info.min) if self._low is None else self._low
+    hi = min(100, info.max) if self._high is None else self._high
+    return rng.integers(lo, hi, size=shape).astype(self._dtype)
+
+
+
+class BoolBox(BoxSpace):
+  """Boolean tensor."""
+  _kinds = ("b",)
+
+  def __init__(self, shape=(), add_batch_rank=False, add_time_rank=False,
+               time_major=False, dtype=np.bool_, low=None, high=None):
+    del low, high  # Booleans have no bounds; accepted for `_with_ranks`.
+    super().__init__(shape, dtype, None, None, add_batch_rank, add_time_rank,
+                     time_major)
+
+  def sample(self, size=None, seed=None):
+    return _rng(seed).integers(
+        0, 2, size=self._sample_shape(size)).astype(np.bool_)
+
+
+
+class TextBox(BoxSpace):
+  """String tensor (`tf.string`). Values are numpy object arrays of str.
+  There is no torch dtype for strings: torch bodies never see TextBox
+  values."""
+  _kinds = ("O", "U", "S")
+
+  def __init__(self, shape=(), add_batch_rank=False, add_time_rank=False,
+               time_major=False, dtype=object, low=None, high=None):
+    del low, high, dtype
+    super().__init__(shape, object, None, None, add_batch_rank,
+                     add_time_rank, time_major)
+
+  def _dtype_matches(self, dtype):
+    return np.dtype(dtype).kind in self._kinds
+
+  def _accepts_python(self, arr):
+    return arr.dtype.kind in "US"
+
+  def zeros(self, size=None):
+    out = np.empty(self._sample_shape(size), dtype=object)
+    out.fill("")
+    return out
+
+  def sample(self, size=None, seed=None):
+    rng = _rng(seed)
+    shape = self._sample_shape(size)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    out = np.empty(shape, dtype=object)
+    for idx in np.ndindex(*shape):
+      out[idx] = "".join(rng.choice(letters, size=rng.integers(1, 8)))
+    return out
+

@@ -1,0 +1,225 @@
+"""Container spaces: `Dict` and `Tuple` of other spaces.
+
+Rank flags given to a container apply to every leaf, so a batched Dict is a
+dict of batched boxes. Keys of a `Dict` are kept sorted, which is the leaf
+order of dm-tree and `tf.nest`.
+"""
+
+import collections.abc
+
+import numpy as np
+import tree
+
+from ingraph_rl.errors import SpaceError
+from ingraph_rl.spaces.box import describe_value, value_shape_and_dtype
+from ingraph_rl.spaces.space import Space
+
+
+class ContainerSpace(Space):
+  """Shared logic of `Dict` and `Tuple`."""
+
+  def _items(self):
+    raise NotImplementedError
+
+  def _rebuild(self, children):
+    raise NotImplementedError
+
+  def _with_ranks(self, batch, time, time_major):
+    children = [(k, s.with_ranks(batch, time, time_major))
+                for k, s in self._items()]
+    out = self._rebuild(children)
+    out._has_batch_rank = bool(batch)
+    out._has_time_rank = bool(time)
+    out._time_major = bool(time_major) and bool(time)
+    return out
+
+  def flatten(self):
+    out = []
+    for key, child in self._items():
+      out.extend(((key,) + path, leaf) for path, leaf in child.flatten())
+    return out
+
+  def to_tensor_spec(self, name=None):
+    return tree.map_structure(lambda s: s.to_tensor_spec(), self.structure())
+
+  def sample(self, size=None, seed=None):
+    rng = seed if isinstance(seed, np.random.Generator) else \
+        np.random.default_rng(seed)
+    return tree.map_structure(lambda s: s.sample(size, rng), self.structure())
+
+  def zeros(self, size=None):
+    return tree.map_structure(lambda s: s.zeros(size), self.structure())
+
+  def _within_bounds(self, value):
+    return all(child._within_bounds(value[k]) for k, child in self._items())
+
+  def check(self, value):
+    self._check_structure(value, path="")
+    self._check_leading_dims_agree(value)
+
+  def _check_structure(self, value, path):
+    for key, child in self._check_keys(value, path):
+      sub = f"{path}[{key!r}]"
+      if isinstance(child, ContainerSpace):
+        child._check_structure(value[key], sub)
+      else:
+        try:
+          child.check(value[key])
+        except SpaceError as e:
+          raise SpaceError(f"at {sub}: {e.reason}", expected=e.expected,
+                           received=e.received) from None
+
+  def _check_leading_dims_agree(self, value):
+    n = self.num_leading_ranks
+    if not n:
+      return
+    seen = {}
+    for (path, _), leaf in zip(self.flatten(), tree.flatten(value)):
+      shape, _ = value_shape_and_dtype(leaf)
+      lead = tuple(shape[:n])
+      if None in lead:
+        continue
+      seen.setdefault(lead, path)
+      if len(seen) > 1:
+        items = ", ".join(f"{list(p)}: {s}" for s, p in seen.items())
+        raise SpaceError(
+            f"leaves disagree on the leading "
+            f"{'/'.join(self.leading_rank_names())} dims ({items})",
+            expected=repr(self))
+
+  def __ne__(self, other):
+    return not self == other
+
+
+class Dict(ContainerSpace):
+  """Mapping from string keys to spaces.
+
+  >>> Dict(a=FloatBox(), b=IntBox(3), add_batch_rank=True).zeros(2)['b']
+  array([0, 0], dtype=int32)
+  """
+
+  def __init__(self, spaces=None, add_batch_rank=False, add_time_rank=False,
+               time_major=False, **kwargs):
+    super().__init__(add_batch_rank, add_time_rank, time_major)
+    spaces = dict(spaces or {}, **kwargs)
+    for k, s in spaces.items():
+      if not isinstance(k, str):
+        raise SpaceError(f"Dict keys must be strings, got {k!r}")
+      if not isinstance(s, Space):
+        raise SpaceError(f"Dict entry {k!r} is not a Space: {s!r}")
+    self._spaces = {
+        k: spaces[k].with_ranks(self._has_batch_rank, self._has_time_rank,
+                                self._time_major)
+        if (add_batch_rank or add_time_rank) else spaces[k]
+        for k in sorted(spaces)}
+
+  def __getitem__(self, key):
+    return self._spaces[key]
+
+  def keys(self):
+    return self._spaces.keys()
+
+  def items(self):
+    return self._spaces.items()
+
+  def __len__(self):
+    return len(self._spaces)
+
+  def __iter__(self):
+    return iter(self._spaces)
+
+  def _items(self):
+    return list(self._spaces.items())
+
+  def _rebuild(self, children):
+    return Dict(dict(children))
+
+  def structure(self):
+    return {k: s.structure() for k, s in self._spaces.items()}
+
+  def _check_keys(self, value, path):
+    if not isinstance(value, collections.abc.Mapping):
+      raise SpaceError(
+          f"structure mismatch at {path or 'top level'}: expected a dict with "
+          f"keys {list(self._spaces)}", expected=repr(self),
+          received=describe_value(value))
+    missing = [k for k in self._spaces if k not in value]
+    extra = [k for k in value if k not in self._spaces]
+    if missing or extra:
+      raise SpaceError(
+          f"structure mismatch at {path or 'top level'}: missing keys "
+          f"{missing}, unexpected keys {extra}", expected=repr(self),
+          received=f"dict with keys {sorted(value, key=str)}")
+    return self._items()
+
+  def __eq__(self, other):
+    return isinstance(other, Dict) and self._key() == other._key()
+
+  def _key(self):
+    return (tuple(self._spaces.items()), self._has_batch_rank,
+            self._has_time_rank, self._time_major)
+
+  def __hash__(self):
+    return hash(self._key())
+
+  def __repr__(self):
+    inner = ", ".join(f"{k}={s!r}" for k, s in self._spaces.items())
+    return f"Dict({inner})"
+
+
+class Tuple(ContainerSpace):
+  """Fixed-length sequence of spaces."""
+
+  def __init__(self, *spaces, add_batch_rank=False, add_time_rank=False,
+               time_major=False):
+    super().__init__(add_batch_rank, add_time_rank, time_major)
+    if len(spaces) == 1 and isinstance(spaces[0], (list, tuple)):
+      spaces = tuple(spaces[0])
+    for i, s in enumerate(spaces):
+      if not isinstance(s, Space):
+        raise SpaceError(f"Tuple entry {i} is not a Space: {s!r}")
+    self._spaces = tuple(
+        s.with_ranks(self._has_batch_rank, self._has_time_rank,
+                     self._time_major)
+        if (add_batch_rank or add_time_rank) else s for s in spaces)
+
+  def __getitem__(self, i):
+    return self._spaces[i]
+
+  def __len__(self):
+    return len(self._spaces)
+
+  def __iter__(self):
+    return iter(self._spaces)
+
+  def _items(self):
+    return list(enumerate(self._spaces))
+
+  def _rebuild(self, children):
+    return Tuple(*[s for _, s in children])
+
+  def structure(self):
+    return tuple(s.structure() for s in self._spaces)
+
+  def _check_keys(self, value, path):
+    if not isinstance(value, (tuple, list)) or len(value) != len(self):
+      raise SpaceError(
+          f"structure mismatch at {path or 'top level'}: expected a tuple of "
+          f"{len(self)} items", expected=repr(self),
+          received=describe_value(value) if not isinstance(
+              value, (tuple, list)) else f"{type(value).__name__} of "
+          f"{len(value)} items")
+    return self._items()
+
+  def __eq__(self, other):
+    return isinstance(other, Tuple) and self._key() == other._key()
+
+  def _key(self):
+    return (self._spaces, self._has_batch_rank, self._has_time_rank,
+            self._time_major)
+
+  def __hash__(self):
+    return hash(self._key())
+
+  def __repr__(self):
+    return f"Tuple({', '.join(repr(s) for s in self._spaces)})"
