@@ -61,8 +61,9 @@ class BoxSpace(Space):
     super().__init__(add_batch_rank, add_time_rank, time_major)
     if np.isscalar(shape):
       shape = (shape,)
-    self._shape = tuple(int(d) for d in shape)
-    if any(d < 0 for d in self._shape):
+    # None marks a dim only known at run time (e.g. an inferred output).
+    self._shape = tuple(None if d is None else int(d) for d in shape)
+    if any(d is not None and d < 0 for d in self._shape):
       raise SpaceError(f"negative dimension in shape {self._shape}")
     self._dtype = np.dtype(dtype)
     if self._dtype.kind not in self._kinds:
@@ -157,6 +158,8 @@ class BoxSpace(Space):
       lead = ()
     else:
       lead = (int(size),) if np.isscalar(size) else tuple(size)
+    if None in self._shape:
+      raise SpaceError(f"cannot make a value of {self!r}: a dim is unknown")
     return lead + self._shape
 
   def zeros(self, size=None):

@@ -1,0 +1,1 @@
+"""Components: layers, networks, and the common wiring pieces."""

@@ -1,0 +1,54 @@
+"""Fully connected layer."""
+
+import tensorflow as tf
+
+from ingraph_rl.components.layers.activations import (check_activation,
+                                                      tf_activation,
+                                                      torch_activation)
+from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.spaces import FloatBox
+from ingraph_rl.utils.lazy import F
+
+
+class Dense(Component):
+  """`activation(inputs @ kernel + bias)` over the last axis; any leading
+  ranks pass through.
+
+  The torch mirror stores the kernel as (units, in), torch's layout.
+  """
+
+  def __init__(self, units, activation=None, use_bias=True,
+               kernel_initializer="glorot_uniform", scope="dense"):
+    super().__init__(scope=scope)
+    self.units = int(units)
+    self.activation = check_activation(activation, scope)
+    self.use_bias = use_bias
+    self.kernel_initializer = kernel_initializer
+
+  def create_variables(self, input_spaces):
+    space = self.expect_space(input_spaces, "inputs", FloatBox, min_rank=1)
+    self.kernel = self.add_variable(
+        "kernel", (space.shape[-1], self.units), space.dtype,
+        self.kernel_initializer, torch_permutation=(1, 0))
+    self.bias = self.add_variable("bias", (self.units,), space.dtype) \
+        if self.use_bias else None
+
+  @api
+  def call(self, inputs):
+    return self._graph_fn_call(inputs)
+
+  @graph_fn
+  def _graph_fn_call(self, inputs):
+    if inputs.shape.rank == 2:
+      out = tf.matmul(inputs, self.kernel)
+    else:
+      out = tf.tensordot(inputs, self.kernel, axes=[[-1], [0]])
+    if self.bias is not None:
+      out = out + self.bias
+    return tf_activation(self.activation)(out)
+
+  @_graph_fn_call.torch
+  def _graph_fn_call(self, inputs):
+    return torch_activation(self.activation)(
+        F.linear(inputs, self.kernel, self.bias))
+

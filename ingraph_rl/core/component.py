@@ -1,0 +1,245 @@
+"""`Component`: the unit of composition.
+
+Phase 1 (composition) happens in `__init__`: store settings and
+sub-components, nothing else. Variables are made later, exactly once, by
+`create_variables(input_spaces)` when the builder knows the input spaces.
+
+    class Dense(Component):
+      def __init__(self, units, scope="dense"):
+        super().__init__(scope=scope)
+        self.units = units
+
+      def create_variables(self, input_spaces):
+        in_dim = input_spaces["inputs"].shape[-1]
+        self.kernel = self.add_variable("kernel", (in_dim, self.units))
+
+      @api
+      def call(self, inputs):
+        return self._graph_fn_call(inputs)
+
+      @graph_fn
+      def _graph_fn_call(self, inputs):
+        return tf.matmul(inputs, self.kernel)
+"""
+
+import re
+
+import numpy as np
+
+from ingraph_rl.core import decorators
+from ingraph_rl.core.variables import VariableSpec
+from ingraph_rl.errors import AssemblyError, BuildError, SpaceError
+
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class Component:
+  """Base class of every component.
+
+  Sub-components are registered by assigning them to attributes (also lists
+  or tuples of components) or with `add_components`. Each has a `scope`,
+  unique among its siblings; `path` joins the scopes from the root.
+  """
+
+  # API arguments whose spaces `create_variables` needs. None: all arguments
+  # of all API methods that assembly saw being called.
+  variable_args = None
+
+  def __init__(self, scope=None):
+    object.__setattr__(self, "_sub_components", {})
+    object.__setattr__(self, "parent", None)
+    scope = scope or _snake(type(self).__name__)
+    if not _SCOPE_RE.match(scope):
+      raise AssemblyError(f"bad scope {scope!r}: use letters, digits, _ . -")
+    self.scope = scope
+    self.input_spaces = None        # Set once by the builder.
+    self._variables = {}            # Local name -> backend variable.
+    self._variable_specs = {}       # Local name -> VariableSpec.
+    self._variable_factory = None   # Set by the builder around
+                                    # create_variables.
+    self.built_by = None            # Executor name once built.
+
+  # --- composition -----------------------------------------------------------
+
+  def __setattr__(self, name, value):
+    if "_sub_components" not in self.__dict__:
+      raise AssemblyError(
+          f"{type(self).__name__}.__init__ must call super().__init__() "
+          f"before setting attributes")
+    if isinstance(value, Component) and name != "parent":
+      self.add_components(value)
+    elif isinstance(value, (list, tuple)) and value and all(
+        isinstance(v, Component) for v in value):
+      self.add_components(*value)
+    object.__setattr__(self, name, value)
+
+  def add_components(self, *components):
+    """Registers sub-components (idempotent for the same object)."""
+    for c in components:
+      if c.parent is not None and c.parent is not self:
+        raise AssemblyError(
+            f"'{c.path}' already belongs to '{c.parent.path}'; cannot add it "
+            f"to '{self.path}' as well (one parent per component)")
+      other = self._sub_components.get(c.scope)
+      if other is not None and other is not c:
+        raise AssemblyError(
+            f"'{self.path}' already has a sub-component with scope "
+            f"'{c.scope}'; give each sibling a unique scope")
+      if c is self or self.is_descendant_of(c):
+        raise AssemblyError(f"adding '{c.path}' to '{self.path}' makes a cycle")
+      self._sub_components[c.scope] = c
+      object.__setattr__(c, "parent", self)
+    return components[0] if len(components) == 1 else components
+
+  @property
+  def sub_components(self):
+    return dict(self._sub_components)
+
+  @property
+  def path(self):
+    return self.scope if self.parent is None else \
+        f"{self.parent.path}/{self.scope}"
+
+  def is_descendant_of(self, other):
+    p = self.parent
+    while p is not None:
+      if p is other:
+        return True
+      p = p.parent
+    return False
+
+  def walk(self):
+    """This component and all descendants, depth first."""
+    yield self
+    for c in self._sub_components.values():
+      yield from c.walk()
+
+  @classmethod
+  def api_methods(cls):
+    out = {}
+    for klass in reversed(cls.__mro__):
+      for name, value in vars(klass).items():
+        if isinstance(value, decorators.ApiMethod):
+          out[name] = value
+        elif name in out:
+          del out[name]   # Overridden by a plain attribute.
+    return out
+
+  @classmethod
+  def internal_apis(cls):
+    """APIs every component has; not exposed as root APIs by default."""
+    return {"variables"}
+
+  # --- variables -------------------------------------------------------------
+
+  def create_variables(self, input_spaces):
+    """Override to make variables with `add_variable` (and to read the input
+    spaces you need). Called exactly once, when input-complete."""
+
+  @property
+  def needs_variables_call(self):
+    return type(self).create_variables is not Component.create_variables
+
+  @property
+  def variables_created(self):
+    return self.input_spaces is not None or not self.needs_variables_call
+
+  def add_variable(self, name, shape, dtype=np.float32, initializer="zeros",
+                   trainable=True, torch_permutation=None):
+    """Makes a variable of the executor's backend; only inside
+    `create_variables`.
+
+    initializer: "zeros", "ones", "glorot_uniform", "he_uniform", a number,
+      a numpy array, or a callable `(shape, dtype, rng) -> array`.
+    torch_permutation: axes permutation from this (TF) layout to the torch
+      layout, e.g. (1, 0) for a dense kernel stored as (out, in) in torch.
+    """
+    if self._variable_factory is None:
+      raise BuildError(
+          f"'{self.path}'.add_variable('{name}') called outside "
+          f"create_variables")
+    if name in self._variable_specs:
+      raise BuildError(f"'{self.path}' already has a variable '{name}'")
+    spec = VariableSpec(f"{self.path}/{name}", tuple(int(d) for d in shape),
+                        np.dtype(dtype), initializer, bool(trainable),
+                        torch_permutation)
+    var = self._variable_factory(self, spec)
+    self._variable_specs[name] = spec
+    self._variables[name] = var
+    return var
+
+  def local_variables(self):
+    """This component's own variables: name -> backend variable."""
+    return dict(self._variables)
+
+  def subtree_variables(self):
+    """Variables of this component and its descendants, keyed by path
+    relative to this component (e.g. 'dense_0/kernel')."""
+    out = {}
+    prefix = len(self.path) + 1
+    for c in self.walk():
+      for spec in c._variable_specs.values():
+        out[spec.path[prefix:]] = c._variables[spec.path.rsplit("/", 1)[1]]
+    return out
+
+  # --- helpers for create_variables ---------------------------------------
+
+  def expect_space(self, input_spaces, arg, kind=None, min_rank=None,
+                   rank=None):
+    """Checks an input space and raises a SpaceError naming this component
+    and the argument."""
+    from ingraph_rl.spaces import BoxSpace
+    space = input_spaces.get(arg)
+    problems = []
+    if space is None:
+      problems.append("no space")
+    else:
+      if kind is not None and not isinstance(space, kind):
+        problems.append(f"a {_kind_name(kind)}")
+      if (min_rank is not None or rank is not None) and not isinstance(
+          space, BoxSpace):
+        problems.append("a single tensor")
+      elif min_rank is not None and space.rank < min_rank:
+        problems.append(f"per-item rank >= {min_rank}")
+      elif rank is not None and space.rank != rank:
+        problems.append(f"per-item rank {rank}")
+    if problems:
+      want = [_kind_name(kind) if kind else "space"]
+      if min_rank is not None:
+        want.append(f"per-item rank >= {min_rank}")
+      if rank is not None:
+        want.append(f"per-item rank {rank}")
+      raise SpaceError("unsupported input space", component=self.path,
+                       argument=arg, expected=" with ".join(want),
+                       received=repr(space))
+    return space
+
+  # --- built-in APIs -----------------------------------------------------
+
+  @decorators.api
+  def variables(self):
+    """Values of this component's subtree variables, keyed by relative
+    path (e.g. to feed a target network's `sync`)."""
+    return self._graph_fn_variables()
+
+  @decorators.graph_fn(needs_subtree=True)
+  def _graph_fn_variables(self):
+    import tensorflow as tf
+    return {k: tf.identity(v) for k, v in self.subtree_variables().items()}
+
+  @_graph_fn_variables.torch
+  def _graph_fn_variables(self):
+    return {k: v.detach().clone() for k, v in self.subtree_variables().items()}
+
+  def __repr__(self):
+    return f"{type(self).__name__}('{self.path}')"
+
+
+def _snake(name):
+  return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _kind_name(kind):
+  if isinstance(kind, tuple):
+    return " or ".join(k.__name__ for k in kind)
+  return kind.__name__

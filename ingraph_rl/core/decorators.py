@@ -1,0 +1,117 @@
+"""`@api` and `@graph_fn`: how a component declares what it can do.
+
+An API method only wires: it calls sub-component APIs and its own graph
+functions. A graph function does the numeric work; it has a TF body and may
+register a torch body beside it:
+
+    class Scale(Component):
+      @api
+      def call(self, x):
+        return self._graph_fn_scale(x)
+
+      @graph_fn
+      def _graph_fn_scale(self, x):
+        return 2.0 * x          # TensorFlow body.
+
+      @_graph_fn_scale.torch
+      def _graph_fn_scale(self, x):
+        return 2.0 * x          # torch body, picked by the torch executor.
+"""
+
+import functools
+import inspect
+
+
+class ApiMethod:
+  """Descriptor made by `@api`. Calling it on a component records an API
+  call in the running assembly (see `core.assembly`)."""
+
+  def __init__(self, fn):
+    self.fn = fn
+    self.name = fn.__name__
+    self.signature = inspect.signature(fn)
+    params = list(self.signature.parameters.values())[1:]  # Drop `self`.
+    for p in params:
+      if p.kind in (p.VAR_KEYWORD,):
+        raise TypeError(f"API method '{self.name}' may not take **kwargs")
+    self.params = params
+    functools.update_wrapper(self, fn)
+
+  def __get__(self, component, owner=None):
+    if component is None:
+      return self
+    return functools.partial(_call_api, component, self)
+
+  def bind(self, component, args, kwargs):
+    """Argument name -> value, with defaults applied; *args are expanded to
+    names `name[0]`, `name[1]`, ..."""
+    bound = self.signature.bind(component, *args, **kwargs)
+    bound.apply_defaults()
+    out = {}
+    for p in self.params:
+      value = bound.arguments[p.name]
+      if p.kind == p.VAR_POSITIONAL:
+        for i, v in enumerate(value):
+          out[f"{p.name}[{i}]"] = v
+      else:
+        out[p.name] = value
+    return out
+
+
+def _call_api(component, method, *args, **kwargs):
+  from ingraph_rl.core import assembly
+  return assembly.current(component, method.name).call_api(
+      component, method, args, kwargs)
+
+
+def api(fn):
+  """Declares an API method of a component."""
+  return ApiMethod(fn)
+
+
+class GraphFn:
+  """Descriptor made by `@graph_fn`: a TF body and an optional torch body.
+
+  Options:
+    returns: number of values the function returns as a tuple, so an API
+      method can unpack them (`a, b = self._graph_fn_x(...)`). Default: one
+      (possibly nested) value.
+    neutral: the body uses no backend-specific ops (only indexing and nest
+      handling), so it serves as the torch body too.
+    needs_subtree: the body reads variables of sub-components, so it waits
+      until the whole subtree has made its variables.
+  """
+
+  def __init__(self, tf_body, returns=None, neutral=False,
+               needs_subtree=False):
+    self.tf_body = tf_body
+    self.torch_body = tf_body if neutral else None
+    self.name = tf_body.__name__
+    self.returns = returns
+    self.needs_subtree = needs_subtree
+    functools.update_wrapper(self, tf_body)
+
+  def torch(self, body):
+    """Registers the torch body; use as `@_graph_fn_x.torch`."""
+    self.torch_body = body
+    return self
+
+  def __get__(self, component, owner=None):
+    if component is None:
+      return self
+    return functools.partial(_call_graph_fn, component, self)
+
+
+def _call_graph_fn(component, fn, *args, **kwargs):
+  from ingraph_rl.core import assembly
+  return assembly.current(component, fn.name).call_graph_fn(
+      component, fn, args, kwargs)
+
+
+def graph_fn(fn=None, *, returns=None, neutral=False, needs_subtree=False):
+  """Declares a graph function. Usable bare or with options."""
+  if fn is None:
+    return functools.partial(GraphFn, returns=returns, neutral=neutral,
+                             needs_subtree=needs_subtree)
+  return GraphFn(fn, returns=returns, neutral=neutral,
+                 needs_subtree=needs_subtree)

@@ -1,0 +1,97 @@
+"""Variable specs, initializers and the registry of a built component tree.
+
+Initial values are made with NumPy from a seeded generator, so the TF and
+torch executors start from identical weights given the same seed.
+"""
+
+import dataclasses
+import math
+import typing
+
+import numpy as np
+
+from ingraph_rl.errors import BuildError
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableSpec:
+  path: str                 # Full path, e.g. 'agent/net/dense_0/kernel'.
+  shape: tuple
+  dtype: np.dtype
+  initializer: typing.Any
+  trainable: bool
+  torch_permutation: typing.Optional[tuple] = None
+
+
+def _fans(shape):
+  if len(shape) < 1:
+    return 1, 1
+  if len(shape) == 1:
+    return shape[0], shape[0]
+  receptive = math.prod(shape[:-2]) if len(shape) > 2 else 1
+  return shape[-2] * receptive, shape[-1] * receptive
+
+
+def initial_value(spec, rng):
+  """NumPy initial value of `spec`, or None for all-zero (the backend makes
+  zeros itself, so a 7 GB replay buffer is never built in NumPy first)."""
+  init, shape, dtype = spec.initializer, spec.shape, spec.dtype
+  if isinstance(init, str):
+    if init == "zeros":
+      return None
+    if init == "ones":
+      return np.ones(shape, dtype)
+    fan_in, fan_out = _fans(shape)
+    if init == "glorot_uniform":
+      limit = math.sqrt(6.0 / (fan_in + fan_out))
+    elif init == "he_uniform":
+      limit = math.sqrt(6.0 / fan_in)
+    else:
+      raise BuildError(f"{spec.path}: unknown initializer {init!r}")
+    return rng.uniform(-limit, limit, size=shape).astype(dtype)
+  if callable(init):
+    value = np.asarray(init(shape, dtype, rng), dtype)
+  else:
+    value = np.broadcast_to(np.asarray(init, dtype), shape)
+  if value.shape != shape:
+    raise BuildError(f"{spec.path}: initializer gave shape {value.shape}, "
+                     f"expected {shape}")
+  return np.array(value, dtype=dtype)
+
+
+class VariableRegistry:
+  """All variables of a built tree: full path -> (spec, backend variable).
+
+  Weights are exchanged as `{path: numpy array}` in TF layout; the torch
+  executor permutes to its own layout (see `VariableSpec.torch_permutation`).
+  """
+
+  def __init__(self):
+    self.specs = {}
+    self.variables = {}
+
+  def add(self, spec, variable):
+    if spec.path in self.specs:
+      raise BuildError(f"two variables with the path '{spec.path}'")
+    self.specs[spec.path] = spec
+    self.variables[spec.path] = variable
+
+  def trainable(self):
+    return {p: v for p, v in self.variables.items()
+            if self.specs[p].trainable}
+
+  def check_weights(self, weights):
+    """Raises a clear error unless `weights` has exactly our paths and
+    shapes; returns the arrays cast to our dtypes."""
+    missing = sorted(set(self.specs) - set(weights))
+    extra = sorted(set(weights) - set(self.specs))
+    if missing or extra:
+      raise BuildError(f"set_weights: missing {missing}, unexpected {extra}")
+    out = {}
+    for path, spec in self.specs.items():
+      arr = np.asarray(weights[path])
+      if arr.shape != spec.shape:
+        raise BuildError(f"set_weights: '{path}' has shape {arr.shape}, "
+                         f"expected {spec.shape}")
+      out[path] = arr.astype(spec.dtype, copy=False)
+    return out

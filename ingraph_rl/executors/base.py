@@ -1,0 +1,181 @@
+"""What both executors share: assembly, build bookkeeping, the API table,
+input checks and weights I/O. Backends fill in variables and bodies."""
+
+import dataclasses
+import time
+import typing
+
+import numpy as np
+import tree
+
+from ingraph_rl.core.assembly import assemble
+from ingraph_rl.core.builder import Builder
+from ingraph_rl.core.meta_graph import OpRecord
+from ingraph_rl.core.variables import VariableRegistry
+from ingraph_rl.errors import AssemblyError, SpaceError
+from ingraph_rl.spaces import Space
+
+
+@dataclasses.dataclass
+class BuildStats:
+  """Seconds spent in each phase. `trace_s` is the TF executor tracing the
+  per-API functions (0 for torch)."""
+  assembly_s: float
+  build_s: float
+  trace_s: float = 0.0
+
+  @property
+  def total_s(self):
+    return self.assembly_s + self.build_s + self.trace_s
+
+
+@dataclasses.dataclass
+class ApiSpec:
+  """A root API: its argument spaces (in order) and output space nest."""
+  name: str
+  arg_spaces: dict
+  output_space: typing.Any
+
+
+class Executor:
+  """Builds a root component and runs its API methods.
+
+  Args:
+    root: the root component (composed, not yet built).
+    input_spaces: argument name -> Space, for the root APIs' arguments.
+      Arguments with a Python default and no space stay Python constants.
+    api_names: root APIs to build (default: all but built-in ones).
+    check_inputs: check every `execute` argument against its space (turn
+      off in hot loops once the inputs are known to be right).
+    seed: seed of the NumPy generator that makes initial weights.
+  """
+
+  backend = None  # Name, set by subclasses.
+
+  def __init__(self, root, input_spaces, *, api_names=None,
+               check_inputs=True, seed=0):
+    if root.parent is not None:
+      raise AssemblyError(f"'{root.path}' has a parent; build the root")
+    if root.built_by is not None:
+      raise AssemblyError(
+          f"'{root.path}' was already built by the {root.built_by} executor; "
+          f"build a copy instead (copy.deepcopy(component) before building)")
+    for name, space in input_spaces.items():
+      if not isinstance(space, Space):
+        raise SpaceError("input space is not a Space", component=root.path,
+                         argument=name, expected="a Space",
+                         received=repr(space))
+    self.root = root
+    self.input_spaces = dict(input_spaces)
+    self.check_inputs = check_inputs
+    self.rng = np.random.default_rng(seed)
+    self.registry = VariableRegistry()
+    for comp in root.walk():
+      comp.built_by = self.backend
+    self.meta_graph, assembly_s = assemble(root, self.input_spaces, api_names)
+    start = time.perf_counter()
+    builder = Builder(self.meta_graph, self)
+    self._build(builder)
+    build_s = time.perf_counter() - start
+    self.apis = {}
+    for name, rapi in self.meta_graph.apis.items():
+      self.apis[name] = ApiSpec(
+          name, {a: self.input_spaces[a] for a in rapi.arg_names},
+          tree.map_structure(
+              lambda r: builder.spaces.get(r.id) if isinstance(
+                  r, OpRecord) else None, rapi.outputs))
+    start = time.perf_counter()
+    self._make_functions()
+    self.stats = BuildStats(assembly_s, build_s,
+                            time.perf_counter() - start)
+
+  # --- backend hooks -------------------------------------------------------
+
+  def _build(self, builder):
+    raise NotImplementedError
+
+  def _make_functions(self):
+    """Fills `self._functions`: API name -> callable(*args)."""
+    raise NotImplementedError
+
+  def create_variables(self, component, input_spaces):
+    component.create_variables(input_spaces)
+
+  # --- execution -----------------------------------------------------------
+
+  def execute(self, api_name, *args, **kwargs):
+    """Runs root API `api_name`; outputs are backend tensors (in the nest
+    the API returns)."""
+    fn = self._functions.get(api_name)
+    if fn is None:
+      raise AssemblyError(
+          f"'{self.root.path}' has no built API '{api_name}'; built APIs: "
+          f"{sorted(self._functions)}")
+    spec = self.apis[api_name]
+    if kwargs or len(args) != len(spec.arg_spaces):
+      args = self._bind(spec, args, kwargs)
+    if self.check_inputs:
+      for (name, space), value in zip(spec.arg_spaces.items(), args):
+        try:
+          space.check(value)
+        except SpaceError as e:
+          raise e.with_context(component=self.root.path, api=api_name,
+                               argument=name) from None
+    return fn(*args)
+
+  def _bind(self, spec, args, kwargs):
+    names = list(spec.arg_spaces)
+    if len(args) > len(names):
+      raise SpaceError(f"{len(args)} arguments given, {len(names)} expected "
+                       f"({names})", component=self.root.path, api=spec.name)
+    out = dict(zip(names, args))
+    for k, v in kwargs.items():
+      if k not in names or k in out:
+        raise SpaceError(f"unexpected or repeated argument '{k}'",
+                         component=self.root.path, api=spec.name,
+                         expected=f"arguments {names}")
+      out[k] = v
+    missing = [n for n in names if n not in out]
+    if missing:
+      raise SpaceError(f"missing arguments {missing}",
+                       component=self.root.path, api=spec.name,
+                       expected=f"arguments {names}")
+    return [out[n] for n in names]
+
+  def sample_inputs(self, api_name, size=None, seed=None):
+    """Random arguments for `api_name` from the input spaces."""
+    rng = np.random.default_rng(seed)
+    return [s.sample(size if s.num_leading_ranks else None, rng)
+            for s in self.apis[api_name].arg_spaces.values()]
+
+  def describe(self):
+    """One line per API: name(arg: space, ...) -> output space."""
+    lines = []
+    for spec in self.apis.values():
+      args = ", ".join(f"{a}: {s!r}" for a, s in spec.arg_spaces.items())
+      lines.append(f"{spec.name}({args}) -> {spec.output_space!r}")
+    return "\n".join(lines)
+
+  # --- weights ---------------------------------------------------------------
+
+  def get_weights(self):
+    """{variable path: numpy array} in TF layout."""
+    raise NotImplementedError
+
+  def set_weights(self, weights):
+    raise NotImplementedError
+
+
+def root_input_specs(meta_graph, input_spaces):
+  """[(record, space)] for every root API argument of the meta graph."""
+  out = []
+  for rapi in meta_graph.apis.values():
+    for arg in rapi.arg_names:
+      out.append((rapi.inputs[arg], input_spaces[arg]))
+  return out
+
+
+def resolve(values, nest):
+  return tree.map_structure(
+      lambda x: values[x.id] if isinstance(x, OpRecord) else x, nest)
+

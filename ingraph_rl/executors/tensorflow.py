@@ -1,0 +1,162 @@
+"""The TensorFlow executor: each root API becomes ONE `tf.function`.
+
+    >>> import numpy as np
+    >>> from ingraph_rl.components.layers import Dense
+    >>> from ingraph_rl.spaces import FloatBox
+    >>> ex = TFExecutor(Dense(3), {"inputs": FloatBox((4,), add_batch_rank=True)})
+    >>> ex.execute("call", np.ones((2, 4), np.float32)).shape
+    TensorShape([2, 3])
+
+The functions have an `input_signature` from the input spaces (batch and time
+dims left open), so a new batch size never retraces.
+"""
+
+import contextlib
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
+from ingraph_rl.core.variables import initial_value
+from ingraph_rl.errors import BuildError
+from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+
+
+class TFExecutor(Executor):
+  """Builds and runs a component tree with TensorFlow.
+
+  Extra args (see `Executor` for the rest):
+    jit_compile: compile each API function with XLA.
+    device_map: component path (or path prefix) -> TF device string; the
+      longest matching prefix places that component's variables and ops.
+    autograph: run AutoGraph on the API functions (off by default: graph
+      functions use tf.cond / tf.while_loop explicitly, and tracing is
+      faster without it).
+    trace_at_build: trace every API function during build (default), so the
+      first `execute` call pays no tracing.
+  """
+
+  backend = "tensorflow"
+
+  def __init__(self, root, input_spaces, *, jit_compile=False,
+               device_map=None, autograph=False, trace_at_build=True,
+               **kwargs):
+    self.jit_compile = jit_compile
+    self.device_map = dict(device_map or {})
+    self.autograph = autograph
+    self.trace_at_build = trace_at_build
+    self.module = tf.Module(name="ingraph_rl_variables")
+    self.module.variables_by_path = {}
+    super().__init__(root, input_spaces, **kwargs)
+
+  # --- placement -----------------------------------------------------------
+
+  def device_for(self, component):
+    path = component.path
+    best = None
+    for prefix, device in self.device_map.items():
+      if path == prefix or path.startswith(prefix + "/"):
+        if best is None or len(prefix) > len(best[0]):
+          best = (prefix, device)
+    return None if best is None else best[1]
+
+  def _device_scope(self, component):
+    device = self.device_for(component)
+    return tf.device(device) if device else contextlib.nullcontext()
+
+  # --- builder hooks -------------------------------------------------------
+
+  def make_variable(self, component, spec):
+    init = initial_value(spec, self.rng)
+    with tf.init_scope(), self._device_scope(component):
+      value = tf.zeros(spec.shape, spec.dtype) if init is None else init
+      var = tf.Variable(value, trainable=spec.trainable, dtype=spec.dtype,
+                        name=spec.path.replace("/", "."))
+    self.registry.add(spec, var)
+    self.module.variables_by_path[spec.path] = var
+    return var
+
+  def create_variables(self, component, input_spaces):
+    with tf.init_scope(), self._device_scope(component):
+      component.create_variables(input_spaces)
+
+  def run(self, node, args, kwargs):
+    with self._device_scope(node.component):
+      return node.fn.tf_body(node.component, *args, **kwargs)
+
+  def getitem(self, value, key, node):
+    return value[key]
+
+  def value_space(self, value, in_spaces):
+    def leaf(t):
+      if not hasattr(t, "dtype") or not hasattr(t, "shape"):
+        raise BuildError(f"a graph function returned {t!r}; return tensors")
+      return infer_leaf_space(np.dtype(t.dtype.as_numpy_dtype),
+                              t.shape.as_list(), in_spaces)
+    return nest_to_space(value, leaf)
+
+  def _build(self, builder):
+    inputs = root_input_specs(self.meta_graph, self.input_spaces)
+
+    def trace(*tensors):
+      builder.run({rec.id: (space, t)
+                   for (rec, space), t in zip(inputs, tensors)})
+
+    fn = tf.function(trace, autograph=False)
+    fn.get_concrete_function(*[s.to_tensor_spec() for _, s in inputs])
+
+  # --- execution -----------------------------------------------------------
+
+  def _make_functions(self):
+    self._functions = {}
+    for name, rapi in self.meta_graph.apis.items():
+      fn = tf.function(
+          self._api_body(rapi), jit_compile=self.jit_compile or None,
+          autograph=self.autograph,
+          input_signature=[self.input_spaces[a].to_tensor_spec()
+                           for a in rapi.arg_names])
+      if self.trace_at_build:
+        fn.get_concrete_function()
+      self._functions[name] = fn
+
+  def _api_body(self, rapi):
+    input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
+    nodes = rapi.nodes
+
+    def body(*args):
+      values = dict(zip(input_ids, args))
+      for node in nodes:
+        if node.fn is None:
+          values[node.output.id] = values[node.args[0].id][node.getitem_key]
+          continue
+        with tf.name_scope(node.component.path.replace("/", "_")):
+          values[node.output.id] = self.run(
+              node, resolve(values, node.args), resolve(values, node.kwargs))
+      return resolve(values, rapi.outputs)
+
+    body.__name__ = rapi.name
+    return body
+
+  def function(self, api_name):
+    """The `tf.function` of a root API (to export it or call it directly)."""
+    return self._functions[api_name]
+
+  # --- weights ---------------------------------------------------------------
+
+  def get_weights(self):
+    return {p: v.numpy() for p, v in self.registry.variables.items()}
+
+  def set_weights(self, weights):
+    for path, value in self.registry.check_weights(weights).items():
+      self.registry.variables[path].assign(value)
+
+  def variables(self):
+    """{path: tf.Variable}."""
+    return dict(self.registry.variables)
+
+
+def to_numpy(nest):
+  """Converts a nest of tensors to NumPy (None stays None)."""
+  return tree.map_structure(
+      lambda t: t.numpy() if hasattr(t, "numpy") else t, nest)

@@ -1,0 +1,182 @@
+"""The PyTorch executor: runs the same meta graph eagerly with torch bodies.
+
+It exists so that every numerical component can be checked TF-vs-torch.
+Spaces flow by running each torch body on two sample inputs of different
+batch and time sizes: dims that differ are the batch/time dims.
+"""
+
+import numpy as np
+import torch
+import tree
+
+from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
+from ingraph_rl.core.variables import initial_value
+from ingraph_rl.errors import BuildError
+from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+from ingraph_rl.spaces import TextBox
+
+# Two (batch, time) sizes for the build passes; products differ too, so
+# folded batch*time dims are told apart.
+_PASS_SIZES = ((2, 3), (5, 7))
+
+
+class _Pair:
+  """A value of both build passes."""
+  __slots__ = ("a", "b")
+
+  def __init__(self, a, b):
+    self.a, self.b = a, b
+
+
+def _split(nest, which):
+  return tree.map_structure(
+      lambda x: getattr(x, which) if isinstance(x, _Pair) else x, nest)
+
+
+def _torch_dtype_to_numpy(dtype):
+  return torch.empty((), dtype=dtype).numpy().dtype
+
+
+def to_torch(value, space):
+  """NumPy (nest) -> torch tensors, by the space's dtypes."""
+  def leaf(v, s):
+    if isinstance(s, TextBox):
+      return v
+    if isinstance(v, torch.Tensor):
+      return v
+    return torch.as_tensor(np.asarray(v, dtype=s.dtype))
+  return tree.map_structure(leaf, value, space.structure())
+
+
+class TorchExecutor(Executor):
+  """Builds and runs a component tree with torch bodies (CPU, eager)."""
+
+  backend = "torch"
+
+  def __init__(self, root, input_spaces, **kwargs):
+    self._initial = {}
+    super().__init__(root, input_spaces, **kwargs)
+
+  # --- builder hooks -------------------------------------------------------
+
+  def make_variable(self, component, spec):
+    init = initial_value(spec, self.rng)
+    perm = spec.torch_permutation
+    if init is None:
+      shape = spec.shape if perm is None else tuple(spec.shape[i] for i in perm)
+      var = torch.zeros(shape, dtype=_numpy_to_torch(spec.dtype))
+    else:
+      var = torch.from_numpy(np.ascontiguousarray(
+          init if perm is None else np.transpose(init, perm)))
+    if spec.trainable and var.is_floating_point():
+      var.requires_grad_(True)
+    self.registry.add(spec, var)
+    self._initial[spec.path] = var.detach().clone()
+    return var
+
+  def run(self, node, args, kwargs):
+    body = node.fn.torch_body
+    if body is None:
+      raise BuildError(
+          f"graph function '{node.component.path}'.{node.fn.name} has no "
+          f"torch body; register one with @{node.fn.name}.torch")
+    a = body(node.component, *_split(args, "a"), **_split(kwargs, "a"))
+    b = body(node.component, *_split(args, "b"), **_split(kwargs, "b"))
+    try:
+      return tree.map_structure(_Pair, a, b)
+    except (ValueError, TypeError) as e:
+      raise BuildError(f"'{node.component.path}'.{node.fn.name} returned "
+                       f"different structures for different inputs: {e}")
+
+  def getitem(self, value, key, node):
+    return tree.map_structure(_Pair, _split(value, "a")[key],
+                              _split(value, "b")[key])
+
+  def value_space(self, value, in_spaces):
+    def leaf(pair):
+      a, b = pair.a, pair.b
+      if isinstance(a, np.ndarray) and a.dtype == object:
+        shape_a, shape_b, dtype = a.shape, b.shape, a.dtype
+      elif isinstance(a, torch.Tensor):
+        shape_a, shape_b = tuple(a.shape), tuple(b.shape)
+        dtype = _torch_dtype_to_numpy(a.dtype)
+      else:
+        raise BuildError(f"a torch body returned {a!r}; return tensors")
+      shape = [x if x == y else None for x, y in zip(shape_a, shape_b)]
+      return infer_leaf_space(dtype, shape, in_spaces)
+    return nest_to_space(value, leaf)
+
+  def _build(self, builder):
+    inputs = root_input_specs(self.meta_graph, self.input_spaces)
+    root_values = {}
+    for i, (rec, space) in enumerate(inputs):
+      vals = []
+      for batch, time in _PASS_SIZES:
+        size = {0: None, 1: batch,
+                2: (time, batch) if space.time_major else (batch, time)}[
+                    _leading(space)]
+        vals.append(to_torch(space.sample(size, seed=i), space))
+      root_values[rec.id] = (space, tree.map_structure(_Pair, *vals))
+    with torch.no_grad():
+      builder.run(root_values)
+      # Bodies with side effects ran during the passes: start clean.
+      for path, var in self.registry.variables.items():
+        var.copy_(self._initial[path])
+    self._initial.clear()
+
+  # --- execution -----------------------------------------------------------
+
+  def _make_functions(self):
+    self._functions = {n: self._api_fn(r)
+                       for n, r in self.meta_graph.apis.items()}
+
+  def _api_fn(self, rapi):
+    input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
+    spaces = [self.input_spaces[a] for a in rapi.arg_names]
+    nodes = rapi.nodes
+
+    def fn(*args):
+      values = {i: to_torch(v, s) for i, v, s in zip(input_ids, args, spaces)}
+      for node in nodes:
+        if node.fn is None:
+          values[node.output.id] = values[node.args[0].id][node.getitem_key]
+        else:
+          values[node.output.id] = node.fn.torch_body(
+              node.component, *resolve(values, node.args),
+              **resolve(values, node.kwargs))
+      return resolve(values, rapi.outputs)
+
+    return fn
+
+  # --- weights ---------------------------------------------------------------
+
+  def get_weights(self):
+    out = {}
+    for path, var in self.registry.variables.items():
+      arr = var.detach().numpy().copy()
+      perm = self.registry.specs[path].torch_permutation
+      out[path] = arr if perm is None else np.transpose(arr, np.argsort(perm))
+    return out
+
+  def set_weights(self, weights):
+    with torch.no_grad():
+      for path, value in self.registry.check_weights(weights).items():
+        perm = self.registry.specs[path].torch_permutation
+        arr = value if perm is None else np.transpose(value, perm)
+        self.registry.variables[path].copy_(torch.from_numpy(
+            np.ascontiguousarray(arr)))
+
+
+def _leading(space):
+  leaves = [s for _, s in space.flatten()]
+  return leaves[0].num_leading_ranks if leaves else 0
+
+
+def _numpy_to_torch(dtype):
+  return torch.from_numpy(np.zeros((), dtype)).dtype
+
+
+def to_numpy(nest):
+  """Converts a nest of torch tensors to NumPy."""
+  return tree.map_structure(
+      lambda t: t.detach().numpy() if isinstance(t, torch.Tensor) else t, nest)
