@@ -1,0 +1,37 @@
+# Every target sets itself up: a venv in .venv with the pinned versions of
+# requirements.txt, and the package installed in editable mode.
+#   make test        the test suite (what CI runs)
+#   make test-all    including tests marked slow
+#   make bench-build the build-overhead benchmark (full run)
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export OMP_WAIT_POLICY ?= PASSIVE
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: venv test test-all bench-build bench-quick clean
+
+$(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m ""
+
+bench-build: $(STAMP)
+	$(PY) -m benchmarks.build_overhead
+
+bench-quick: $(STAMP)
+	$(PY) -m benchmarks.build_overhead --quick
+
+clean:
+	rm -rf $(VENV) build *.egg-info
