@@ -236,7 +236,9 @@ class Component:
 
 
 def _snake(name):
-  return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+  # "TFOnly" -> "tf_only", "NeuralNetwork" -> "neural_network".
+  return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_",
+                name).lower()
 
 
 def _kind_name(kind):

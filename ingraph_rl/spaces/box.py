@@ -176,7 +176,11 @@ class BoxSpace(Space):
     if shape is None:
       raise SpaceError("not an array-like value", expected=expected,
                        received=describe_value(value))
-    is_python = isinstance(value, (bool, int, float, str, bytes, list, tuple))
+    # np.float64 and np.str_ subclass float and str, but are numpy values:
+    # they must match the dtype exactly.
+    is_python = isinstance(
+        value, (bool, int, float, str, bytes, list, tuple)) and not isinstance(
+            value, np.generic)
     ok_dtype = (self._accepts_python(np.asarray(value)) if is_python
                 else self._dtype_matches(dtype))
     if not ok_dtype:
@@ -236,6 +240,16 @@ def _short(x):
   return repr(x.item()) if np.ndim(x) == 0 else f"array{np.shape(x)}"
 
 
+def _inward(bound, dtype, up):
+  """`bound` in `dtype`, rounded towards the inside of the box (up for a
+  lower bound) where the dtype cannot hold it exactly."""
+  bound = np.asarray(bound, np.float64)
+  out = np.asarray(bound, dtype)
+  off = (out < bound) if up else (out > bound)
+  return np.where(off, np.nextafter(out, np.asarray(
+      np.inf if up else -np.inf, dtype)), out).astype(dtype)
+
+
 def _rng(seed):
   return seed if isinstance(seed, np.random.Generator) else \
       np.random.default_rng(seed)
@@ -272,7 +286,11 @@ class FloatBox(BoxSpace):
     with np.errstate(invalid="ignore", over="ignore"):
       x = np.where(fin_lo & fin_hi, lo + u * (hi - lo),
                    np.where(fin_lo, lo + e, np.where(fin_hi, hi - e, n)))
-    return np.asarray(x, dtype=self._dtype)
+      # Rounding to the dtype must not cross a bound that the dtype cannot
+      # represent exactly (0.1 as float32): clip to the innermost values.
+      return np.asarray(np.clip(np.asarray(x, dtype=self._dtype),
+                                _inward(lo, self._dtype, up=True),
+                                _inward(hi, self._dtype, up=False)))
 
 
 class IntBox(BoxSpace):
@@ -319,7 +337,9 @@ class IntBox(BoxSpace):
     shape = self._sample_shape(size)
     info = np.iinfo(self._dtype)
     lo = max(-100, info.min) if self._low is None else self._low
-    hi = min(100, info.max) if self._high is None else self._high
+    # Without a high bound: up to 100, or just above a low bound beyond that.
+    hi = np.maximum(lo, min(99, info.max - 1)) + 1 if self._high is None \
+        else self._high
     return rng.integers(lo, hi, size=shape).astype(self._dtype)
 
 

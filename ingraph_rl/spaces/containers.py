@@ -85,7 +85,7 @@ class ContainerSpace(Space):
         raise SpaceError(
             f"leaves disagree on the leading "
             f"{'/'.join(self.leading_rank_names())} dims ({items})",
-            expected=repr(self))
+            expected=repr(self), received=f"leading dims {items}")
 
   def __ne__(self, other):
     return not self == other

@@ -416,13 +416,29 @@ def test_float_box_partly_infinite_bounds():
 
 
 def test_float_box_samples_respect_bounds_not_representable_in_dtype():
-  # 0.1 is not a float32: rounding a sample to float32 must not cross it.
-  for space in [FloatBox(low=0.1), FloatBox(high=0.1), FloatBox(low=0.1,
-                                                                high=0.3),
-                FloatBox(low=-0.3, high=-0.1, dtype=np.float16)]:
-    values = space.sample(size=5000, seed=0)
-    assert space.contains(values), space
+  # Bounds the dtype cannot hold: rounding a sample to the dtype must not
+  # cross them. Each interval holds exactly one value `v` of the dtype, and
+  # about 10% of it lies nearer to the value below `low`.
+  cases = []
+  for dtype in [np.float16, np.float32]:
+    v = np.asarray(0.7, dtype)
+    ulp = float(np.spacing(v))
+    cases.append((FloatBox(low=float(v) - 0.6 * ulp, high=float(v) + 0.3 * ulp,
+                           dtype=dtype), v))
+    cases.append((FloatBox(low=-float(v) - 0.3 * ulp,
+                           high=-float(v) + 0.6 * ulp, dtype=dtype), -v))
+  for space, v in cases:
+    values = space.sample(size=1000, seed=0)  # Free leading dim.
     assert values.dtype == space.dtype
+    np.testing.assert_array_equal(values, np.full(1000, v, space.dtype))
+    assert space.with_batch_rank().contains(values), space
+  # One-sided: 1000.2 lies below the midpoint of the float16s 1000.0 and
+  # 1000.5, so 1 in 10 exponential tails would round out of the box.
+  for space in [FloatBox(low=1000.2, dtype=np.float16),
+                FloatBox(high=-1000.2, dtype=np.float16)]:
+    values = space.sample(size=1000, seed=0)
+    assert space.with_batch_rank().contains(values), space
+    assert np.all(np.abs(values) >= 1000.5)
 
 
 def test_float_box_one_sided_bounds_sample_on_the_right_side():
