@@ -58,7 +58,10 @@ class ComponentTest:
     Returns the outputs as NumPy."""
     out = to_numpy(self.executor.execute(api_name, *args))
     if expected is not None:
-      tree.assert_same_structure(expected, out)
+      try:
+        tree.assert_same_structure(expected, out)
+      except (ValueError, TypeError) as e:
+        raise AssertionError(f"'{api_name}' output structure: {e}") from None
       tree.map_structure(
           lambda e, o: np.testing.assert_allclose(o, e, rtol=rtol, atol=atol),
           expected, out)
@@ -99,7 +102,7 @@ def assert_parity(component, input_spaces, calls, rtol=1e-5, atol=1e-5,
       tree.map_structure(
           lambda x, y: np.testing.assert_allclose(y, x, rtol=rtol, atol=atol),
           a, b)
-    except AssertionError as e:
+    except (AssertionError, ValueError, TypeError) as e:
       raise AssertionError(f"TF vs torch differ in call {i} ('{name}'): "
                            f"{e}") from None
     tf_outs.append(a)
