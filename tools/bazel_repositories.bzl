@@ -20,8 +20,9 @@ from the local machine.
 * `tensorflow_local_config` makes @local_tensorflow from the TensorFlow that
   an installed Python imports: it symlinks the headers and
   libtensorflow_framework out of `tf.sysconfig` and wraps them in one
-  cc_library. It runs only when a target that depends on it is built (the
-  custom ops), never for `bazel build //:ingraph_rl`.
+  cc_library. It runs only when the custom ops are built: never while
+  ingraph_rl/ops/ has no .cc file; once it has, //:ingraph_rl carries the op
+  library (as data) and so needs it too.
   Which Python: $PYTHON_BIN_PATH if set, else <workspace>/.venv/bin/python if
   it exists, else `python3` on PATH.
 """
