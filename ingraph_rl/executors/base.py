@@ -86,6 +86,10 @@ class Executor:
                   r, OpRecord) else None, rapi.outputs))
     start = time.perf_counter()
     self._make_functions()
+    # What `execute` needs per API, looked up once.
+    self._calls = {
+        n: (self._functions[n], list(self.apis[n].arg_spaces.items()))
+        for n in self._functions}
     self.stats = BuildStats(assembly_s, build_s,
                             time.perf_counter() - start)
 
@@ -106,16 +110,16 @@ class Executor:
   def execute(self, api_name, *args, **kwargs):
     """Runs root API `api_name`; outputs are backend tensors (in the nest
     the API returns)."""
-    fn = self._functions.get(api_name)
-    if fn is None:
+    try:
+      fn, arg_spaces = self._calls[api_name]
+    except KeyError:
       raise AssemblyError(
           f"'{self.root.path}' has no built API '{api_name}'; built APIs: "
-          f"{sorted(self._functions)}")
-    spec = self.apis[api_name]
-    if kwargs or len(args) != len(spec.arg_spaces):
-      args = self._bind(spec, args, kwargs)
+          f"{sorted(self._functions)}") from None
+    if kwargs or len(args) != len(arg_spaces):
+      args = self._bind(self.apis[api_name], args, kwargs)
     if self.check_inputs:
-      for (name, space), value in zip(spec.arg_spaces.items(), args):
+      for (name, space), value in zip(arg_spaces, args):
         try:
           space.check(value)
         except SpaceError as e:

@@ -16,6 +16,8 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 import tree
+# FuncGraph is what tf.function traces into; used bare for the build pass.
+from tensorflow.python.framework import func_graph
 
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
 from ingraph_rl.core.variables import initial_value
@@ -97,14 +99,19 @@ class TFExecutor(Executor):
     return nest_to_space(value, leaf)
 
   def _build(self, builder):
+    # The worklist runs once over every root API in a scratch FuncGraph:
+    # symbolic tensors give the output spaces, and the graph is dropped
+    # (a bare FuncGraph costs a fraction of tracing a whole tf.function).
     inputs = root_input_specs(self.meta_graph, self.input_spaces)
-
-    def trace(*tensors):
-      builder.run({rec.id: (space, t)
-                   for (rec, space), t in zip(inputs, tensors)})
-
-    fn = tf.function(trace, autograph=False)
-    fn.get_concrete_function(*[s.to_tensor_spec() for _, s in inputs])
+    graph = func_graph.FuncGraph("ingraph_rl_build")
+    with graph.as_default():
+      root_values = {}
+      for rec, space in inputs:
+        placeholders = tree.map_structure(
+            lambda spec: tf.compat.v1.placeholder(spec.dtype, spec.shape),
+            space.to_tensor_spec())
+        root_values[rec.id] = (space, placeholders)
+      builder.run(root_values)
 
   # --- execution -----------------------------------------------------------
 

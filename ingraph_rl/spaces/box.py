@@ -171,7 +171,18 @@ class BoxSpace(Space):
     return arr.dtype.kind in self._kinds
 
   def check(self, value):
-    shape, dtype = value_shape_and_dtype(value)
+    if type(value) is np.ndarray and self._dtype_matches(value.dtype):
+      # Hot path (executor input checks): no allocation unless it fails.
+      shape, dtype = value.shape, value.dtype
+      want = self.full_shape()
+      if len(shape) == len(want) and all(
+          e is None or g == e for g, e in zip(shape, want)):
+        return
+    else:
+      shape, dtype = value_shape_and_dtype(value)
+    self._check_slow(value, shape, dtype)
+
+  def _check_slow(self, value, shape, dtype):
     expected = repr(self)
     if shape is None:
       raise SpaceError("not an array-like value", expected=expected,

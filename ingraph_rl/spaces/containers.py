@@ -62,6 +62,13 @@ class ContainerSpace(Space):
       sub = f"{path}[{key!r}]"
       if isinstance(child, ContainerSpace):
         child._check_structure(value[key], sub)
+        if child.leading_rank_names() != self.leading_rank_names():
+          # Not covered by this container's own check of the leading dims.
+          try:
+            child._check_leading_dims_agree(value[key])
+          except SpaceError as e:
+            raise SpaceError(f"at {sub}: {e.reason}", expected=e.expected,
+                             received=e.received) from None
       else:
         try:
           child.check(value[key])
@@ -74,7 +81,9 @@ class ContainerSpace(Space):
     if not n:
       return
     seen = {}
-    for (path, _), leaf in zip(self.flatten(), tree.flatten(value)):
+    # Only down to the boxes: a leaf may be a (nested) python list.
+    leaves = tree.flatten_up_to(self.structure(), value, check_types=False)
+    for (path, _), leaf in zip(self.flatten(), leaves):
       shape, _ = value_shape_and_dtype(leaf)
       lead = tuple(shape[:n])
       if None in lead:

@@ -25,8 +25,12 @@ def from_gymnasium(space, add_batch_rank=False, add_time_rank=False,
       return FloatBox(space.shape, _bound_or_none(space.low),
                       _bound_or_none(space.high), dtype, **ranks)
     if dtype.kind in "iu":
-      return IntBox(np.asarray(space.high, np.int64) + 1, space.shape,
-                    space.low, dtype, **ranks)
+      # high + 1 must not wrap around: int64 max stays (excluding one value).
+      top = np.iinfo(np.int64).max
+      high = np.asarray(space.high)
+      high = np.where(high >= top, np.int64(top - 1),
+                      high.astype(np.int64)) + 1
+      return IntBox(high, space.shape, space.low, dtype, **ranks)
     if dtype.kind == "b":
       return BoolBox(space.shape, **ranks)
   elif isinstance(space, gs.Discrete):

@@ -124,7 +124,8 @@ class Space(abc.ABC):
   def flatten_value(self, value):
     """The leaves of `value` in the order of `flatten()`."""
     import tree
-    return tree.flatten(value)
+    # Only down to the boxes: a leaf may be a (nested) python list.
+    return tree.flatten_up_to(self.structure(), value, check_types=False)
 
   def unflatten_value(self, leaves):
     """Inverse of `flatten_value`."""

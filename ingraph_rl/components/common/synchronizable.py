@@ -45,18 +45,24 @@ class Synchronizable(Component):
 
   @graph_fn(needs_subtree=True)
   def _graph_fn_sync(self, values, tau):
+    hard = _is_one(tau)
     for path, var in sorted(self._check_values(values).items()):
-      new = values[path] if tau == 1.0 else \
-          tau * values[path] + (1.0 - tau) * var
+      new = values[path] if hard else tau * values[path] + (1.0 - tau) * var
       var.assign(new)
     return tf.constant(True)
 
   @_graph_fn_sync.torch
   def _graph_fn_sync(self, values, tau):
+    hard = _is_one(tau)
     with torch.no_grad():
       for path, var in sorted(self._check_values(values).items()):
-        new = values[path] if tau == 1.0 else \
-            tau * values[path] + (1.0 - tau) * var
+        new = values[path] if hard else tau * values[path] + (1.0 - tau) * var
         var.copy_(new)
     return torch.tensor(True)
+
+
+def _is_one(tau):
+  """Whether `tau` is the Python number 1 (a hard copy). A tensor `tau` (an
+  API input) always blends: it has no Python truth value in a TF graph."""
+  return isinstance(tau, (int, float)) and tau == 1.0
 

@@ -85,6 +85,8 @@ GEOMETRIES = [
     ("same", (2, 1), (7, 6), (3, 2)),
     ("valid", (1, 3), (8, 9), (2, 3)),
     ("same", 3, 2, 3),             # Input smaller than the kernel.
+    ("same", 3, 7, 2),             # Stride above the kernel size.
+    ("valid", 3, 8, 2),
 ]
 
 
