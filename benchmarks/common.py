@@ -36,6 +36,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
+# Where results go; tests point it at a temporary folder so a smoke run never
+# overwrites the committed full results.
+RESULTS_DIR = pathlib.Path(os.environ.get("INGRAPH_RL_BENCH_RESULTS",
+                                          RESULTS_DIR))
 
 
 # --- the machine -------------------------------------------------------------
