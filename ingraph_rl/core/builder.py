@@ -8,8 +8,8 @@ values the backend's bodies produce. If the worklist stalls, the components
 still waiting and the arguments they miss are named.
 
 The backend (see executors) supplies: `placeholder(space)`, `run(node, args,
-kwargs)`, `value_space(value, input_spaces)` and `make_variable(component,
-spec)`.
+kwargs)`, `value_space(value, input_spaces)`, `make_variable(component,
+spec)` and `make_resource(component, path, factory)`.
 """
 
 import tree
@@ -86,7 +86,7 @@ class Builder:
       return False
     input_spaces = self.known_input_spaces(component)
     component.input_spaces = input_spaces
-    component._variable_factory = self.backend.make_variable
+    component._build_backend = self.backend
     api_of = {name: call.name
               for call, name, _ in self.args_of.get(id(component), [])}
     try:
@@ -95,7 +95,7 @@ class Builder:
       raise e.with_context(component=component.path,
                            api=api_of.get(e.argument)) from None
     finally:
-      component._variable_factory = None
+      component._build_backend = None
     return True
 
   def ready(self, node):

@@ -55,8 +55,9 @@ class Component:
     self.input_spaces = None        # Set once by the builder.
     self._variables = {}            # Local name -> backend variable.
     self._variable_specs = {}       # Local name -> VariableSpec.
-    self._variable_factory = None   # Set by the builder around
-                                    # create_variables.
+    self._resources = {}            # Local name -> backend resource.
+    self._build_backend = None      # The executor, set by the builder
+                                    # around create_variables.
     self.built_by = None            # Executor name once built.
 
   # --- composition -----------------------------------------------------------
@@ -154,7 +155,7 @@ class Component:
     torch_permutation: axes permutation from this (TF) layout to the torch
       layout, e.g. (1, 0) for a dense kernel stored as (out, in) in torch.
     """
-    if self._variable_factory is None:
+    if self._build_backend is None:
       raise BuildError(
           f"'{self.path}'.add_variable('{name}') called outside "
           f"create_variables")
@@ -163,10 +164,31 @@ class Component:
     spec = VariableSpec(f"{self.path}/{name}", tuple(int(d) for d in shape),
                         np.dtype(dtype), initializer, bool(trainable),
                         torch_permutation)
-    var = self._variable_factory(self, spec)
+    var = self._build_backend.make_variable(self, spec)
     self._variable_specs[name] = spec
     self._variables[name] = var
     return var
+
+  def add_resource(self, name, *, tf=None, torch=None):
+    """Makes a non-variable state object (a queue, a staging area) inside
+    `create_variables`. `tf` / `torch` are zero-argument factories; the
+    executor calls its own. TF resources are tracked by the executor's
+    module, so checkpoints and SavedModels include them.
+    """
+    if self._build_backend is None:
+      raise BuildError(
+          f"'{self.path}'.add_resource('{name}') called outside "
+          f"create_variables")
+    if name in self._resources:
+      raise BuildError(f"'{self.path}' already has a resource '{name}'")
+    factory = {"tensorflow": tf, "torch": torch}[self._build_backend.backend]
+    if factory is None:
+      raise BuildError(f"'{self.path}'.add_resource('{name}') has no factory "
+                       f"for the {self._build_backend.backend} executor")
+    obj = self._build_backend.make_resource(self, f"{self.path}/{name}",
+                                            factory)
+    self._resources[name] = obj
+    return obj
 
   def local_variables(self):
     """This component's own variables: name -> backend variable."""

@@ -10,6 +10,7 @@ import tree
 
 from ingraph_rl.core.assembly import assemble
 from ingraph_rl.core.builder import Builder
+from ingraph_rl.core.checks import space_error_from
 from ingraph_rl.core.meta_graph import OpRecord
 from ingraph_rl.core.variables import VariableRegistry
 from ingraph_rl.errors import AssemblyError, SpaceError
@@ -125,7 +126,13 @@ class Executor:
         except SpaceError as e:
           raise e.with_context(component=self.root.path, api=api_name,
                                argument=name) from None
-    return fn(*args)
+    try:
+      return fn(*args)
+    except Exception as e:  # A failed in-graph value check -> SpaceError.
+      error = space_error_from(e)
+      if error is None:
+        raise
+      raise error from None
 
   def _bind(self, spec, args, kwargs):
     names = list(spec.arg_spaces)

@@ -50,6 +50,7 @@ class TFExecutor(Executor):
     self.trace_at_build = trace_at_build
     self.module = tf.Module(name="ingraph_rl_variables")
     self.module.variables_by_path = {}
+    self.module.resources_by_path = {}
     super().__init__(root, input_spaces, **kwargs)
 
   # --- placement -----------------------------------------------------------
@@ -78,6 +79,12 @@ class TFExecutor(Executor):
     self.registry.add(spec, var)
     self.module.variables_by_path[spec.path] = var
     return var
+
+  def make_resource(self, component, path, factory):
+    with tf.init_scope(), self._device_scope(component):
+      obj = factory()
+    self.module.resources_by_path[path] = obj
+    return obj
 
   def create_variables(self, component, input_spaces):
     with tf.init_scope(), self._device_scope(component):

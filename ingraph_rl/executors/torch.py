@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import tree
 
+from ingraph_rl.core import checks
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError
@@ -74,6 +75,9 @@ class TorchExecutor(Executor):
     self._initial[spec.path] = var.detach().clone()
     return var
 
+  def make_resource(self, component, path, factory):
+    return factory()
+
   def run(self, node, args, kwargs):
     body = node.fn.torch_body
     if body is None:
@@ -117,7 +121,7 @@ class TorchExecutor(Executor):
                     _leading(space)]
         vals.append(to_torch(space.sample(size, seed=i), space))
       root_values[rec.id] = (space, tree.map_structure(_Pair, *vals))
-    with torch.no_grad():
+    with torch.no_grad(), checks.suspended():
       builder.run(root_values)
       # Bodies with side effects ran during the passes: start clean.
       for path, var in self.registry.variables.items():
