@@ -177,15 +177,19 @@ def infer_leaf_space(dtype, shape, in_spaces):
   leaves = [s for space in in_spaces if space is not None
             for _, s in space.flatten()]
   time_leaf = next((s for s in leaves if s.has_time_rank), None)
+  any_batch = any(s.has_batch_rank for s in leaves)
   n_unknown = 0
   for d in shape:
     if d is not None:
       break
     n_unknown += 1
-  if n_unknown >= 2 and time_leaf is not None:
+  if n_unknown >= 2 and time_leaf is not None and any_batch:
     ranks = dict(add_batch_rank=True, add_time_rank=True,
                  time_major=time_leaf.time_major)
     rest = shape[2:]
+  elif n_unknown >= 1 and time_leaf is not None and not any_batch:
+    ranks = dict(add_time_rank=True)   # Inputs have a time rank only.
+    rest = shape[1:]
   elif n_unknown >= 1:
     ranks = dict(add_batch_rank=True)
     rest = shape[1:]

@@ -2,7 +2,11 @@
 
 It exists so that every numerical component can be checked TF-vs-torch.
 Spaces flow by running each torch body on two sample inputs of different
-batch and time sizes: dims that differ are the batch/time dims.
+batch and time sizes: dims that differ are the batch/time dims. The samples
+come from the input spaces, so give bounds that make valid inputs (e.g.
+`IntBox(capacity)` for memory indices, `IntBox(9, low=1)` for a batch size);
+value checks (`torch_check`) are off during these passes, and variables are
+reset to their initial values afterwards.
 """
 
 import numpy as np
@@ -12,7 +16,7 @@ import tree
 from ingraph_rl.core import checks
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
 from ingraph_rl.core.variables import initial_value
-from ingraph_rl.errors import BuildError
+from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
 from ingraph_rl.spaces import TextBox
 
@@ -84,8 +88,17 @@ class TorchExecutor(Executor):
       raise BuildError(
           f"graph function '{node.component.path}'.{node.fn.name} has no "
           f"torch body; register one with @{node.fn.name}.torch")
-    a = body(node.component, *_split(args, "a"), **_split(kwargs, "a"))
-    b = body(node.component, *_split(args, "b"), **_split(kwargs, "b"))
+    try:
+      a = body(node.component, *_split(args, "a"), **_split(kwargs, "a"))
+      b = body(node.component, *_split(args, "b"), **_split(kwargs, "b"))
+    except (SpaceError, BuildError):
+      raise
+    except Exception as e:
+      raise BuildError(
+          f"'{node.component.path}'.{node.fn.name} failed on sample inputs "
+          f"during the torch build ({type(e).__name__}: {e}); the samples "
+          f"come from the input spaces with batch/time sizes {_PASS_SIZES}: "
+          f"bound the spaces so samples are valid inputs") from e
     try:
       return tree.map_structure(_Pair, a, b)
     except (ValueError, TypeError) as e:

@@ -159,3 +159,32 @@ def test_building_twice_is_refused():
   with pytest.raises(AssemblyError, match="already built by the tensorflow "
                      "executor; build a copy"):
     TorchExecutor(chain, {"x": FloatBox((3,))})
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_time_only_inputs_give_time_only_outputs(executor):
+  from ingraph_rl.components.layers import Dense
+  ex = executor(Dense(7), {"inputs": FloatBox((4,), add_time_rank=True)})
+  assert ex.apis["call"].output_space == FloatBox((7,), add_time_rank=True)
+
+
+def test_torch_body_failing_on_build_samples_is_a_named_build_error():
+  from ingraph_rl.errors import BuildError
+
+  class NeedsSmall(Component):
+    @api
+    def call(self, x):
+      return self._graph_fn_f(x)
+
+    @graph_fn
+    def _graph_fn_f(self, x):
+      return x
+
+    @_graph_fn_f.torch
+    def _graph_fn_f(self, x):
+      return x.reshape(2, 3, 5)   # Only valid for one batch size.
+
+  with pytest.raises(BuildError, match=r"'needs_small'._graph_fn_f failed on "
+                     r"sample inputs during the torch build \(RuntimeError"):
+    TorchExecutor(NeedsSmall(), {"x": FloatBox((5,), add_batch_rank=True,
+                                               add_time_rank=True)})

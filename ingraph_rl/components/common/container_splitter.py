@@ -47,6 +47,8 @@ class ContainerMerger(Component):
 
   def __init__(self, *keys, scope="container_merger"):
     super().__init__(scope=scope)
+    if len(set(keys)) != len(keys):
+      raise AssemblyError(f"'{scope}': merge keys repeat: {list(keys)}")
     self.keys = keys
 
   @api

@@ -260,3 +260,9 @@ def test_split_output_space(backend):
   values = test.test("split", space.sample((2, 3), seed=0))
   out[1].check(values[1])
   out[0].check(values[0])
+
+
+def test_merger_refuses_repeated_keys():
+  from ingraph_rl.errors import AssemblyError
+  with pytest.raises(AssemblyError, match=r"merge keys repeat: \['a', 'a'\]"):
+    ContainerMerger("a", "a")
