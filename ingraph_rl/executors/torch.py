@@ -71,7 +71,7 @@ class TorchExecutor(Executor):
       shape = spec.shape if perm is None else tuple(spec.shape[i] for i in perm)
       var = torch.zeros(shape, dtype=_numpy_to_torch(spec.dtype))
     else:
-      var = torch.from_numpy(np.ascontiguousarray(
+      var = torch.from_numpy(_c_array(
           init if perm is None else np.transpose(init, perm)))
     if spec.trainable and var.is_floating_point():
       var.requires_grad_(True)
@@ -181,7 +181,12 @@ class TorchExecutor(Executor):
         perm = self.registry.specs[path].torch_permutation
         arr = value if perm is None else np.transpose(value, perm)
         self.registry.variables[path].copy_(torch.from_numpy(
-            np.ascontiguousarray(arr)))
+            _c_array(arr)))
+
+
+def _c_array(x):
+  """A C-contiguous copy; unlike np.ascontiguousarray keeps 0-d arrays 0-d."""
+  return np.array(x, order="C", copy=True)
 
 
 def _leading(space):

@@ -1,0 +1,180 @@
+"""Uniform ring replay memory for records of any nested space."""
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.core.checks import tf_check, torch_check
+from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.utils.lazy import torch
+
+
+class ReplayMemory(Component):
+  """A ring buffer: one variable per leaf of the record space, of shape
+  [capacity, *leaf.shape] in the leaf's own dtype (uint8 frames stay uint8).
+
+  APIs (fixed return structures):
+    insert(records): a batch (leading batch dim) of records; when the ring is
+      full the oldest are overwritten. Returns the size after the insert.
+    sample(batch_size): uniform over the stored records ->
+      {"records": nest, "indices": int32 [batch_size]}.
+    get_records(indices): the records at ring positions `indices`.
+    get_size(): number of stored records (int32 scalar).
+
+  A batch larger than the capacity keeps its last `capacity` records.
+
+      >>> from ingraph_rl.executors.tensorflow import TFExecutor
+      >>> from ingraph_rl.spaces import Dict, FloatBox, IntBox
+      >>> records = Dict(obs=FloatBox((4,)), action=IntBox(2),
+      ...                add_batch_rank=True)
+      >>> ex = TFExecutor(ReplayMemory(100), {"records": records,
+      ...     "batch_size": IntBox(), "indices": IntBox(add_batch_rank=True)})
+      >>> int(ex.execute("insert", records.sample(8)))
+      8
+  """
+
+  variable_args = ("records",)
+
+  def __init__(self, capacity, seed=0, scope="replay_memory"):
+    super().__init__(scope=scope)
+    if int(capacity) < 1:
+      raise BuildError(f"'{scope}': capacity must be >= 1, got {capacity}")
+    self.capacity = int(capacity)
+    self.seed = seed
+
+  def create_variables(self, input_spaces):
+    space = self.expect_space(input_spaces, "records")
+    leaves = space.flatten()
+    if any(not leaf.has_batch_rank or leaf.has_time_rank
+           for _, leaf in leaves):
+      raise SpaceError("records need a batch rank (and no time rank)",
+                       component=self.path, api="insert",
+                       argument="records", received=repr(space))
+    self.record_space = space.strip_ranks()
+    self.buffers = [
+        self.add_variable("buffer." + ".".join(str(p) for p in path) if path
+                          else "buffer", (self.capacity,) + leaf.shape,
+                          leaf.dtype, "zeros", trainable=False)
+        for path, leaf in leaves]
+    self.index = self.add_variable("index", (), np.int32, trainable=False)
+    self.size = self.add_variable("size", (), np.int32, trainable=False)
+    self.rng = self.add_resource(
+        "rng", tf=lambda: tf.random.Generator.from_seed(self.seed),
+        torch=lambda: torch.Generator().manual_seed(self.seed))
+
+  # --- APIs ------------------------------------------------------------------
+
+  @api
+  def insert(self, records):
+    return self._graph_fn_insert(records)
+
+  @api
+  def sample(self, batch_size):
+    return self._graph_fn_sample(batch_size)
+
+  @api
+  def get_records(self, indices):
+    return self._graph_fn_get_records(indices)
+
+  @api
+  def get_size(self):
+    return self._graph_fn_get_size()
+
+  # --- TF bodies -----------------------------------------------------------
+
+  def _ring_positions(self, n):
+    """Positions for the last min(n, capacity) of n new records, and how
+    many leading records are dropped."""
+    keep = tf.minimum(n, self.capacity)
+    start = self.index + (n - keep)
+    return (start + tf.range(keep)) % self.capacity, n - keep
+
+  def _write(self, records):
+    """Writes a batch into the ring; returns (positions, dropped, n)."""
+    leaves = tree.flatten(records)
+    n = tf.shape(leaves[0])[0]
+    positions, dropped = self._ring_positions(n)
+    for buf, leaf in zip(self.buffers, leaves):
+      buf.scatter_nd_update(positions[:, None], leaf[dropped:])
+    self.index.assign((self.index + n) % self.capacity)
+    self.size.assign(tf.minimum(self.size + n, self.capacity))
+    return positions
+
+  @graph_fn
+  def _graph_fn_insert(self, records):
+    self._write(records)
+    return tf.identity(self.size)
+
+  def _gather(self, indices):
+    return tree.unflatten_as(self.record_space.structure(),
+                             [tf.gather(buf, indices) for buf in self.buffers])
+
+  def _check_nonempty(self, api_name, argument):
+    return tf_check(self.size > 0, self, api_name, argument,
+                    "the memory is empty")
+
+  @graph_fn
+  def _graph_fn_sample(self, batch_size):
+    with tf.control_dependencies([self._check_nonempty("sample",
+                                                       "batch_size")]):
+      indices = self.rng.uniform([batch_size], 0, self.size, dtype=tf.int32)
+    return {"records": self._gather(indices), "indices": indices}
+
+  @graph_fn
+  def _graph_fn_get_records(self, indices):
+    indices = tf.cast(indices, tf.int32)
+    ok = tf.reduce_all((indices >= 0) & (indices < self.size))
+    with tf.control_dependencies([tf_check(
+        ok, self, "get_records", "indices",
+        "indices must lie in [0, size)")]):
+      return self._gather(indices)
+
+  @graph_fn
+  def _graph_fn_get_size(self):
+    return tf.identity(self.size)
+
+  # --- torch bodies ----------------------------------------------------------
+
+  def _torch_write(self, records):
+    leaves = tree.flatten(records)
+    n = leaves[0].shape[0]
+    keep = min(n, self.capacity)
+    start = int(self.index) + n - keep
+    positions = (start + torch.arange(keep)) % self.capacity
+    with torch.no_grad():
+      for buf, leaf in zip(self.buffers, leaves):
+        buf[positions] = leaf[n - keep:].to(buf.dtype)
+      self.index.fill_((int(self.index) + n) % self.capacity)
+      self.size.fill_(min(int(self.size) + n, self.capacity))
+    return positions
+
+  @_graph_fn_insert.torch
+  def _graph_fn_insert(self, records):
+    self._torch_write(records)
+    return self.size.clone()
+
+  def _torch_gather(self, indices):
+    idx = indices.long()
+    return tree.unflatten_as(self.record_space.structure(),
+                             [buf[idx].detach().clone()
+                              for buf in self.buffers])
+
+  @_graph_fn_sample.torch
+  def _graph_fn_sample(self, batch_size):
+    torch_check(int(self.size) > 0, self, "sample", "batch_size",
+                "the memory is empty")
+    indices = torch.randint(0, max(int(self.size), 1), (int(batch_size),),
+                            generator=self.rng, dtype=torch.int32)
+    return {"records": self._torch_gather(indices), "indices": indices}
+
+  @_graph_fn_get_records.torch
+  def _graph_fn_get_records(self, indices):
+    torch_check(bool(torch.all((indices >= 0) & (indices < self.size))),
+                self, "get_records", "indices",
+                "indices must lie in [0, size)")
+    return self._torch_gather(indices)
+
+  @_graph_fn_get_size.torch
+  def _graph_fn_get_size(self):
+    return self.size.clone()
