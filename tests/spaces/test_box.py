@@ -341,7 +341,7 @@ def test_check_rejects_wrong_dtype_rank_and_shape(space_size, seed, data):
     assert space.contains(bigger)
 
 
-# --- hand-computed cases --------------------------------------------------------
+# --- hand-computed cases -----------------------------------------------------
 
 
 def test_int_box_high_is_exclusive():

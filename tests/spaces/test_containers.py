@@ -9,7 +9,7 @@ import torch
 import tree
 
 from ingraph_rl.errors import SpaceError
-from ingraph_rl.spaces import (BoolBox, BoxSpace, ContainerSpace, Dict,
+from ingraph_rl.spaces import (BoolBox, ContainerSpace, Dict,
                                FloatBox, IntBox, TextBox, Tuple)
 
 SETTINGS = hypothesis.settings(
@@ -372,7 +372,7 @@ def test_leaves_must_agree_on_leading_dims(space_size, seed, data):
   space.check(space.sample(tuple(other_lead), seed))
 
 
-# --- hand-computed cases --------------------------------------------------------
+# --- hand-computed cases -----------------------------------------------------
 
 
 def test_batched_dict_leaves_disagreeing_on_batch_size():
