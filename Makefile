@@ -12,11 +12,12 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: venv test test-all bench-build bench-quick clean
 
-$(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml
+$(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
+    $(wildcard ingraph_rl/ops/*.cc)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	INGRAPH_RL_BUILD_OPS=1 $(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 venv: $(STAMP)

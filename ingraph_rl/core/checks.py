@@ -51,6 +51,12 @@ def suspended():
     _SUSPENDED.on = before
 
 
+def in_build_pass():
+  """True while the torch executor's build passes run bodies on samples
+  (a body with effects outside variables, e.g. a queue, skips them)."""
+  return getattr(_SUSPENDED, "on", False)
+
+
 def torch_check(condition, component, api, argument, reason):
   """The torch mirror of `tf_check`: raises at once."""
   if getattr(_SUSPENDED, "on", False):

@@ -188,3 +188,20 @@ def test_torch_body_failing_on_build_samples_is_a_named_build_error():
                      r"sample inputs during the torch build \(RuntimeError"):
     TorchExecutor(NeedsSmall(), {"x": FloatBox((5,), add_batch_rank=True,
                                                add_time_rank=True)})
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_declared_output_space_wins_over_inference(executor):
+  declared = IntBox(5, shape=(2,), add_batch_rank=True, add_time_rank=True)
+
+  class Declares(Component):
+    @api
+    def call(self, x):
+      return self._graph_fn_f(x)
+
+    @graph_fn(neutral=True, output_space=lambda self: declared)
+    def _graph_fn_f(self, x):
+      return x
+
+  ex = executor(Declares(), {"x": IntBox(5, shape=(2,), add_batch_rank=True)})
+  assert ex.apis["call"].output_space == declared
