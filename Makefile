@@ -3,6 +3,7 @@
 #   make test        the test suite (what CI runs)
 #   make test-all    including tests marked slow
 #   make bench-build the build-overhead benchmark (full run)
+#   make bench-memory the memory benchmark (full run: ~10 min, ~9 GiB RAM)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test test-all bench-build bench-quick clean
+.PHONY: venv test test-all bench-build bench-memory bench-quick clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
     $(wildcard ingraph_rl/ops/*.cc)
@@ -31,8 +32,12 @@ test-all: $(STAMP)
 bench-build: $(STAMP)
 	$(PY) -m benchmarks.build_overhead
 
+bench-memory: $(STAMP)
+	$(PY) -m benchmarks.memory
+
 bench-quick: $(STAMP)
 	$(PY) -m benchmarks.build_overhead --quick
+	$(PY) -m benchmarks.memory --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info

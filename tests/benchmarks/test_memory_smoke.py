@@ -43,6 +43,7 @@ def test_quick_run_writes_contract_json(tmp_path):
 
   ratios = doc["ratios"]
   for key in ["per_sample_update_1e4_python_over_tf",
+              "per_sample_update_fused_1e4_python_over_tf",
               "atari84_per_sample_update_1e4_python_over_tf",
               "cost_growth_1e3_to_1e4_python", "cost_growth_1e3_to_1e4_tf",
               "uniform_cartpole_1e4_sample_ours_over_numpy"]:
