@@ -190,10 +190,6 @@ class Component:
     self._resources[name] = obj
     return obj
 
-  def local_variables(self):
-    """This component's own variables: name -> backend variable."""
-    return dict(self._variables)
-
   def subtree_variables(self):
     """Variables of this component and its descendants, keyed by path
     relative to this component (e.g. 'dense_0/kernel')."""

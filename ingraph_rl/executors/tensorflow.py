@@ -168,9 +168,3 @@ class TFExecutor(Executor):
   def variables(self):
     """{path: tf.Variable}."""
     return dict(self.registry.variables)
-
-
-def to_numpy(nest):
-  """Converts a nest of tensors to NumPy (None stays None)."""
-  return tree.map_structure(
-      lambda t: t.numpy() if hasattr(t, "numpy") else t, nest)

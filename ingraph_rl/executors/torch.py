@@ -196,9 +196,3 @@ def _leading(space):
 
 def _numpy_to_torch(dtype):
   return torch.from_numpy(np.zeros((), dtype)).dtype
-
-
-def to_numpy(nest):
-  """Converts a nest of torch tensors to NumPy."""
-  return tree.map_structure(
-      lambda t: t.detach().numpy() if isinstance(t, torch.Tensor) else t, nest)

@@ -72,6 +72,14 @@ class BoxSpace(Space):
           expected=f"a dtype of kind {self._kinds}")
     self._low = self._bound(low)
     self._high = self._bound(high)
+    if self._low is not None and self._high is not None and \
+        np.any(self._empty_range(self._low, self._high)):
+      raise SpaceError(f"{type(self).__name__}: empty range, low "
+                       f"{_short(self._low)} vs high {_short(self._high)}")
+
+  @staticmethod
+  def _empty_range(low, high):
+    return low > high    # Inclusive bounds (IntBox overrides: exclusive).
 
   def _bound(self, b):
     if b is None:
@@ -326,6 +334,10 @@ class IntBox(BoxSpace):
   def _kwargs(self):
     return dict(high=self._high, shape=self._shape, low=self._low,
                 dtype=self._dtype)
+
+  @staticmethod
+  def _empty_range(low, high):
+    return low >= high   # `high` is exclusive.
 
   @property
   def num_categories(self):

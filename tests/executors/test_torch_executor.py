@@ -7,7 +7,8 @@ import torch
 from ingraph_rl.components.layers import Dense
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
-from ingraph_rl.executors.torch import TorchExecutor, to_numpy
+from ingraph_rl.executors.torch import TorchExecutor
+from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.spaces import FloatBox, IntBox
 from ingraph_rl.testing.toy_components import Chain, Memoryish
 

@@ -696,3 +696,14 @@ def test_error_carries_expected_and_received():
   assert err.expected == repr(space)
   assert err.received == "ndarray with shape (3,) and dtype float32"
   assert "expected: FloatBox" in str(err) and "received: ndarray" in str(err)
+
+
+def test_empty_ranges_are_refused():
+  with pytest.raises(SpaceError, match="empty range"):
+    IntBox(high=-5)            # low defaults to 0: nothing in [0, -5).
+  with pytest.raises(SpaceError, match="empty range"):
+    IntBox(3, low=3)
+  with pytest.raises(SpaceError, match="empty range"):
+    FloatBox(low=1.0, high=0.5)
+  assert FloatBox(low=1.0, high=1.0).contains(np.float32(1.0))
+  assert IntBox(4, low=3).contains(np.int32(3))
