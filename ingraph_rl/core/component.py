@@ -236,18 +236,15 @@ class Component:
 
   @decorators.api
   def variables(self):
-    """Values of this component's subtree variables, keyed by relative
-    path (e.g. to feed a target network's `sync`)."""
+    """This component's subtree variables, keyed by relative path (e.g. to
+    feed a target network's `sync` or an optimizer's `step`). Inside the
+    graph they are the variables themselves, so gradients reach them; a
+    root API returning them returns their values."""
     return self._graph_fn_variables()
 
-  @decorators.graph_fn(needs_subtree=True)
+  @decorators.graph_fn(needs_subtree=True, neutral=True)
   def _graph_fn_variables(self):
-    import tensorflow as tf
-    return {k: tf.identity(v) for k, v in self.subtree_variables().items()}
-
-  @_graph_fn_variables.torch
-  def _graph_fn_variables(self):
-    return {k: v.detach().clone() for k, v in self.subtree_variables().items()}
+    return self.subtree_variables()
 
   def __repr__(self):
     return f"{type(self).__name__}('{self.path}')"

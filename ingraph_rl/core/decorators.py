@@ -80,18 +80,21 @@ class GraphFn:
       handling), so it serves as the torch body too.
     needs_subtree: the body reads variables of sub-components, so it waits
       until the whole subtree has made its variables.
+    needs_gradients: the body calls `core.gradients.tf_gradients`; the TF
+      executor records the whole root API on a gradient tape.
     output_space: `f(component) -> Space` declaring the result's space
       instead of inferring it from the traced tensors (which cannot know
       bounds, or the ranks of a value that comes out of a queue).
   """
 
   def __init__(self, tf_body, returns=None, neutral=False,
-               needs_subtree=False, output_space=None):
+               needs_subtree=False, needs_gradients=False, output_space=None):
     self.tf_body = tf_body
     self.torch_body = tf_body if neutral else None
     self.name = tf_body.__name__
     self.returns = returns
     self.needs_subtree = needs_subtree
+    self.needs_gradients = needs_gradients
     self.output_space = output_space
     functools.update_wrapper(self, tf_body)
 
@@ -113,10 +116,11 @@ def _call_graph_fn(component, fn, *args, **kwargs):
 
 
 def graph_fn(fn=None, *, returns=None, neutral=False, needs_subtree=False,
-             output_space=None):
+             needs_gradients=False, output_space=None):
   """Declares a graph function. Usable bare or with options."""
   options = dict(returns=returns, neutral=neutral,
-                 needs_subtree=needs_subtree, output_space=output_space)
+                 needs_subtree=needs_subtree, needs_gradients=needs_gradients,
+                 output_space=output_space)
   if fn is None:
     return functools.partial(GraphFn, **options)
   return GraphFn(fn, **options)

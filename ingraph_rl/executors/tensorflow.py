@@ -19,6 +19,7 @@ import tree
 # FuncGraph is what tf.function traces into; used bare for the build pass.
 from tensorflow.python.framework import func_graph
 
+from ingraph_rl.core import gradients
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError
@@ -118,7 +119,8 @@ class TFExecutor(Executor):
             lambda spec: tf.compat.v1.placeholder(spec.dtype, spec.shape),
             space.to_tensor_spec())
         root_values[rec.id] = (space, placeholders)
-      builder.run(root_values)
+      with gradients.tf_recording():
+        builder.run(root_values)
 
   # --- execution -----------------------------------------------------------
 
@@ -137,8 +139,14 @@ class TFExecutor(Executor):
   def _api_body(self, rapi):
     input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
     nodes = rapi.nodes
+    # Only APIs that differentiate pay for a tape.
+    record = any(n.fn is not None and n.fn.needs_gradients for n in nodes)
 
     def body(*args):
+      with (gradients.tf_recording() if record else contextlib.nullcontext()):
+        return replay(*args)
+
+    def replay(*args):
       values = dict(zip(input_ids, args))
       for node in nodes:
         if node.fn is None:

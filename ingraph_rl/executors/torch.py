@@ -134,8 +134,11 @@ class TorchExecutor(Executor):
                     _leading(space)]
         vals.append(to_torch(space.sample(size, seed=i), space))
       root_values[rec.id] = (space, tree.map_structure(_Pair, *vals))
-    with torch.no_grad(), checks.suspended():
+    # Autograd stays on: an optimizer's body differentiates during the
+    # passes too (bodies that write state do so under torch.no_grad()).
+    with checks.suspended():
       builder.run(root_values)
+    with torch.no_grad():
       # Bodies with side effects ran during the passes: start clean.
       for path, var in self.registry.variables.items():
         var.copy_(self._initial[path])
