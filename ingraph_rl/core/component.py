@@ -242,7 +242,18 @@ class Component:
     root API returning them returns their values."""
     return self._graph_fn_variables()
 
-  @decorators.graph_fn(needs_subtree=True, neutral=True)
+  def subtree_variable_space(self):
+    """Dict space of `variables()`, in TF layout in every backend (the
+    torch mirror may store some variables permuted)."""
+    from ingraph_rl.core.builder import infer_leaf_space
+    from ingraph_rl.spaces import Dict
+    prefix = len(self.path) + 1
+    return Dict({spec.path[prefix:]: infer_leaf_space(spec.dtype, spec.shape,
+                                                      [])
+                 for c in self.walk() for spec in c._variable_specs.values()})
+
+  @decorators.graph_fn(needs_subtree=True, neutral=True,
+                       output_space=lambda self: self.subtree_variable_space())
   def _graph_fn_variables(self):
     return self.subtree_variables()
 

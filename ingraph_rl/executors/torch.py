@@ -75,6 +75,9 @@ class TorchExecutor(Executor):
           init if perm is None else np.transpose(init, perm)))
     if spec.trainable and var.is_floating_point():
       var.requires_grad_(True)
+    # Components that keep per-variable state in TF layout (optimizer
+    # slots) view it through this.
+    var.torch_permutation = perm
     self.registry.add(spec, var)
     self._initial[spec.path] = var.detach().clone()
     return var

@@ -1,0 +1,123 @@
+"""The optimizer base: gradients of a loss w.r.t. a component's variables,
+optional global-norm clipping, and one update rule per subclass.
+
+    class Regression(Component):
+      def __init__(self):
+        super().__init__(scope="regression")
+        self.net = Dense(1)
+        self.optimizer = Adam(learning_rate=1e-3)
+
+      @api
+      def update(self, x, y):
+        loss = self._graph_fn_loss(self.net.call(x), y)
+        stats = self.optimizer.step(loss, self.net.variables())
+        return {"loss": loss, "grad_norm": stats["grad_norm"]}
+
+The whole `update` is one graph: forward pass, gradients, clipping, apply.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.core.checks import in_build_pass
+from ingraph_rl.core.gradients import tf_gradients, torch_gradients
+from ingraph_rl.errors import BuildError
+from ingraph_rl.spaces import Dict
+from ingraph_rl.utils.lazy import torch
+
+
+class Optimizer(Component):
+  """`step(loss, variables)` -> {"grad_norm": global norm before clipping}.
+
+  `variables` is the output of a component's `variables()` API. Variables
+  the loss does not reach get no update. Subclasses implement `_slots`
+  (per-variable state) and the update rule in both backends.
+
+  Args:
+    learning_rate: a float.
+    clip_global_norm: if set, gradients are scaled by
+      clip / max(global_norm, clip) (tf.clip_by_global_norm).
+  """
+
+  variable_args = ("variables",)
+  slot_names = ()
+
+  def __init__(self, learning_rate, clip_global_norm=None, scope="optimizer"):
+    super().__init__(scope=scope)
+    if learning_rate <= 0:
+      raise BuildError(f"'{scope}': learning_rate must be > 0")
+    self.learning_rate = float(learning_rate)
+    self.clip_global_norm = clip_global_norm
+
+  def create_variables(self, input_spaces):
+    space = self.expect_space(input_spaces, "variables", Dict)
+    self.paths = sorted(space.keys())
+    self.iterations = self.add_variable("iterations", (), np.int64,
+                                        trainable=False)
+    # Slots keep the variable's TF-layout shape in both backends.
+    self.slots = {
+        name: [self.add_variable(f"{name}.{p.replace('/', '.')}",
+                                 space[p].shape, space[p].dtype,
+                                 trainable=False) for p in self.paths]
+        for name in self.slot_names}
+
+  @api
+  def step(self, loss, variables):
+    return self._graph_fn_step(loss, variables)
+
+  # --- TF ----------------------------------------------------------------
+
+  @graph_fn(needs_gradients=True)
+  def _graph_fn_step(self, loss, variables):
+    params = [variables[p] for p in self.paths]
+    grads = tf_gradients(loss, params)
+    used = [i for i, g in enumerate(grads) if g is not None]
+    grads = [grads[i] for i in used]
+    norm = tf.linalg.global_norm(grads)
+    if self.clip_global_norm is not None:
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_global_norm, norm)
+    step = self.iterations.assign_add(1)
+    for i, grad in zip(used, grads):
+      self._tf_apply(params[i], grad, [s[i] for s in self.slots.values()],
+                     step)
+    return {"grad_norm": norm}
+
+  def _tf_apply(self, var, grad, slots, step):
+    raise NotImplementedError
+
+  # --- torch -------------------------------------------------------------
+
+  @_graph_fn_step.torch
+  def _graph_fn_step(self, loss, variables):
+    params = [variables[p] for p in self.paths]
+    grads = torch_gradients(loss, params)
+    used = [i for i, g in enumerate(grads) if g is not None]
+    grads = [grads[i] for i in used]
+    norm = torch.sqrt(sum(torch.sum(g * g) for g in grads)) if grads else \
+        torch.tensor(0.0)
+    if self.clip_global_norm is not None:
+      clip = self.clip_global_norm
+      grads = [g * clip / torch.maximum(norm, torch.tensor(clip))
+               for g in grads]
+    if in_build_pass():
+      # The build runs this body twice on sample losses; updating between
+      # the two would invalidate the second pass's autograd graph.
+      return {"grad_norm": norm.detach()}
+    with torch.no_grad():
+      self.iterations += 1
+      step = int(self.iterations)
+      for i, grad in zip(used, grads):
+        self._torch_apply(params[i], grad.to(params[i].dtype),
+                          [s[i] for s in self.slots.values()], step)
+    return {"grad_norm": norm.detach()}
+
+  def _torch_apply(self, var, grad, slots, step):
+    raise NotImplementedError
+
+
+def torch_layout(slot, var):
+  """A slot kept in TF layout, viewed in the variable's torch layout
+  (in-place updates of the view write the slot)."""
+  perm = getattr(var, "torch_permutation", None)
+  return slot if perm is None else slot.permute(*perm)
