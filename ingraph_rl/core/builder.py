@@ -149,8 +149,11 @@ class Builder:
       except SpaceError as e:
         raise e.with_context(component=node.component.path,
                              api=node.api_call.name) from None
-      space = (node.fn.output_space(node.component) if node.fn.output_space
-               else self.backend.value_space(value, in_spaces))
+      # A declared space wins; a declaration may return None to infer.
+      space = node.fn.output_space(node.component) if node.fn.output_space \
+          else None
+      if space is None:
+        space = self.backend.value_space(value, in_spaces)
     self.values[node.output.id] = value
     self.spaces[node.output.id] = space
 

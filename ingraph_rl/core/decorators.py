@@ -84,7 +84,8 @@ class GraphFn:
       executor records the whole root API on a gradient tape.
     output_space: `f(component) -> Space` declaring the result's space
       instead of inferring it from the traced tensors (which cannot know
-      bounds, or the ranks of a value that comes out of a queue).
+      bounds, or the ranks of a value that comes out of a queue); returning
+      None falls back to inference.
   """
 
   def __init__(self, tf_body, returns=None, neutral=False,

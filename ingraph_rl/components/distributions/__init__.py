@@ -1,0 +1,10 @@
+"""Distributions: tensorflow-probability in TF, torch.distributions in the
+torch mirror, behind one set of APIs (sample, deterministic, log_prob,
+entropy, kl)."""
+
+from ingraph_rl.components.distributions.categorical import Categorical
+from ingraph_rl.components.distributions.distribution import Distribution
+from ingraph_rl.components.distributions.gaussian import (DiagGaussian,
+                                                          Normal)
+
+__all__ = ["Categorical", "DiagGaussian", "Distribution", "Normal"]
