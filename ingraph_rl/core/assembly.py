@@ -10,8 +10,9 @@ import time
 
 import tree
 
-from ingraph_rl.core.meta_graph import (ApiCall, GraphFnNode, MetaGraph,
-                                        OpRecord, RootApi, is_record)
+from ingraph_rl.core.meta_graph import (ApiCall, GraphFnNode, InlineApi,
+                                        MetaGraph, OpRecord, RootApi,
+                                        is_record)
 from ingraph_rl.errors import AssemblyError
 
 _STATE = threading.local()
@@ -105,6 +106,29 @@ class Assembly:
     self.nodes.append(node)
     return node.output
 
+  def inline_api(self, component, method):
+    """Records `component.method` as an InlineApi (see meta_graph)."""
+    outer = (self.root_api, self.nodes)
+    self.num_inline = getattr(self, "num_inline", 0) + 1
+    self.root_api = f"{outer[0]}>inline{self.num_inline}"
+    self.nodes = []
+    try:
+      inputs, args = [], []
+      for p in method.params:
+        if p.kind == p.VAR_POSITIONAL:
+          raise AssemblyError(f"inline API '{component.path}'.{method.name} "
+                              f"takes *{p.name}; use named arguments")
+        if p.default is p.empty:
+          rec = self.new_record(None, f"{method.name}({p.name})")
+          inputs.append(rec)
+          args.append(rec)
+        else:
+          args.append(p.default)
+      outputs = self.call_api(component, method, args, {})
+      return InlineApi(component, method.name, inputs, outputs, self.nodes)
+    finally:
+      self.root_api, self.nodes = outer
+
   def _check_records(self, nest, component, what):
     for x in tree.flatten(nest):
       if is_record(x) and x.api != self.root_api:
@@ -148,6 +172,21 @@ class Assembly:
             f"values of graph functions (or None)")
     return RootApi(method.name, list(inputs), inputs, literals, outputs,
                    self.nodes)
+
+
+def inline(bound_api):
+  """Inside an API method: hands a sub-component API to a graph function
+  as a callable, e.g. to step it in a `tf.while_loop`:
+
+      @api
+      def run(self, num_steps):
+        return self._graph_fn_run(num_steps, inline(self.policy.act))
+
+  Arguments with a Python default keep it; the others become the
+  callable's positional arguments, in order.
+  """
+  component, method = bound_api.args
+  return current(component, method.name).inline_api(component, method)
 
 
 def assemble(root, input_spaces, api_names=None):

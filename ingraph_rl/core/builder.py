@@ -14,7 +14,7 @@ spec)` and `make_resource(component, path, factory)`.
 
 import tree
 
-from ingraph_rl.core.meta_graph import OpRecord, is_record
+from ingraph_rl.core.meta_graph import OpRecord, inline_apis_in, is_record
 from ingraph_rl.errors import BuildError, InputIncompleteError, SpaceError
 from ingraph_rl import spaces as sp
 
@@ -105,7 +105,12 @@ class Builder:
       return True
     comps = list(node.component.walk()) if node.fn.needs_subtree else \
         [node.component]
-    return all([self.ensure_variables(c) for c in comps])
+    if not all([self.ensure_variables(c) for c in comps]):
+      return False
+    # Inline APIs replay bodies as they are: their components' variables
+    # must exist (made by a root API's flow).
+    return all(c.variables_created for api in inline_apis_in(
+        (node.args, node.kwargs)) for c in api.components())
 
   # --- the worklist --------------------------------------------------------
 

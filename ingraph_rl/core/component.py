@@ -59,6 +59,7 @@ class Component:
     self._build_backend = None      # The executor, set by the builder
                                     # around create_variables.
     self.built_by = None            # Executor name once built.
+    self.executor = None            # The executor, once built.
 
   # --- composition -----------------------------------------------------------
 

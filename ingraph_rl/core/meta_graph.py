@@ -102,6 +102,41 @@ class RootApi:
 
 
 @dataclasses.dataclass(eq=False)
+class InlineApi:
+  """A sub-component API handed to a graph function as a callable, so the
+  function can run it inside its own control flow (e.g. each iteration of a
+  `tf.while_loop`). Made at assembly by `core.inline(component.api)`.
+
+  Calling it replays the API's recorded graph functions with the executor
+  that built them. Its components must get their variables from a root API.
+  """
+  component: typing.Any
+  name: str
+  inputs: list             # OpRecords, one per argument, in order.
+  outputs: typing.Any      # Nest of OpRecords.
+  nodes: list              # GraphFnNodes in call order.
+
+  def __call__(self, *args):
+    executor = self.component.executor
+    if executor is None:
+      raise AssemblyError(f"inline API '{self.component.path}'.{self.name} "
+                          f"called before an executor built it")
+    if len(args) != len(self.inputs):
+      raise AssemblyError(
+          f"inline API '{self.component.path}'.{self.name} takes "
+          f"{len(self.inputs)} arguments, got {len(args)}")
+    return executor.replay(self.nodes, [r.id for r in self.inputs], args,
+                           self.outputs)
+
+  def components(self):
+    return {id(n.component): n.component for n in self.nodes}.values()
+
+
+def inline_apis_in(nest):
+  return [x for x in tree.flatten(nest) if isinstance(x, InlineApi)]
+
+
+@dataclasses.dataclass(eq=False)
 class MetaGraph:
   """Everything assembly recorded for one root component."""
   root: typing.Any

@@ -73,6 +73,7 @@ class Executor:
     self.registry = VariableRegistry()
     for comp in root.walk():
       comp.built_by = self.backend
+      comp.executor = self
     self.meta_graph, assembly_s = assemble(root, self.input_spaces, api_names)
     start = time.perf_counter()
     builder = Builder(self.meta_graph, self)

@@ -144,21 +144,23 @@ class TFExecutor(Executor):
 
     def body(*args):
       with (gradients.tf_recording() if record else contextlib.nullcontext()):
-        return replay(*args)
-
-    def replay(*args):
-      values = dict(zip(input_ids, args))
-      for node in nodes:
-        if node.fn is None:
-          values[node.output.id] = values[node.args[0].id][node.getitem_key]
-          continue
-        with tf.name_scope(node.component.path.replace("/", "_")):
-          values[node.output.id] = self.run(
-              node, resolve(values, node.args), resolve(values, node.kwargs))
-      return resolve(values, rapi.outputs)
+        return self.replay(nodes, input_ids, args, rapi.outputs)
 
     body.__name__ = rapi.name
     return body
+
+  def replay(self, nodes, input_ids, args, outputs):
+    """Runs recorded graph-function nodes on `args` (inside a tf.function
+    trace); returns the `outputs` nest of values."""
+    values = dict(zip(input_ids, args))
+    for node in nodes:
+      if node.fn is None:
+        values[node.output.id] = values[node.args[0].id][node.getitem_key]
+        continue
+      with tf.name_scope(node.component.path.replace("/", "_")):
+        values[node.output.id] = self.run(
+            node, resolve(values, node.args), resolve(values, node.kwargs))
+    return resolve(values, outputs)
 
   def function(self, api_name):
     """The `tf.function` of a root API (to export it or call it directly)."""

@@ -159,17 +159,23 @@ class TorchExecutor(Executor):
     nodes = rapi.nodes
 
     def fn(*args):
-      values = {i: to_torch(v, s) for i, v, s in zip(input_ids, args, spaces)}
-      for node in nodes:
-        if node.fn is None:
-          values[node.output.id] = values[node.args[0].id][node.getitem_key]
-        else:
-          values[node.output.id] = node.fn.torch_body(
-              node.component, *resolve(values, node.args),
-              **resolve(values, node.kwargs))
-      return resolve(values, rapi.outputs)
+      return self.replay(nodes, input_ids,
+                         [to_torch(v, s) for v, s in zip(args, spaces)],
+                         rapi.outputs)
 
     return fn
+
+  def replay(self, nodes, input_ids, args, outputs):
+    """Runs recorded graph-function nodes eagerly with their torch bodies."""
+    values = dict(zip(input_ids, args))
+    for node in nodes:
+      if node.fn is None:
+        values[node.output.id] = values[node.args[0].id][node.getitem_key]
+      else:
+        values[node.output.id] = node.fn.torch_body(
+            node.component, *resolve(values, node.args),
+            **resolve(values, node.kwargs))
+    return resolve(values, outputs)
 
   # --- weights ---------------------------------------------------------------
 
