@@ -1,6 +1,13 @@
-"""Networks: stacks of layers."""
+"""Networks: stacks of layers, and the standard Atari networks."""
 
+from ingraph_rl.components.networks.dqn_networks import (NATURE_DQN_SPEC,
+                                                         nature_dqn_network)
+from ingraph_rl.components.networks.dueling_head import DuelingHead
+from ingraph_rl.components.networks.impala_networks import (
+    IMPALA_STAGES, ImpalaLargeNetwork, ImpalaSmallNetwork)
 from ingraph_rl.components.networks.neural_network import (NeuralNetwork,
                                                            layer_from_spec)
 
-__all__ = ["NeuralNetwork", "layer_from_spec"]
+__all__ = ["DuelingHead", "IMPALA_STAGES", "ImpalaLargeNetwork",
+           "ImpalaSmallNetwork", "NATURE_DQN_SPEC", "NeuralNetwork",
+           "layer_from_spec", "nature_dqn_network"]
