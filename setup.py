@@ -152,6 +152,7 @@ setuptools.setup(
         "dm-tree>=0.1.8",
         "gymnasium>=1.0,<2",
         "absl-py>=2.0",
+        "tensorboard>=2.21,<2.22",
     ],
     extras_require={
         # Ask for the CPU build explicitly (see requirements.txt).

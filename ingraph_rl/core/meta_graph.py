@@ -126,7 +126,11 @@ class InlineApi:
           f"inline API '{self.component.path}'.{self.name} takes "
           f"{len(self.inputs)} arguments, got {len(args)}")
     return executor.replay(self.nodes, [r.id for r in self.inputs], args,
-                           self.outputs)
+                           self.outputs, record=self.needs_gradients)
+
+  @property
+  def needs_gradients(self):
+    return any(n.fn is not None and n.fn.needs_gradients for n in self.nodes)
 
   def components(self):
     return {id(n.component): n.component for n in self.nodes}.values()

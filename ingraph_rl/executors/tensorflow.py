@@ -143,15 +143,18 @@ class TFExecutor(Executor):
     record = any(n.fn is not None and n.fn.needs_gradients for n in nodes)
 
     def body(*args):
-      with (gradients.tf_recording() if record else contextlib.nullcontext()):
-        return self.replay(nodes, input_ids, args, rapi.outputs)
+      return self.replay(nodes, input_ids, args, rapi.outputs, record)
 
     body.__name__ = rapi.name
     return body
 
-  def replay(self, nodes, input_ids, args, outputs):
+  def replay(self, nodes, input_ids, args, outputs, record=False):
     """Runs recorded graph-function nodes on `args` (inside a tf.function
-    trace); returns the `outputs` nest of values."""
+    trace); returns the `outputs` nest of values. `record`: on a gradient
+    tape, for nodes that differentiate."""
+    if record:
+      with gradients.tf_recording():
+        return self.replay(nodes, input_ids, args, outputs)
     values = dict(zip(input_ids, args))
     for node in nodes:
       if node.fn is None:

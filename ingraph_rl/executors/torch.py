@@ -165,8 +165,9 @@ class TorchExecutor(Executor):
 
     return fn
 
-  def replay(self, nodes, input_ids, args, outputs):
-    """Runs recorded graph-function nodes eagerly with their torch bodies."""
+  def replay(self, nodes, input_ids, args, outputs, record=False):
+    """Runs recorded graph-function nodes eagerly with their torch bodies
+    (autograd needs no `record`)."""
     values = dict(zip(input_ids, args))
     for node in nodes:
       if node.fn is None:

@@ -1,0 +1,1 @@
+"""Agents: one folder per agent (config, agent component, training loop)."""

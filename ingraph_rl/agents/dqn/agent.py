@@ -1,0 +1,265 @@
+"""The DQN agent: act, observe, update and sync as graph APIs, plus an
+in-graph training loop over a vector environment.
+
+    >>> from ingraph_rl.environments import GymnasiumVectorEnv
+    >>> env = GymnasiumVectorEnv("CartPole-v1", num_envs=4)
+    >>> agent = DQNAgent(DQNConfig(num_actions=2), env)
+    >>> executor = agent.build()          # a TFExecutor
+    >>> _ = executor.execute("reset_env")
+    >>> stats = executor.execute("train", 200)   # 200 vector steps, 1 call
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from ingraph_rl.agents.dqn.config import DQNConfig
+from ingraph_rl.agents.dqn.networks import QNetwork, TargetQNetwork
+from ingraph_rl.components.explorations import EpsilonGreedy, LinearDecay
+from ingraph_rl.components.losses import DQNLoss
+from ingraph_rl.components.memories import PrioritizedReplay, ReplayMemory
+from ingraph_rl.components.optimizers import Adam
+from ingraph_rl.core import Component, api, graph_fn, inline
+from ingraph_rl.environments import in_graph
+from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
+from ingraph_rl.utils.lazy import torch
+
+TRAIN_APIS = ["get_actions", "observe", "update", "sync_target"]
+
+
+class DQNAgent(Component):
+  """DQN with double-Q, dueling and prioritized replay options.
+
+  APIs (fixed dict results):
+    get_actions(states, explore) -> {"actions", "q_values", "epsilon"}
+    observe(states, actions, rewards, next_states, terminals) -> size
+    update() -> {"loss", "grad_norm", "mean_q"}: sample a batch, the loss,
+      one optimizer step, and (prioritized) new priorities |td| + 1e-6.
+    sync_target() -> True
+  With an environment (any `VectorEnv`), also:
+    reset_env(seed) -> first observations; train(num_steps) -> {"episodes",
+      "return_sum", "length_sum", "loss_sum", "updates", "env_steps"}: a
+      tf.while_loop of `num_steps` vector steps (act, step the env, observe,
+      update every `update_every`, sync every `target_sync_every`) in ONE
+      graph call.
+
+  Truncated episodes are not terminal: the memory stores the true last
+  observation (`final_obs`) as next state and the target bootstraps.
+  """
+
+  def __init__(self, config, env=None, preprocessor=None, scope="dqn"):
+    super().__init__(scope=scope)
+    if not isinstance(config, DQNConfig):
+      raise TypeError("config must be a DQNConfig")
+    self.config = config
+    self.env = env                 # Not a component: stepped via numpy_function.
+    if preprocessor is not None:
+      self.preprocessor = preprocessor
+    else:
+      self.preprocessor = None
+    c = config
+    self.online = QNetwork(c.network, c.num_actions, c.dueling, scope="online")
+    self.target = TargetQNetwork(c.network, c.num_actions, c.dueling,
+                                 scope="target")
+    self.exploration = EpsilonGreedy(
+        c.num_actions, LinearDecay(c.epsilon_from, c.epsilon_to,
+                                   c.epsilon_steps), seed=c.seed)
+    self.memory = PrioritizedReplay(c.replay_capacity, c.alpha, c.beta,
+                                    seed=c.seed, scope="memory") \
+        if c.prioritized else ReplayMemory(c.replay_capacity, seed=c.seed,
+                                           scope="memory")
+    self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
+    self.optimizer = Adam(c.learning_rate, epsilon=c.adam_epsilon,
+                          clip_global_norm=c.clip_grad_norm)
+
+  # --- building --------------------------------------------------------------
+
+  def root_input_spaces(self, observation_space=None):
+    """The root input spaces, from the env's (or a given) observation space."""
+    obs = observation_space or self.env.observation_space
+    states = obs.with_batch_rank()
+    return {"states": states, "next_states": states,
+            "actions": IntBox(self.config.num_actions, dtype=np.int64,
+                              add_batch_rank=True),
+            "rewards": FloatBox(add_batch_rank=True),
+            "terminals": BoolBox(add_batch_rank=True),
+            "explore": BoolBox(), "num_steps": IntBox(1000, low=1),
+            "seed": IntBox(1 << 30)}
+
+  def build(self, observation_space=None, backend="tf", **executor_kwargs):
+    """A built executor for this agent (TF by default)."""
+    if backend == "tf":
+      from ingraph_rl.executors.tensorflow import TFExecutor as cls
+    else:
+      from ingraph_rl.executors.torch import TorchExecutor as cls
+    apis = TRAIN_APIS + (["reset_env", "train"] if self.env else [])
+    return cls(self, self.root_input_spaces(observation_space), api_names=apis,
+               seed=self.config.seed, **executor_kwargs)
+
+  def create_variables(self, input_spaces):
+    if self.env is None:
+      return
+    obs = self.env.observation_space
+    n = self.env.num_envs
+    self.last_obs = self.add_variable("last_obs", (n,) + obs.shape,
+                                      obs.dtype, trainable=False)
+    self.vector_steps = self.add_variable("vector_steps", (), np.int64,
+                                          trainable=False)
+
+  variable_args = ()
+
+  # --- acting and learning ---------------------------------------------------
+
+  def _preprocess(self, states):
+    return states if self.preprocessor is None else \
+        self.preprocessor.call(states)
+
+  @api
+  def get_actions(self, states, explore=True):
+    q_values = self.online.call(self._preprocess(states))
+    out = self.exploration.get_action(q_values, explore)
+    return {"actions": out["action"], "q_values": q_values,
+            "epsilon": out["epsilon"]}
+
+  @api
+  def observe(self, states, actions, rewards, next_states, terminals):
+    return self.memory.insert({"states": states, "actions": actions,
+                               "rewards": rewards, "next_states": next_states,
+                               "terminals": terminals})
+
+  @api
+  def update(self):
+    c = self.config
+    batch = self.memory.sample(c.batch_size)
+    records = batch["records"]
+    q_values = self.online.call(self._preprocess(records["states"]))
+    next_states = self._preprocess(records["next_states"])
+    weights = batch["weights"] if c.prioritized else \
+        self._graph_fn_ones(records["rewards"])
+    out = self.loss.loss(q_values, records["actions"], records["rewards"],
+                         records["terminals"], self.target.call(next_states),
+                         self.online.call(next_states), weights)
+    stats = self.optimizer.step(out["loss"], self.online.variables())
+    if c.prioritized:
+      self.memory.update_priorities(batch["indices"],
+                                    self._graph_fn_priorities(out["td_errors"]))
+    return {"loss": out["loss"], "grad_norm": stats["grad_norm"],
+            "mean_q": self._graph_fn_mean(q_values)}
+
+  @api
+  def sync_target(self):
+    return self.target.sync(self.online.variables())
+
+  @graph_fn
+  def _graph_fn_ones(self, like):
+    return tf.ones_like(like)
+
+  @_graph_fn_ones.torch
+  def _graph_fn_ones(self, like):
+    return torch.ones_like(like)
+
+  @graph_fn
+  def _graph_fn_priorities(self, td_errors):
+    return tf.abs(td_errors) + 1e-6
+
+  @_graph_fn_priorities.torch
+  def _graph_fn_priorities(self, td_errors):
+    return td_errors.abs() + 1e-6
+
+  @graph_fn
+  def _graph_fn_mean(self, x):
+    return tf.reduce_mean(x)
+
+  @_graph_fn_mean.torch
+  def _graph_fn_mean(self, x):
+    return x.mean()
+
+  # --- the in-graph loop -------------------------------------------------
+
+  @api
+  def reset_env(self, seed):
+    return self._graph_fn_reset_env(seed)
+
+  @api
+  def train(self, num_steps):
+    return self._graph_fn_train(
+        num_steps, inline(self.get_actions), inline(self.observe),
+        inline(self.update), inline(self.sync_target))
+
+  @graph_fn
+  def _graph_fn_reset_env(self, seed):
+    obs = in_graph.tf_reset(self.env, seed)
+    self.last_obs.assign(obs)
+    return tf.identity(obs)
+
+  @_graph_fn_reset_env.torch
+  def _graph_fn_reset_env(self, seed):
+    obs = in_graph.torch_reset(self.env, int(seed))
+    with torch.no_grad():
+      self.last_obs.copy_(obs)
+    return obs
+
+  def _due(self, steps, every, n):
+    """Whether a multiple of `every` env steps was crossed by this call."""
+    return (steps // every) != ((steps - n) // every)
+
+  @graph_fn
+  def _graph_fn_train(self, num_steps, act, observe, update, sync):
+    c, n = self.config, self.env.num_envs
+
+    def body(i, totals):
+      obs = self.last_obs.read_value()
+      actions = act(obs)["actions"]
+      step = in_graph.tf_step(self.env, actions)
+      size = observe(obs, actions, step.rewards, step.final_obs,
+                     step.terminated)
+      with tf.control_dependencies([size]):
+        self.last_obs.assign(step.obs)
+        vsteps = self.vector_steps.assign_add(1)
+      env_steps = vsteps * n
+      learn = (env_steps >= c.learning_starts) & (vsteps % c.update_every == 0)
+      loss = tf.cond(learn, lambda: update()["loss"], lambda: 0.0)
+      synced = tf.cond(vsteps % c.target_sync_every == 0,
+                       lambda: sync(), lambda: tf.constant(False))
+      done = step.terminated | step.truncated
+      with tf.control_dependencies([synced]):
+        new = {"episodes": tf.reduce_sum(tf.cast(done, tf.int64)),
+               "return_sum": tf.reduce_sum(step.episode_returns),
+               "length_sum": tf.reduce_sum(
+                   tf.cast(step.episode_lengths, tf.int64)),
+               "loss_sum": loss, "updates": tf.cast(learn, tf.int64)}
+      return i + 1, {k: totals[k] + v for k, v in new.items()}
+
+    zeros = {"episodes": tf.constant(0, tf.int64), "return_sum": 0.0,
+             "length_sum": tf.constant(0, tf.int64), "loss_sum": 0.0,
+             "updates": tf.constant(0, tf.int64)}
+    _, totals = tf.while_loop(lambda i, _: i < num_steps, body,
+                              (tf.constant(0), zeros), parallel_iterations=1)
+    totals["env_steps"] = self.vector_steps * n
+    return totals
+
+  @_graph_fn_train.torch
+  def _graph_fn_train(self, num_steps, act, observe, update, sync):
+    c, n = self.config, self.env.num_envs
+    totals = {"episodes": 0, "return_sum": 0.0, "length_sum": 0,
+              "loss_sum": 0.0, "updates": 0}
+    for _ in range(int(num_steps)):
+      obs = self.last_obs.clone()
+      actions = act(obs)["actions"]
+      step = in_graph.torch_step(self.env, actions)
+      observe(obs, actions, step.rewards, step.final_obs, step.terminated)
+      with torch.no_grad():
+        self.last_obs.copy_(step.obs)
+        self.vector_steps += 1
+      vsteps = int(self.vector_steps)
+      if vsteps * n >= c.learning_starts and vsteps % c.update_every == 0:
+        totals["loss_sum"] += float(update()["loss"])
+        totals["updates"] += 1
+      if vsteps % c.target_sync_every == 0:
+        sync()
+      done = step.terminated | step.truncated
+      totals["episodes"] += int(done.sum())
+      totals["return_sum"] += float(step.episode_returns.sum())
+      totals["length_sum"] += int(step.episode_lengths.sum())
+    out = {k: torch.tensor(v) for k, v in totals.items()}
+    out["env_steps"] = self.vector_steps * n
+    return out
