@@ -147,7 +147,7 @@ class Builder:
       parent = in_spaces[0]
       space = parent[node.getitem_key] if isinstance(
           parent, sp.ContainerSpace) else self.backend.value_space(
-              value, in_spaces)
+              value, in_spaces, self.input_leads(node))
     else:
       try:
         value = self.backend.run(node, args, kwargs)
@@ -158,9 +158,31 @@ class Builder:
       space = node.fn.output_space(node.component) if node.fn.output_space \
           else None
       if space is None:
-        space = self.backend.value_space(value, in_spaces)
+        space = self.backend.value_space(value, in_spaces,
+                                         self.input_leads(node))
     self.values[node.output.id] = value
     self.spaces[node.output.id] = space
+
+  def input_leads(self, node):
+    """[(ranks, leading shape)] of the node's input leaves that have batch
+    or time ranks: an output starting with the same (even static) dims gets
+    the same ranks."""
+    out = []
+    for rec in node.inputs():
+      space = self.spaces.get(rec.id)
+      if space is None:
+        continue
+      leaves = tree.flatten_up_to(space.structure(), self.values[rec.id],
+                                  check_types=False)
+      for (_, leaf_space), leaf in zip(space.flatten(), leaves):
+        n = leaf_space.num_leading_ranks
+        if n:
+          shape = self.backend.value_shape(leaf)
+          ranks = dict(add_batch_rank=leaf_space.has_batch_rank,
+                       add_time_rank=leaf_space.has_time_rank,
+                       time_major=leaf_space.time_major)
+          out.append((ranks, tuple(shape[:n])))
+    return out
 
   def raise_incomplete(self, stuck_nodes):
     waiting = {}
@@ -178,11 +200,19 @@ class Builder:
         (f"\n  graph functions waiting: {', '.join(stuck)}" if stuck else ""))
 
 
-def infer_leaf_space(dtype, shape, in_spaces):
+def infer_leaf_space(dtype, shape, in_spaces, in_leads=()):
   """Space of one output tensor from its numpy dtype and shape (None for
   dims unknown at build time). Leading unknown dims become the batch rank,
   and the time rank as well when an input had one (keeping its major-ness).
+  Static leading dims count as ranks when they equal the leading dims of an
+  input that has ranks (`in_leads`: [(ranks, leading shape)], e.g. a batch
+  of a fixed size sampled from a memory).
   """
+  matches = [(ranks, lead) for ranks, lead in in_leads
+             if None not in lead and tuple(shape[:len(lead)]) == lead]
+  if matches and (not shape or shape[0] is not None):
+    ranks, lead = max(matches, key=lambda m: len(m[1]))
+    return _box(dtype, shape[len(lead):], ranks)
   leaves = [s for space in in_spaces if space is not None
             for _, s in space.flatten()]
   time_leaf = next((s for s in leaves if s.has_time_rank), None)
@@ -205,6 +235,10 @@ def infer_leaf_space(dtype, shape, in_spaces):
   else:
     ranks = {}
     rest = shape
+  return _box(dtype, rest, ranks)
+
+
+def _box(dtype, rest, ranks):
   kind = dtype.kind
   if kind == "f":
     return sp.FloatBox(rest, dtype=dtype, **ranks)

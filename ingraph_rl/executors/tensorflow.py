@@ -98,12 +98,16 @@ class TFExecutor(Executor):
   def getitem(self, value, key, node):
     return value[key]
 
-  def value_space(self, value, in_spaces):
+  def value_shape(self, value):
+    """Static shape, None for dims known only at run time."""
+    return value.shape.as_list()
+
+  def value_space(self, value, in_spaces, in_leads=()):
     def leaf(t):
       if not hasattr(t, "dtype") or not hasattr(t, "shape"):
         raise BuildError(f"a graph function returned {t!r}; return tensors")
       return infer_leaf_space(np.dtype(t.dtype.as_numpy_dtype),
-                              t.shape.as_list(), in_spaces)
+                              t.shape.as_list(), in_spaces, in_leads)
     return nest_to_space(value, leaf)
 
   def _build(self, builder):

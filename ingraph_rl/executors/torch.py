@@ -112,7 +112,14 @@ class TorchExecutor(Executor):
     return tree.map_structure(_Pair, _split(value, "a")[key],
                               _split(value, "b")[key])
 
-  def value_space(self, value, in_spaces):
+  def value_shape(self, pair):
+    """Dims that differ between the two build passes are None."""
+    if not isinstance(pair, _Pair):
+      return list(np.shape(pair))
+    return [x if x == y else None
+            for x, y in zip(tuple(pair.a.shape), tuple(pair.b.shape))]
+
+  def value_space(self, value, in_spaces, in_leads=()):
     def leaf(pair):
       a, b = pair.a, pair.b
       if isinstance(a, np.ndarray) and a.dtype == object:
@@ -123,7 +130,7 @@ class TorchExecutor(Executor):
       else:
         raise BuildError(f"a torch body returned {a!r}; return tensors")
       shape = [x if x == y else None for x, y in zip(shape_a, shape_b)]
-      return infer_leaf_space(dtype, shape, in_spaces)
+      return infer_leaf_space(dtype, shape, in_spaces, in_leads)
     return nest_to_space(value, leaf)
 
   def _build(self, builder):

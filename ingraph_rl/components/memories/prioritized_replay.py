@@ -7,6 +7,7 @@ from ingraph_rl.components.memories import segment_tree
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
 from ingraph_rl.core.checks import tf_check, torch_check
+from ingraph_rl.spaces import Dict, FloatBox
 from ingraph_rl.utils.lazy import torch
 
 
@@ -67,7 +68,12 @@ class PrioritizedReplay(ReplayMemory):
     segment_tree.update(self.min_tree, positions, p, "min")
     return tf.identity(self.size)
 
-  @graph_fn
+  def _sample_space(self):
+    space = super()._sample_space()
+    return Dict(**dict(space.items()),
+                weights=FloatBox(add_batch_rank=True))
+
+  @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size, beta):
     beta = self.beta if beta is None else beta
     with tf.control_dependencies([self._check_nonempty("sample",

@@ -7,6 +7,7 @@ import tree
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.core.checks import tf_check, torch_check
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.spaces import Dict, IntBox
 from ingraph_rl.utils.lazy import torch
 
 
@@ -114,14 +115,20 @@ class ReplayMemory(Component):
     return tf_check(self.size > 0, self, api_name, argument,
                     "the memory is empty")
 
-  @graph_fn
+  def _sample_space(self):
+    """Declared: a literal batch size would make the batch dim static, and
+    inference would then miss the batch rank."""
+    return Dict(records=self.record_space.with_batch_rank(),
+                indices=IntBox(self.capacity, add_batch_rank=True))
+
+  @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size):
     with tf.control_dependencies([self._check_nonempty("sample",
                                                        "batch_size")]):
       indices = self.rng.uniform([batch_size], 0, self.size, dtype=tf.int32)
     return {"records": self._gather(indices), "indices": indices}
 
-  @graph_fn
+  @graph_fn(output_space=lambda self: self.record_space.with_batch_rank())
   def _graph_fn_get_records(self, indices):
     indices = tf.cast(indices, tf.int32)
     ok = tf.reduce_all((indices >= 0) & (indices < self.size))
