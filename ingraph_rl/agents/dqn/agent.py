@@ -252,7 +252,7 @@ class DQNAgent(Component):
         self.vector_steps += 1
       vsteps = int(self.vector_steps)
       if vsteps * n >= c.learning_starts and vsteps % c.update_every == 0:
-        totals["loss_sum"] += float(update()["loss"])
+        totals["loss_sum"] += float(update()["loss"].detach())
         totals["updates"] += 1
       if vsteps % c.target_sync_every == 0:
         sync()

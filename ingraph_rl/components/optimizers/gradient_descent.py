@@ -12,10 +12,10 @@ class GradientDescent(Optimizer):
                scope="gradient_descent"):
     super().__init__(learning_rate, clip_global_norm, scope)
 
-  def _tf_apply(self, var, grad, slots, step):
+  def _tf_apply(self, var, grad, slots, step, lr):
     tf.raw_ops.ResourceApplyGradientDescent(
-        var=var.handle, alpha=tf.cast(self.learning_rate, var.dtype),
+        var=var.handle, alpha=lr,
         delta=grad)
 
-  def _torch_apply(self, var, grad, slots, step):
-    var.sub_(self.learning_rate * grad)
+  def _torch_apply(self, var, grad, slots, step, lr):
+    var.sub_(lr * grad)

@@ -35,7 +35,9 @@ class Optimizer(Component):
   (per-variable state) and the update rule in both backends.
 
   Args:
-    learning_rate: a float.
+    learning_rate: a float, or a schedule component (e.g.
+      `explorations.PolynomialDecay(4.8e-4, 0.0, steps)`, IMPALA's) whose
+      `value(step)` is read at the optimizer's step count before each update.
     clip_global_norm: if set, gradients are scaled by
       clip / max(global_norm, clip) (tf.clip_by_global_norm).
   """
@@ -45,9 +47,14 @@ class Optimizer(Component):
 
   def __init__(self, learning_rate, clip_global_norm=None, scope="optimizer"):
     super().__init__(scope=scope)
-    if learning_rate <= 0:
-      raise BuildError(f"'{scope}': learning_rate must be > 0")
-    self.learning_rate = float(learning_rate)
+    if isinstance(learning_rate, Component):
+      self.lr_schedule = learning_rate
+      self.learning_rate = None
+    else:
+      if learning_rate <= 0:
+        raise BuildError(f"'{scope}': learning_rate must be > 0")
+      self.lr_schedule = None
+      self.learning_rate = float(learning_rate)
     self.clip_global_norm = clip_global_norm
 
   def create_variables(self, input_spaces):
@@ -64,12 +71,22 @@ class Optimizer(Component):
 
   @api
   def step(self, loss, variables):
-    return self._graph_fn_step(loss, variables)
+    lr = self.learning_rate if self.lr_schedule is None else \
+        self.lr_schedule.value(self._graph_fn_iterations())
+    return self._graph_fn_step(loss, variables, lr)
+
+  @graph_fn
+  def _graph_fn_iterations(self):
+    return tf.identity(self.iterations)
+
+  @_graph_fn_iterations.torch
+  def _graph_fn_iterations(self):
+    return self.iterations.clone()
 
   # --- TF ----------------------------------------------------------------
 
   @graph_fn(needs_gradients=True)
-  def _graph_fn_step(self, loss, variables):
+  def _graph_fn_step(self, loss, variables, lr):
     params = [variables[p] for p in self.paths]
     grads = tf_gradients(loss, params)
     used = [i for i, g in enumerate(grads) if g is not None]
@@ -80,16 +97,16 @@ class Optimizer(Component):
     step = self.iterations.assign_add(1)
     for i, grad in zip(used, grads):
       self._tf_apply(params[i], grad, [s[i] for s in self.slots.values()],
-                     step)
+                     step, tf.cast(lr, params[i].dtype))
     return {"grad_norm": norm}
 
-  def _tf_apply(self, var, grad, slots, step):
+  def _tf_apply(self, var, grad, slots, step, lr):
     raise NotImplementedError
 
   # --- torch -------------------------------------------------------------
 
   @_graph_fn_step.torch
-  def _graph_fn_step(self, loss, variables):
+  def _graph_fn_step(self, loss, variables, lr):
     params = [variables[p] for p in self.paths]
     grads = torch_gradients(loss, params)
     used = [i for i, g in enumerate(grads) if g is not None]
@@ -107,12 +124,13 @@ class Optimizer(Component):
     with torch.no_grad():
       self.iterations += 1
       step = int(self.iterations)
+      lr = float(lr)
       for i, grad in zip(used, grads):
         self._torch_apply(params[i], grad.to(params[i].dtype),
-                          [s[i] for s in self.slots.values()], step)
+                          [s[i] for s in self.slots.values()], step, lr)
     return {"grad_norm": norm.detach()}
 
-  def _torch_apply(self, var, grad, slots, step):
+  def _torch_apply(self, var, grad, slots, step, lr):
     raise NotImplementedError
 
 

@@ -22,18 +22,18 @@ class RMSProp(Optimizer):
     super().__init__(learning_rate, clip_global_norm, scope)
     self.decay, self.momentum, self.epsilon = decay, momentum, epsilon
 
-  def _tf_apply(self, var, grad, slots, step):
+  def _tf_apply(self, var, grad, slots, step, lr):
     ms, mom = slots
     tf.raw_ops.ResourceApplyRMSProp(
         var=var.handle, ms=ms.handle, mom=mom.handle,
-        lr=tf.cast(self.learning_rate, var.dtype),
+        lr=lr,
         rho=tf.cast(self.decay, var.dtype),
         momentum=tf.cast(self.momentum, var.dtype),
         epsilon=tf.cast(self.epsilon, var.dtype), grad=grad)
 
-  def _torch_apply(self, var, grad, slots, step):
+  def _torch_apply(self, var, grad, slots, step, lr):
     ms, mom = (torch_layout(s, var) for s in slots)
     ms.mul_(self.decay).add_((1 - self.decay) * grad * grad)
     mom.mul_(self.momentum).add_(
-        self.learning_rate * grad / (ms + self.epsilon).sqrt())
+        lr * grad / (ms + self.epsilon).sqrt())
     var.sub_(mom)
