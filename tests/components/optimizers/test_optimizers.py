@@ -221,7 +221,8 @@ def test_learning_rate_schedule_is_read_at_each_step(backend):
   schedule = LinearDecay(0.4, 0.1, steps=3, scope="lr")
   w, _ = _run_linear(GradientDescent(schedule), c, 4, backend)
   # Steps 0..3 of the schedule: 0.4, 0.3, 0.2, 0.1.
-  np.testing.assert_allclose(w["lin/params/w"], 1 - 1.0 * c, rtol=1e-5)
+  np.testing.assert_allclose(w["lin/params/w"], 1 - 1.0 * c, rtol=1e-5,
+                             atol=1e-6)
   w, _ = _run_linear(GradientDescent(LinearDecay(0.4, 0.1, steps=3,
                                                  scope="lr")), c, 2, backend)
   np.testing.assert_allclose(w["lin/params/w"], 1 - 0.7 * c, rtol=1e-5)
