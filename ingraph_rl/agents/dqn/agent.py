@@ -5,7 +5,7 @@ in-graph training loop over a vector environment.
     >>> env = GymnasiumVectorEnv("CartPole-v1", num_envs=4)
     >>> agent = DQNAgent(DQNConfig(num_actions=2), env)
     >>> executor = agent.build()          # a TFExecutor
-    >>> _ = executor.execute("reset_env")
+    >>> _ = executor.execute("reset_env", 0)
     >>> stats = executor.execute("train", 200)   # 200 vector steps, 1 call
 """
 
