@@ -15,6 +15,7 @@ import tree
 
 from ingraph_rl.core import checks
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
+from ingraph_rl.core.meta_graph import inline_apis_in
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
@@ -165,10 +166,17 @@ class TorchExecutor(Executor):
     spaces = [self.input_spaces[a] for a in rapi.arg_names]
     nodes = rapi.nodes
 
+    # Acting needs no autograd history; APIs that differentiate (also
+    # through inline APIs) keep it.
+    grad = any(n.fn is not None and n.fn.needs_gradients for n in nodes) or \
+        any(api.needs_gradients for n in nodes
+            for api in inline_apis_in((n.args, n.kwargs)))
+
     def fn(*args):
-      return self.replay(nodes, input_ids,
-                         [to_torch(v, s) for v, s in zip(args, spaces)],
-                         rapi.outputs)
+      with torch.set_grad_enabled(grad):
+        return self.replay(nodes, input_ids,
+                           [to_torch(v, s) for v, s in zip(args, spaces)],
+                           rapi.outputs)
 
     return fn
 

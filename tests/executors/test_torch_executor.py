@@ -57,3 +57,9 @@ def test_build_passes_leave_no_side_effects():
   # The build ran `write` on sample data twice; the buffer is reset.
   np.testing.assert_array_equal(ex.get_weights()["root/store/buf"],
                                 np.zeros((8, 2)))
+
+
+def test_acting_records_no_autograd_history():
+  ex = TorchExecutor(Dense(3), {"inputs": FloatBox((5,), add_batch_rank=True)})
+  out = ex.execute("call", np.ones((2, 5), np.float32))
+  assert out.grad_fn is None and not out.requires_grad
