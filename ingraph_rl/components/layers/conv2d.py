@@ -2,10 +2,9 @@
 spaces say); the torch mirror stores its kernel as (out, in, kh, kw) and
 permutes activations to NCHW around `F.conv2d`."""
 
-import math
-
 import tensorflow as tf
 
+from ingraph_rl.components.layers import image_ops
 from ingraph_rl.components.layers.activations import (check_activation,
                                                       tf_activation,
                                                       torch_activation)
@@ -52,30 +51,19 @@ class Conv2D(Component):
 
   @graph_fn
   def _graph_fn_call(self, inputs):
-    lead = tf.shape(inputs)[:self.num_leading]
-    x = tf.reshape(inputs, tf.concat([[-1], tf.shape(inputs)[-3:]], 0))
+    x, lead = image_ops.tf_fold(inputs, self.num_leading)
     out = tf.nn.conv2d(x, self.kernel, (1,) + self.strides + (1,),
                        self.padding.upper())
     if self.bias is not None:
       out = tf.nn.bias_add(out, self.bias)
-    out = tf_activation(self.activation)(out)
-    return tf.reshape(out, tf.concat([lead, tf.shape(out)[1:]], 0))
+    return image_ops.tf_unfold(tf_activation(self.activation)(out), lead)
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
-    lead = inputs.shape[:self.num_leading]
-    x = inputs.reshape((-1,) + tuple(inputs.shape[-3:])).permute(0, 3, 1, 2)
+    x, lead = image_ops.torch_fold_nchw(inputs, self.num_leading)
     if self.padding == "same":
-      x = F.pad(x, self._same_padding(x.shape[2], x.shape[3]))
+      x = F.pad(x, image_ops.same_padding(x.shape[2], x.shape[3],
+                                          self.kernel_size, self.strides))
     out = F.conv2d(x, self.kernel, self.bias, stride=self.strides)
-    out = torch_activation(self.activation)(out).permute(0, 2, 3, 1)
-    return out.reshape(tuple(lead) + tuple(out.shape[1:]))
-
-  def _same_padding(self, h, w):
-    """TF's SAME padding (extra pixel at the bottom/right) as F.pad args."""
-    pads = []
-    for size, k, s in ((w, self.kernel_size[1], self.strides[1]),
-                       (h, self.kernel_size[0], self.strides[0])):
-      total = max((math.ceil(size / s) - 1) * s + k - size, 0)
-      pads += [total // 2, total - total // 2]
-    return pads
+    return image_ops.torch_unfold_nchw(
+        torch_activation(self.activation)(out), lead)

@@ -2,10 +2,10 @@
 permutes to NCHW around `F.max_pool2d` and pads TF-'SAME' style with -inf
 (the odd pixel at the bottom/right; padding never wins the max)."""
 
-import math
 
 import tensorflow as tf
 
+from ingraph_rl.components.layers import image_ops
 from ingraph_rl.components.layers.conv2d import _pair
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
@@ -39,26 +39,17 @@ class MaxPool2D(Component):
 
   @graph_fn
   def _graph_fn_call(self, inputs):
-    lead = tf.shape(inputs)[:self.num_leading]
-    x = tf.reshape(inputs, tf.concat([[-1], tf.shape(inputs)[-3:]], 0))
+    x, lead = image_ops.tf_fold(inputs, self.num_leading)
     out = tf.nn.max_pool2d(x, self.pool_size, self.strides,
                            self.padding.upper())
-    return tf.reshape(out, tf.concat([lead, tf.shape(out)[1:]], 0))
+    return image_ops.tf_unfold(out, lead)
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
-    lead = inputs.shape[:self.num_leading]
-    x = inputs.reshape((-1,) + tuple(inputs.shape[-3:])).permute(0, 3, 1, 2)
+    x, lead = image_ops.torch_fold_nchw(inputs, self.num_leading)
     if self.padding == "same":
-      x = F.pad(x, self._same_padding(x.shape[2], x.shape[3]),
+      x = F.pad(x, image_ops.same_padding(x.shape[2], x.shape[3],
+                                          self.pool_size, self.strides),
                 value=float("-inf"))
-    out = F.max_pool2d(x, self.pool_size, self.strides).permute(0, 2, 3, 1)
-    return out.reshape(tuple(lead) + tuple(out.shape[1:]))
-
-  def _same_padding(self, h, w):
-    pads = []
-    for size, k, s in ((w, self.pool_size[1], self.strides[1]),
-                       (h, self.pool_size[0], self.strides[0])):
-      total = max((math.ceil(size / s) - 1) * s + k - size, 0)
-      pads += [total // 2, total - total // 2]
-    return pads
+    return image_ops.torch_unfold_nchw(
+        F.max_pool2d(x, self.pool_size, self.strides), lead)
