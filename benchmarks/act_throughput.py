@@ -443,11 +443,7 @@ def plot(rows, batch_sizes):
                "dueling", fontsize=10)
   ax.grid(True, which="both", alpha=0.3)
   ax.legend(fontsize=7)
-  fig.tight_layout()
-  path = common.RESULTS_DIR / f"{NAME}.png"
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return common.save_plot(fig, NAME)
 
 
 if __name__ == "__main__":

@@ -816,11 +816,7 @@ def plot(rows):
   axes[2].set_ylabel("us per call (median)")
   axes[2].set_title(f"per call: Dense({CALL_UNITS}), batch {CALL_BATCH}",
                     fontsize=10)
-  fig.tight_layout()
-  path = common.RESULTS_DIR / f"{NAME}.png"
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return common.save_plot(fig, NAME)
 
 
 if __name__ == "__main__":

@@ -289,3 +289,14 @@ def pyplot():
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
   return plt
+
+
+def save_plot(fig, name):
+  """Writes `fig` as `results/<name>.png` (tight layout, 110 dpi), closes it
+  and returns the path."""
+  fig.tight_layout()
+  path = RESULTS_DIR / f"{name}.png"
+  RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=110)
+  pyplot().close(fig)
+  return path

@@ -410,11 +410,7 @@ def plot(rows, envs):
                "frames/s)", fontsize=10)
   ax.margins(y=0.25)
   ax.legend(fontsize=8, loc="upper right")
-  fig.tight_layout()
-  path = common.RESULTS_DIR / f"{NAME}.png"
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return common.save_plot(fig, NAME)
 
 
 if __name__ == "__main__":

@@ -1041,12 +1041,7 @@ def plot(us, capacities, impls):
                fontsize=10)
   ax.grid(True, which="both", alpha=0.3)
   ax.legend(fontsize=8)
-  fig.tight_layout()
-  path = common.RESULTS_DIR / f"{NAME}.png"
-  common.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return common.save_plot(fig, NAME)
 
 
 if __name__ == "__main__":
