@@ -58,3 +58,9 @@ class BuildError(IngraphError):
 
 class InputIncompleteError(BuildError):
   """Some components never got the input spaces their variables depend on."""
+
+
+class EnvironmentNotAvailableError(IngraphError, ImportError):
+  """The package behind an environment (e.g. `deepmind_lab`) is not
+  installed. Raised when the environment is made, never when ingraph_rl is
+  imported; the message says how to install it."""

@@ -1,0 +1,383 @@
+"""DeepMind Lab through its `deepmind_lab` Python module, behind `VectorEnv`.
+
+>>> env = DMLabVectorEnv("contributed/dmlab30/rooms_collect_good_objects_train",
+...                      num_envs=4, seed=0)            # doctest: +SKIP
+>>> env.reset().shape                                   # doctest: +SKIP
+(4, 72, 96, 3)
+
+`deepmind_lab` is not on PyPI: it is built from github.com/deepmind/lab
+with Bazel. It is imported when a `DMLabVectorEnv` is made (never when
+ingraph_rl is imported); without it that raises `EnvironmentNotAvailableError`
+(an `ImportError`) that says how to install it.
+"""
+
+import importlib
+
+import numpy as np
+
+from ingraph_rl.environments.vector_env import (EpisodeStatistics,
+                                                StepResult, VectorEnv)
+from ingraph_rl.errors import EnvironmentNotAvailableError
+from ingraph_rl.spaces import IntBox, TextBox
+
+DMLAB_PREFIX = "dmlab:"
+
+# The 7 entries of a DM Lab action vector, in `Lab.action_spec()` order.
+ACTION_NAMES = ("LOOK_LEFT_RIGHT_PIXELS_PER_FRAME",
+                "LOOK_DOWN_UP_PIXELS_PER_FRAME", "STRAFE_LEFT_RIGHT",
+                "MOVE_BACK_FORWARD", "FIRE", "JUMP", "CROUCH")
+
+# Discrete action i -> 7-int action vector (look left/right, look down/up,
+# strafe left/right, move back/forward, fire, jump, crouch).
+DEFAULT_ACTION_SET = (
+    (0, 0, 0, 0, 0, 0, 0),      # No-op.
+    (0, 0, 0, 1, 0, 0, 0),      # Forward.
+    (0, 0, 0, -1, 0, 0, 0),     # Backward.
+    (0, 0, -1, 0, 0, 0, 0),     # Strafe left.
+    (0, 0, 1, 0, 0, 0, 0),      # Strafe right.
+    (-20, 0, 0, 0, 0, 0, 0),    # Look left.
+    (20, 0, 0, 0, 0, 0, 0),     # Look right.
+    (-20, 0, 0, 1, 0, 0, 0),    # Forward + look left.
+    (20, 0, 0, 1, 0, 0, 0),     # Forward + look right.
+)
+
+# IMPALA's set (scalable_agent): the same 8 moves first, then FIRE instead of
+# the no-op. Pass `action_set=IMPALA_ACTION_SET` to match its agents.
+IMPALA_ACTION_SET = DEFAULT_ACTION_SET[1:] + ((0, 0, 0, 0, 1, 0, 0),)
+
+DEFAULT_WIDTH, DEFAULT_HEIGHT = 96, 72
+
+INSTALL_HINT = (
+    "DeepMind Lab's Python module `deepmind_lab` is not importable. It is "
+    "not on PyPI; build it from https://github.com/deepmind/lab with Bazel "
+    "(see docs/users/build.md there), e.g.\n"
+    "  git clone https://github.com/deepmind/lab && cd lab\n"
+    "  bazel build -c opt --python_version=PY3 "
+    "//python/pip_package:build_pip_package\n"
+    "  ./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg\n"
+    "  pip install /tmp/dmlab_pkg/deepmind_lab-*.whl\n"
+    "or put a built `deepmind_lab` (bazel-bin/... with its runfiles) on "
+    "PYTHONPATH. Tests use a fake module through `lab_module=`.")
+
+
+def is_dmlab_id(env_id):
+  """True for "dmlab:<level>" ids."""
+  return env_id.startswith(DMLAB_PREFIX)
+
+
+def dmlab_level_name(env_id):
+  """DM Lab level (script path under game_scripts/levels) of an env id.
+
+  >>> dmlab_level_name("dmlab:seekavoid_arena_01")
+  'seekavoid_arena_01'
+  >>> dmlab_level_name("dmlab:contributed/dmlab30/explore_goal_locations_small")
+  'contributed/dmlab30/explore_goal_locations_small'
+  """
+  name = env_id[len(DMLAB_PREFIX):] if is_dmlab_id(env_id) else env_id
+  if not name or name != name.strip() or name.startswith("/") or \
+      name.endswith("/"):
+    raise ValueError(f"bad DM Lab level name {name!r} in {env_id!r}; expected "
+                     "e.g. 'dmlab:seekavoid_arena_01' or "
+                     "'dmlab:contributed/dmlab30/rooms_watermaze'")
+  return name
+
+
+def import_deepmind_lab():
+  """The `deepmind_lab` module, or `EnvironmentNotAvailableError`."""
+  try:
+    return importlib.import_module("deepmind_lab")
+  except ImportError as e:
+    raise EnvironmentNotAvailableError(
+        f"{INSTALL_HINT}\n(import failed with: {e})",
+        name="deepmind_lab") from e
+
+
+def _config_value(value):
+  # DM Lab takes strings only; its Lua levels spell booleans 'true'/'false'.
+  if isinstance(value, (bool, np.bool_)):
+    return "true" if value else "false"
+  return str(value)
+
+
+class DMLabVectorEnv(VectorEnv):
+  """`num_envs` DeepMind Lab environments of one level, stepped in turn.
+
+  Observations: the `RGB_INTERLEAVED` frames, uint8 [H, W, 3] with
+  `IntBox(256, (H, W, 3), dtype=uint8)`; H x W is 72 x 96 unless `height` /
+  `width` (or `config["height"]` / `config["width"]`) say otherwise.
+  With `instructions=True` the `INSTR` text (language levels) is observed
+  too, but stays out of the box observation so that in-graph stepping
+  (`tf_step`, box spaces only) works: `instructions()` returns the texts
+  that go with the latest `obs` (str [N], object dtype) and
+  `final_instructions()` those of the latest step's `final_obs`.
+
+  Actions: `IntBox(len(action_set))`; action i is the 7-int vector
+  `action_set[i]` (`DEFAULT_ACTION_SET`: no-op, forward, backward, strafe
+  left / right, look left / right by 20 pixels per frame, forward + look
+  left / right), repeated for `num_action_repeats` frames by one
+  `Lab.step(vector, num_steps=num_action_repeats)`, whose summed reward is
+  the step's reward. Steps, episode lengths and `max_episode_steps` count
+  these agent steps, not frames.
+
+  Seeding: environment i draws the seed of each of its episodes from a
+  random stream seeded with `seed + i` (`Lab.reset(seed=...)`), so a run is
+  reproducible and environments differ. `reset(seed)` restarts the streams
+  from `seed`; `reset()` continues them (the first one uses `seed`).
+
+  Episode ends (same-step autoreset): when `Lab.is_running()` is False
+  after a step, the episode is `terminated` (as in IMPALA: a DM Lab episode
+  ends when the level ends it, usually at its time limit) and the
+  environment is reset in the same step. DM Lab has no observation of an
+  ended episode, so `final_obs` there is the last observation it gave (the
+  one the ended step acted on); a learner does not bootstrap from it. With
+  `max_episode_steps`, an episode still running after that many steps is
+  `truncated` (`final_obs` is its real last frame) and reset.
+
+  The environments run one after another in this process (DM Lab supports
+  several `Lab`s per process); for parallel stepping run several
+  `DMLabVectorEnv`s in actor processes, as IMPALA does.
+
+  Args:
+    level: level name, e.g. "seekavoid_arena_01" or
+      "contributed/dmlab30/rooms_collect_good_objects_train" (a "dmlab:"
+      prefix is stripped).
+    num_envs: number of `Lab` instances.
+    seed: base seed (int >= 0), or None for unseeded episodes.
+    num_action_repeats: frames per agent step (`num_steps` of `Lab.step`).
+    width, height: frame size in pixels (default 96 x 72).
+    instructions: also observe `INSTR` (see `instructions()`).
+    config: more `Lab` settings (e.g. {"datasetPath": ..., "logLevel":
+      "WARN", "allowHoldOutLevels": True}); values become strings.
+    renderer: "software" (OSMesa) or "hardware" (EGL / GLX).
+    action_set: sequence of 7-int action vectors, one per discrete action.
+    max_episode_steps: optional time limit in agent steps (truncation).
+    lab_module: an object with DM Lab's module API (`Lab`, ...); None
+      imports `deepmind_lab`. Tests inject a fake here.
+    runfiles_path: passed to `deepmind_lab.set_runfiles_path` first when
+      given (a Bazel-built module outside its runfiles tree).
+    **lab_kwargs: more keyword arguments of `Lab` (e.g. `level_cache`).
+  """
+
+  def __init__(self, level, num_envs, seed=0, num_action_repeats=4,
+               width=None, height=None, instructions=False, config=None,
+               renderer="software", action_set=DEFAULT_ACTION_SET,
+               max_episode_steps=None, lab_module=None, runfiles_path=None,
+               **lab_kwargs):
+    self.level = dmlab_level_name(level)
+    self.num_envs = int(num_envs)
+    if self.num_envs < 1:
+      raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if seed is not None and (int(seed) != seed or seed < 0):
+      raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
+    self._seed = None if seed is None else int(seed)
+    self.num_action_repeats = int(num_action_repeats)
+    if self.num_action_repeats < 1:
+      raise ValueError(f"num_action_repeats must be >= 1, got "
+                       f"{num_action_repeats}")
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+      raise ValueError(f"max_episode_steps must be >= 1 or None, got "
+                       f"{max_episode_steps}")
+    self.max_episode_steps = None if max_episode_steps is None else \
+        int(max_episode_steps)
+    if renderer not in ("software", "hardware"):
+      raise ValueError(f"renderer must be 'software' or 'hardware', got "
+                       f"{renderer!r}")
+    self.config = self._make_config(config, width, height)
+    self.width = int(self.config["width"])
+    self.height = int(self.config["height"])
+    self._action_table = np.asarray(action_set, np.intc)
+    if self._action_table.ndim != 2 or \
+        self._action_table.shape[1] != len(ACTION_NAMES) or \
+        not len(self._action_table):
+      raise ValueError(f"action_set must be a non-empty sequence of "
+                       f"{len(ACTION_NAMES)}-int vectors, got shape "
+                       f"{self._action_table.shape}")
+    self._action_table.setflags(write=False)
+    self.with_instructions = bool(instructions)
+    self.observation_names = ["RGB_INTERLEAVED"] + (
+        ["INSTR"] if self.with_instructions else [])
+
+    module = import_deepmind_lab() if lab_module is None else lab_module
+    if runfiles_path is not None:
+      module.set_runfiles_path(runfiles_path)
+    self._labs = []
+    try:
+      for _ in range(self.num_envs):
+        self._labs.append(module.Lab(
+            self.level, list(self.observation_names),
+            config=dict(self.config), renderer=renderer, **lab_kwargs))
+      self._check_specs(self._labs[0])
+    except BaseException:
+      self.close()
+      raise
+
+    self.observation_space = IntBox(256, (self.height, self.width, 3),
+                                    dtype=np.uint8)
+    self.action_space = IntBox(len(self._action_table))
+    self.instruction_space = TextBox(()) if self.with_instructions else None
+    self._rngs = None        # Per-env streams of episode seeds.
+    self._obs = None         # Latest obs; None until the first reset.
+    self._instr = self._final_instr = None
+    self._episode_steps = np.zeros(self.num_envs, np.int64)
+    self._stats = EpisodeStatistics(self.num_envs)
+    self._closed = False
+
+  @staticmethod
+  def _make_config(config, width, height):
+    config = {str(k): _config_value(v) for k, v in (config or {}).items()}
+    for key, value, default in (("width", width, DEFAULT_WIDTH),
+                                ("height", height, DEFAULT_HEIGHT)):
+      if value is None:
+        config.setdefault(key, str(default))
+      elif key in config and config[key] != str(int(value)):
+        raise ValueError(f"{key}={value} conflicts with config[{key!r}]="
+                         f"{config[key]!r}")
+      else:
+        config[key] = str(int(value))
+      if not config[key].isdigit() or int(config[key]) < 1:
+        raise ValueError(f"config[{key!r}] must be a positive int, got "
+                         f"{config[key]!r}")
+    return config
+
+  def _check_specs(self, lab):
+    """Fails early on a module whose specs do not fit our actions/frames."""
+    spec = lab.action_spec()
+    names = tuple(s["name"] for s in spec)
+    if names != ACTION_NAMES:
+      raise ValueError(f"unexpected DM Lab action spec {names}; expected "
+                       f"{ACTION_NAMES}")
+    low = np.array([s["min"] for s in spec])
+    high = np.array([s["max"] for s in spec])
+    bad = np.flatnonzero(((self._action_table < low) |
+                          (self._action_table > high)).any(axis=1))
+    if bad.size:
+      raise ValueError(f"action_set entries {bad.tolist()} are outside the "
+                       f"DM Lab action spec (min {low.tolist()}, max "
+                       f"{high.tolist()})")
+    for s in lab.observation_spec():
+      if s["name"] == "RGB_INTERLEAVED" and \
+          tuple(s["shape"]) != (self.height, self.width, 3):
+        raise ValueError(f"DM Lab reports RGB_INTERLEAVED frames of shape "
+                         f"{tuple(s['shape'])}, expected "
+                         f"{(self.height, self.width, 3)} from the config")
+
+  @property
+  def labs(self):
+    """The `Lab` instances (e.g. for `events()`); do not step them."""
+    return tuple(self._labs)
+
+  def instructions(self):
+    """str [N] (object array): the `INSTR` texts of the latest `obs`."""
+    self._require_instructions()
+    return self._instr.copy()
+
+  def final_instructions(self):
+    """str [N]: the `INSTR` texts of the latest step's `final_obs`."""
+    self._require_instructions()
+    return self._final_instr.copy()
+
+  def _require_instructions(self):
+    if not self.with_instructions:
+      raise ValueError("instructions are observed only with "
+                       "DMLabVectorEnv(..., instructions=True)")
+    if self._instr is None:
+      raise RuntimeError("call reset() before asking for instructions")
+
+  def _seed_streams(self, seed):
+    self._rngs = [np.random.default_rng(None if seed is None else seed + i)
+                  for i in range(self.num_envs)]
+
+  def _start_episode(self, i):
+    # DM Lab takes a Python int seed (a C int): draw one in [0, 2^31 - 1).
+    episode_seed = int(self._rngs[i].integers(0, 2**31 - 1))
+    self._labs[i].reset(seed=episode_seed)
+    self._episode_steps[i] = 0
+
+  def _observe(self, i, obs, instr):
+    """Writes env i's current observation into row i of obs (and instr)."""
+    observed = self._labs[i].observations()
+    obs[i] = observed["RGB_INTERLEAVED"]
+    if instr is not None:
+      text = observed["INSTR"]
+      instr[i] = text.decode("utf-8") if isinstance(text, bytes) else \
+          str(text)
+
+  def _new_buffers(self):
+    obs = np.empty((self.num_envs,) + self.observation_space.shape, np.uint8)
+    instr = np.empty(self.num_envs, object) if self.with_instructions \
+        else None
+    return obs, instr
+
+  def reset(self, seed=None):
+    self._check_open()
+    if seed is not None or self._rngs is None:
+      if seed is not None and (int(seed) != seed or seed < 0):
+        raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
+      self._seed_streams(self._seed if seed is None else int(seed))
+    obs, instr = self._new_buffers()
+    for i in range(self.num_envs):
+      self._start_episode(i)
+      self._observe(i, obs, instr)
+    self._obs, self._instr = obs, instr
+    self._final_instr = instr
+    self._stats.reset()
+    return obs
+
+  def step(self, actions):
+    self._check_open()
+    if self._obs is None:
+      raise RuntimeError("DMLabVectorEnv: call reset() before step()")
+    actions = np.asarray(actions)
+    if actions.shape != (self.num_envs,) or actions.dtype.kind not in "iu":
+      raise ValueError(f"expected {self.num_envs} integer actions, got "
+                       f"shape {actions.shape} dtype {actions.dtype}")
+    if np.any(actions < 0) or np.any(actions >= len(self._action_table)):
+      raise ValueError(f"actions must be in [0, {len(self._action_table)}), "
+                       f"got {actions.tolist()}")
+    vectors = self._action_table[actions]      # [N, 7] intc, C-contiguous.
+    obs, instr = self._new_buffers()
+    rewards = np.zeros(self.num_envs, np.float64)
+    terminated = np.zeros(self.num_envs, np.bool_)
+    truncated = np.zeros(self.num_envs, np.bool_)
+    finals = {}                                # i -> (obs, instruction).
+    final_instr = None if instr is None else np.empty_like(instr)
+    self._episode_steps += 1
+    for i, lab in enumerate(self._labs):
+      rewards[i] = lab.step(vectors[i], num_steps=self.num_action_repeats)
+      if lab.is_running():
+        self._observe(i, obs, instr)
+        if self.max_episode_steps is None or \
+            self._episode_steps[i] < self.max_episode_steps:
+          continue
+        truncated[i] = True
+        finals[i] = obs[i].copy(), None if instr is None else instr[i]
+      else:
+        # Lab has no observation once an episode ended: the last one stands
+        # in as final_obs (its value is never bootstrapped from).
+        terminated[i] = True
+        finals[i] = self._obs[i], None if instr is None else self._instr[i]
+      self._start_episode(i)
+      self._observe(i, obs, instr)
+    final_obs = obs
+    if finals:
+      final_obs = obs.copy()
+      for i, (frame, _) in finals.items():
+        final_obs[i] = frame
+    if instr is not None:
+      final_instr[:] = instr
+      for i, (_, text) in finals.items():
+        final_instr[i] = text
+    self._obs, self._instr, self._final_instr = obs, instr, final_instr
+    returns, lengths = self._stats.update(rewards, terminated | truncated)
+    return StepResult(obs, rewards.astype(np.float32), terminated, truncated,
+                      final_obs, returns, lengths)
+
+  def _check_open(self):
+    if self._closed:
+      raise RuntimeError("DMLabVectorEnv is closed")
+
+  def close(self):
+    labs, self._labs = self._labs, []
+    self._closed = True
+    for lab in labs:
+      lab.close()

@@ -1,0 +1,179 @@
+"""A fake `deepmind_lab` module: DM Lab's Python API without the game.
+
+Same names and signatures as the real module (docs/users/python_api.md of
+github.com/deepmind/lab): `Lab(level, observations, config={},
+renderer='software', level_cache=None)` with `reset(episode=-1, seed=None)`,
+`step(action, num_steps=1) -> float`, `observations()`, `is_running()`,
+`action_spec()`, `observation_spec()`, `num_steps()`, `fps()`, `events()`,
+`close()`, and `set_runfiles_path(path)`. It checks its inputs as strictly
+as the real one should be used (int32 [7] actions within the spec, Python
+int seeds, string configs, no stepping or observing once an episode ended),
+so an adapter that passes here calls DM Lab correctly.
+
+The "game": frames are pseudo-random from the episode seed and the actions;
+each frame's reward depends on the action (forward +1, backward -1, strafe
+right/left +-0.25, look right/left +-0.125 per 20 pixels, fire +0.5), so the
+sum over `num_steps` frames is exact in float. An episode ends after the
+level's number of frames (`LEVELS`), which the level options
+`episodeLengthFrames` and `episodeLengthJitter` (+ seed % (jitter + 1))
+override -- like real levels, unrecognized config keys go to the level.
+Every Lab records its `steps` [(action copy, num_steps)] and `reset_seeds`.
+"""
+
+import numpy as np
+
+ACTION_SPEC = (
+    {"name": "LOOK_LEFT_RIGHT_PIXELS_PER_FRAME", "min": -512, "max": 512},
+    {"name": "LOOK_DOWN_UP_PIXELS_PER_FRAME", "min": -512, "max": 512},
+    {"name": "STRAFE_LEFT_RIGHT", "min": -1, "max": 1},
+    {"name": "MOVE_BACK_FORWARD", "min": -1, "max": 1},
+    {"name": "FIRE", "min": 0, "max": 1},
+    {"name": "JUMP", "min": 0, "max": 1},
+    {"name": "CROUCH", "min": 0, "max": 1},
+)
+
+# Level script -> episode length in frames.
+LEVELS = {
+    "seekavoid_arena_01": 60,
+    "tests/empty_room_test": 40,
+    "contributed/dmlab30/rooms_collect_good_objects_train": 48,
+    "contributed/dmlab30/rooms_collect_good_objects_test": 48,
+    "contributed/dmlab30/language_select_described_object": 36,
+}
+
+INSTRUCTIONS = ("Pick the red hat.", "Find the blue ball.",
+                "Go to the large green key.")
+
+runfiles_path = None
+
+
+def set_runfiles_path(path):
+  global runfiles_path
+  runfiles_path = path
+
+
+def frame_reward(action):
+  """The fake's reward of one frame under `action` (int [7])."""
+  look, _, strafe, move, fire, _, _ = (int(a) for a in action)
+  return move + 0.25 * strafe + 0.125 * look / 20 + 0.5 * fire
+
+
+class Lab:
+  """One fake DM Lab environment."""
+
+  def __init__(self, level, observations, config=None, renderer="software",
+               level_cache=None):
+    if not isinstance(level, str) or level not in LEVELS:
+      raise ValueError(f"Failed to open level {level!r}")
+    config = {} if config is None else config
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()):
+      raise TypeError(f"config must be a dict of str to str, got {config!r}")
+    if renderer not in ("software", "hardware"):
+      raise ValueError(f"Unknown renderer {renderer!r}")
+    self.level, self.config, self.renderer = level, dict(config), renderer
+    self.level_cache = level_cache
+    self.width = int(config.get("width", "320"))
+    self.height = int(config.get("height", "240"))
+    specs = {s["name"] for s in self.observation_spec()}
+    if not isinstance(observations, list) or not all(
+        isinstance(o, str) and o in specs for o in observations):
+      raise ValueError(f"Unknown observations {observations!r}")
+    self.observation_names = list(observations)
+    self._length = int(config.get("episodeLengthFrames", LEVELS[level]))
+    self._jitter = int(config.get("episodeLengthJitter", "0"))
+    self.steps = []
+    self.reset_seeds = []
+    self._running = False
+    self._closed = False
+    self._frames = 0
+
+  def _check_open(self):
+    if self._closed:
+      raise RuntimeError("Environment already closed")
+
+  def reset(self, episode=-1, seed=None):
+    self._check_open()
+    if not isinstance(episode, int) or isinstance(episode, bool):
+      raise TypeError(f"episode must be an int, got {episode!r}")
+    if seed is not None:
+      # The real module parses a C int: numpy ints and bools do not pass.
+      if type(seed) is not int or not 0 <= seed < 2**31:
+        raise TypeError(f"seed must be a Python int in [0, 2^31), got "
+                        f"{type(seed).__name__} {seed!r}")
+    else:
+      seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+    self.reset_seeds.append(seed)
+    self._rng = np.random.default_rng(seed)
+    self._frame = self._rng.integers(0, 256, (self.height, self.width, 3),
+                                     dtype=np.uint8)
+    self._instruction = INSTRUCTIONS[seed % len(INSTRUCTIONS)] \
+        if "language" in self.level else ""
+    self._episode_length = self._length + seed % (self._jitter + 1)
+    self._frames = 0
+    self._running = True
+
+  def step(self, action, num_steps=1):
+    self._check_open()
+    if not self._running:
+      raise RuntimeError("Environment in wrong status to advance")
+    if not isinstance(action, np.ndarray) or action.dtype != np.intc or \
+        action.shape != (len(ACTION_SPEC),):
+      raise ValueError(f"action must be an np.intc array of shape [7], got "
+                       f"{type(action).__name__} "
+                       f"{getattr(action, 'dtype', None)} "
+                       f"{getattr(action, 'shape', None)}")
+    for value, spec in zip(action, ACTION_SPEC):
+      if not spec["min"] <= value <= spec["max"]:
+        raise ValueError(f"{spec['name']}={value} outside "
+                         f"[{spec['min']}, {spec['max']}]")
+    if type(num_steps) is not int or num_steps < 1:
+      raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
+    self.steps.append((action.copy(), num_steps))
+    shift = np.uint8(sum((i + 1) * int(a) for i, a in enumerate(action))
+                     % 256)
+    reward = 0.0
+    for _ in range(num_steps):
+      noise = self._rng.integers(0, 8, self._frame.shape, dtype=np.uint8)
+      self._frame = self._frame + noise + shift     # uint8, wraps around.
+      reward += frame_reward(action)
+      self._frames += 1
+      if self._frames >= self._episode_length:
+        self._running = False
+        break
+    return reward
+
+  def observations(self):
+    self._check_open()
+    if not self._running:
+      raise RuntimeError("Environment in wrong status to call observations()")
+    all_obs = {"RGB_INTERLEAVED": self._frame.copy(),
+               "RGB": np.ascontiguousarray(self._frame.transpose(2, 0, 1)),
+               "INSTR": self._instruction}
+    return {name: all_obs[name] for name in self.observation_names}
+
+  def is_running(self):
+    return self._running and not self._closed
+
+  def num_steps(self):
+    return self._frames
+
+  def fps(self):
+    return int(self.config.get("fps", "60"))
+
+  def events(self):
+    return []
+
+  def action_spec(self):
+    return [dict(s) for s in ACTION_SPEC]
+
+  def observation_spec(self):
+    h, w = self.height, self.width
+    return [{"name": "RGB_INTERLEAVED", "dtype": np.uint8, "shape": (h, w, 3)},
+            {"name": "RGB", "dtype": np.uint8, "shape": (3, h, w)},
+            {"name": "INSTR", "dtype": str, "shape": ()}]
+
+  def close(self):
+    self._check_open()
+    self._closed = True
+    self._running = False
