@@ -204,13 +204,19 @@ def infer_leaf_space(dtype, shape, in_spaces, in_leads=()):
   """Space of one output tensor from its numpy dtype and shape (None for
   dims unknown at build time). Leading unknown dims become the batch rank,
   and the time rank as well when an input had one (keeping its major-ness).
-  Static leading dims count as ranks when they equal the leading dims of an
-  input that has ranks (`in_leads`: [(ranks, leading shape)], e.g. a batch
-  of a fixed size sampled from a memory).
+  Leading dims count as ranks when they equal the leading dims of an input
+  that has ranks and some static leading dim (`in_leads`: [(ranks, leading
+  shape)], e.g. a batch of a fixed size sampled from a memory, or a
+  [batch, fixed time] rollout).
   """
+  # A lead with a static dim identifies its ranks: fully static leads (a
+  # sampled batch of fixed size), or [None, T] of a batch+time input with a
+  # fixed T (e.g. a rollout of T + 1 steps, folded and unfolded again).
   matches = [(ranks, lead) for ranks, lead in in_leads
-             if None not in lead and tuple(shape[:len(lead)]) == lead]
-  if matches and (not shape or shape[0] is not None):
+             if any(d is not None for d in lead) and
+             (None not in lead or len(lead) >= 2) and
+             tuple(shape[:len(lead)]) == lead]
+  if matches:
     ranks, lead = max(matches, key=lambda m: len(m[1]))
     return _box(dtype, shape[len(lead):], ranks)
   leaves = [s for space in in_spaces if space is not None

@@ -4,10 +4,10 @@ from ingraph_rl.components.networks.dqn_networks import (NATURE_DQN_SPEC,
                                                          nature_dqn_network)
 from ingraph_rl.components.networks.dueling_head import DuelingHead
 from ingraph_rl.components.networks.impala_networks import (
-    IMPALA_STAGES, ImpalaLargeNetwork, ImpalaSmallNetwork)
+    IMPALA_STAGES, ImpalaDeepTorso, ImpalaLargeNetwork, ImpalaSmallNetwork)
 from ingraph_rl.components.networks.neural_network import (NeuralNetwork,
                                                            layer_from_spec)
 
-__all__ = ["DuelingHead", "IMPALA_STAGES", "ImpalaLargeNetwork",
+__all__ = ["DuelingHead", "IMPALA_STAGES", "ImpalaDeepTorso", "ImpalaLargeNetwork",
            "ImpalaSmallNetwork", "NATURE_DQN_SPEC", "NeuralNetwork",
            "layer_from_spec", "nature_dqn_network"]

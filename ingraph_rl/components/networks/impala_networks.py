@@ -54,18 +54,7 @@ class ImpalaLargeNetwork(Component):
   def __init__(self, stages=IMPALA_STAGES, units=256, lstm_units=256,
                scope="impala_large"):
     super().__init__(scope=scope)
-    layers = []
-    for filters, blocks in stages:
-      i = len(layers)
-      layers.append(Conv2D(filters, 3, padding="same", scope=f"conv2d_{i}"))
-      layers.append(MaxPool2D(3, 2, "same", scope=f"max_pool2d_{i + 1}"))
-      for _ in range(blocks):
-        layers.append(ResidualBlock(filters,
-                                    scope=f"residual_block_{len(layers)}"))
-    self.stages = NeuralNetwork(layers, scope="stages")
-    self.head = NeuralNetwork(
-        [Flatten(scope="flatten_0"),
-         Dense(units, activation="relu", scope="dense_1")], scope="head")
+    self.stages, self.head = _deep_torso_parts(stages, units)
     self.lstm = LSTM(lstm_units, scope="lstm")
 
   @api
@@ -76,6 +65,44 @@ class ImpalaLargeNetwork(Component):
   @api
   def zero_state(self, batch_size):
     return self.lstm.zero_state(batch_size)
+
+  @graph_fn
+  def _graph_fn_relu(self, x):
+    return tf.nn.relu(x)
+
+  @_graph_fn_relu.torch
+  def _graph_fn_relu(self, x):
+    return F.relu(x)
+
+
+def _deep_torso_parts(stages, units):
+  """The ResNet stages and the flatten -> fc head of the deep network."""
+  layers = []
+  for filters, blocks in stages:
+    i = len(layers)
+    layers.append(Conv2D(filters, 3, padding="same", scope=f"conv2d_{i}"))
+    layers.append(MaxPool2D(3, 2, "same", scope=f"max_pool2d_{i + 1}"))
+    for _ in range(blocks):
+      layers.append(ResidualBlock(filters,
+                                  scope=f"residual_block_{len(layers)}"))
+  return (NeuralNetwork(layers, scope="stages"),
+          NeuralNetwork([Flatten(scope="flatten_0"),
+                         Dense(units, activation="relu", scope="dense_1")],
+                        scope="head"))
+
+
+class ImpalaDeepTorso(Component):
+  """The deep IMPALA network without its LSTM: stages -> relu -> flatten
+  -> fc `units` relu. API: `call(inputs)` on single frames [N, H, W, C]
+  (for agents that add their own recurrent core)."""
+
+  def __init__(self, stages=IMPALA_STAGES, units=256, scope="impala_deep"):
+    super().__init__(scope=scope)
+    self.stages, self.head = _deep_torso_parts(stages, units)
+
+  @api
+  def call(self, inputs):
+    return self.head.call(self._graph_fn_relu(self.stages.call(inputs)))
 
   @graph_fn
   def _graph_fn_relu(self, x):

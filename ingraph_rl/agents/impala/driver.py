@@ -1,0 +1,190 @@
+"""IMPALA on one machine: actor threads and a learner thread in one process.
+
+Why threads: every actor unroll and every learner update is ONE graph call,
+and TF releases the GIL while a graph runs, so N actor threads and the
+learner overlap on the cores; Python env code (which needs the GIL) can go
+to env subprocesses (`GymnasiumVectorEnv(asynchronous=True)`), and ale-py's
+vector env steps in C++ threads. `benchmarks/impala_throughput.py` measures
+the result against raw env stepping.
+
+Shutdown: `stop()` (also on Ctrl-C, or when the frame budget is reached)
+closes the queue with `cancel_pending_enqueues`, so an actor blocked on a
+full queue gets `CancelledError` and a learner blocked on an empty one gets
+`OutOfRangeError`; every thread then exits, and the envs are closed.
+"""
+
+import threading
+import time
+import uuid
+
+import tensorflow as tf
+
+from ingraph_rl.agents.impala.actor import IMPALAActor
+from ingraph_rl.agents.impala.learner import IMPALALearner
+
+_CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
+
+
+class EpisodeTotals:
+  """Thread-safe running totals of the actors' finished episodes."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self.episodes = 0
+    self.return_sum = 0.0
+    self.length_sum = 0
+    self.env_steps = 0
+    self.unrolls = 0
+
+  def add(self, stats):
+    with self._lock:
+      self.episodes += int(stats["episodes"])
+      self.return_sum += float(stats["return_sum"])
+      self.length_sum += int(stats["length_sum"])
+      self.env_steps += int(stats["env_steps"])
+      self.unrolls += 1
+
+  def take(self):
+    """(episodes, return_sum, length_sum) since the last take."""
+    with self._lock:
+      out = (self.episodes, self.return_sum, self.length_sum)
+      self.episodes, self.return_sum, self.length_sum = 0, 0.0, 0
+      return out
+
+
+class IMPALADriver:
+  """Builds one learner and `num_actors` actors sharing a private queue.
+
+    driver = IMPALADriver(config, lambda i: make_vector_env(...), 2)
+    driver.start()                       # actor threads
+    while ...: out = driver.update()     # learner steps (or run())
+    driver.stop()
+
+  `env_factory(actor_index)` makes each actor's VectorEnv; actor i resets
+  with seed `seed + 1000 * i`. The learner's `update` publishes its weights
+  (as tensors); an actor loads the newest before each unroll.
+  """
+
+  def __init__(self, config, env_factory, num_actors, seed=0,
+               queue_name=None):
+    if num_actors < 1:
+      raise ValueError("num_actors must be >= 1")
+    self.config = config
+    # A private queue: a closed queue outlives its driver in this process.
+    self.queue_name = queue_name or f"impala_rollouts_{uuid.uuid4().hex}"
+    self.envs = [env_factory(i) for i in range(num_actors)]
+    obs_space = self.envs[0].observation_space
+    self.learner = IMPALALearner(config, obs_space, self.queue_name)
+    self.learner_executor = self.learner.build()
+    weights_space = IMPALALearner.weights_space(self.learner_executor)
+    self.actor_executors = []
+    for i, env in enumerate(self.envs):
+      actor = IMPALAActor(config, env, self.queue_name)
+      executor = actor.build(weights_space)
+      executor.execute("reset_env", seed + 1000 * i)
+      self.actor_executors.append(executor)
+    self.totals = EpisodeTotals()
+    self._weights = (0, None)
+    self._stop = threading.Event()
+    self._threads = []
+    self._primed = False
+    self.actor_errors = []
+    self.publish_weights()
+
+  # --- weights ------------------------------------------------------------
+
+  def publish_weights(self):
+    """Makes the learner's current weights the actors' next ones."""
+    version = self._weights[0] + 1
+    self._weights = (version, self.learner_executor.execute("get_weights"))
+
+  def _actor_loop(self, index, executor):
+    loaded = 0
+    try:
+      while not self._stop.is_set():
+        version, weights = self._weights
+        if version != loaded:
+          executor.execute("set_weights", weights)
+          loaded = version
+        self.totals.add(executor.execute("unroll"))
+    except _CLOSED:
+      pass                            # The queue closed: shutting down.
+    except Exception as e:            # pylint: disable=broad-except
+      self.actor_errors.append((index, e))
+      self._stop.set()
+
+  # --- running ------------------------------------------------------------
+
+  def start(self):
+    """Starts the actor threads (daemons, so a crash cannot hang exit)."""
+    for i, executor in enumerate(self.actor_executors):
+      t = threading.Thread(target=self._actor_loop, args=(i, executor),
+                           name=f"impala-actor-{i}", daemon=True)
+      t.start()
+      self._threads.append(t)
+
+  def update(self):
+    """One learner update (blocks until a batch is queued); publishes the
+    new weights. Returns the learner's result dict (tensors)."""
+    if self.learner.staging is not None and not self._primed:
+      self.learner_executor.execute("prime")
+      self._primed = True
+    out = self.learner_executor.execute("update")
+    self.publish_weights()
+    if self.actor_errors:
+      index, error = self.actor_errors[0]
+      raise RuntimeError(f"actor {index} failed: {error!r}") from error
+    return out
+
+  def run(self, total_frames, on_update=None, poll_s=0.25):
+    """Trains until the learner consumed `total_frames` env frames (or
+    `stop()` / Ctrl-C). The learner runs in its own thread, so this
+    (main) thread stays responsive to KeyboardInterrupt.
+
+    `on_update(result_dict_of_numpy, frames)` runs after every update, in
+    the learner thread. Returns the frames trained on.
+    """
+    state = {"frames": 0, "error": None}
+
+    def learn():
+      try:
+        while not self._stop.is_set() and state["frames"] < total_frames:
+          out = {k: v.numpy() for k, v in self.update().items()}
+          state["frames"] += int(out["frames"])
+          if on_update is not None:
+            on_update(out, state["frames"])
+      except _CLOSED:
+        pass
+      except Exception as e:          # pylint: disable=broad-except
+        state["error"] = e
+
+    if not self._threads:
+      self.start()
+    thread = threading.Thread(target=learn, name="impala-learner",
+                              daemon=True)
+    thread.start()
+    try:
+      while thread.is_alive():
+        thread.join(poll_s)
+    finally:
+      self.stop()
+      thread.join(10.0)
+    if state["error"] is not None:
+      raise state["error"]
+    return state["frames"]
+
+  def stop(self, timeout_s=10.0):
+    """Closes the queue, joins every thread and closes the envs. Returns
+    the names of threads still alive after `timeout_s` (none expected)."""
+    self._stop.set()
+    try:
+      self.learner_executor.execute("close_queue")
+    except tf.errors.CancelledError:
+      pass                            # Already closed.
+    deadline = time.monotonic() + timeout_s
+    for t in self._threads:
+      t.join(max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in self._threads if t.is_alive()]
+    for env in self.envs:
+      env.close()
+    return alive

@@ -1,0 +1,172 @@
+"""The IMPALA learner: dequeue a batch of rollouts, V-trace loss, RMSProp
+step, in ONE graph call; the next batch is prefetched into a staging area
+while the current one trains."""
+
+import numpy as np
+import tensorflow as tf
+
+from ingraph_rl.agents.impala.actor import DEFAULT_QUEUE_NAME, rollout_space
+from ingraph_rl.agents.impala.networks import make_network
+from ingraph_rl.components.explorations import PolynomialDecay
+from ingraph_rl.components.losses import IMPALALoss
+from ingraph_rl.components.optimizers import RMSProp
+from ingraph_rl.components.preprocessing import RewardClipping
+from ingraph_rl.components.queues import FIFOQueue, StagingArea
+from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox
+
+
+class IMPALALearner(Component):
+  """APIs (fixed dict results):
+    prime(): stages the first batch (with `use_staging`; call once before
+      the first `update`). Returns the staged count.
+    update() -> {"loss", "pg_loss", "baseline_loss", "entropy_loss",
+      "mean_vs", "mean_pg_advantage", "mean_entropy", "mean_rho",
+      "grad_norm", "train_step", "frames"}: takes `batch_size` rollouts
+      (from the staging area, restaging the next ones from the queue; or
+      straight from the queue), runs the network over the T + 1 steps from
+      each rollout's initial state, and applies one RMSProp step to the
+      V-trace loss. "frames" is the number of env steps trained on (B * T).
+    get_weights() -> the network's variables by path (for actors).
+    get_train_step() -> int64 number of updates so far.
+    queue_size() -> int32.
+    close_queue(): closes the queue and cancels pending enqueues, so
+      blocked actors raise `tf.errors.CancelledError` and a blocked
+      `update` raises `tf.errors.OutOfRangeError`: the shutdown path.
+
+  Layout: rollouts are [B, T + 1, ...] (IMPALA's: see EnvironmentStepper).
+  The learner's outputs at step t (observation t) pair with the action,
+  behaviour logits, reward and done at t + 1; the value at T bootstraps.
+  """
+
+  def __init__(self, config, observation_space, queue_name=DEFAULT_QUEUE_NAME,
+               scope="learner"):
+    super().__init__(scope=scope)
+    c = self.config = config
+    self.observation_space = observation_space
+    self.network = make_network(config, observation_space)
+    self.record_space = rollout_space(config, observation_space)
+    self.queue = FIFOQueue(self.record_space, c.queue_capacity,
+                           shared_name=queue_name)
+    self.staging = StagingArea(self.record_space.with_batch_rank()) \
+        if c.use_staging else None
+    self.reward_clipping = None if c.reward_clipping == "none" else \
+        RewardClipping(c.reward_clipping)
+    self.loss = IMPALALoss(c.discounting, c.baseline_cost, c.entropy_cost)
+    learning_rate = c.learning_rate if c.lr_decay_steps is None else \
+        PolynomialDecay(c.learning_rate, 0.0, c.lr_decay_steps, 1.0)
+    self.optimizer = RMSProp(learning_rate, decay=c.decay,
+                             momentum=c.momentum, epsilon=c.epsilon,
+                             clip_global_norm=c.clip_grad_norm)
+
+  def build(self, **executor_kwargs):
+    from ingraph_rl.executors.tensorflow import TFExecutor
+    apis = ["update", "get_weights", "get_train_step", "queue_size",
+            "close_queue"] + (["prime"] if self.staging else [])
+    return TFExecutor(self, {}, api_names=apis, seed=self.config.seed,
+                      **executor_kwargs)
+
+  @staticmethod
+  def weights_space(executor):
+    """The space of `get_weights()`'s output (for `IMPALAActor.build`)."""
+    weights = executor.execute("get_weights")
+    return Dict({path: FloatBox(tuple(v.shape), dtype=v.dtype.as_numpy_dtype)
+                 for path, v in weights.items()})
+
+  # --- APIs ---------------------------------------------------------------
+
+  @api
+  def prime(self):
+    return self.staging.put(self.queue.dequeue_many(self.config.batch_size))
+
+  @api
+  def update(self):
+    c = self.config
+    if self.staging is not None:
+      batch = self.staging.get()
+      self.staging.put(self.queue.dequeue_many(c.batch_size))
+    else:
+      batch = self.queue.dequeue_many(c.batch_size)
+    state = batch["initial_state"] if self.config.lstm_units else \
+        self._graph_fn_empty_state(batch)
+    out = self.network.unroll(self._graph_fn_observations(batch), state,
+                              self._graph_fn_resets(batch))
+    tm = self._graph_fn_time_major(batch, out)
+    rewards = tm["rewards"] if self.reward_clipping is None else \
+        self.reward_clipping.call(tm["rewards"])
+    losses = self.loss.loss(tm["target_logits"], tm["behaviour_logits"],
+                            tm["actions"], rewards, tm["dones"],
+                            tm["values"], tm["bootstrap_value"])
+    stats = self.optimizer.step(losses["loss"], self.network.variables())
+    return self._graph_fn_results(losses, stats["grad_norm"],
+                                  self.get_train_step(), tm["rewards"])
+
+  @api
+  def get_weights(self):
+    return self.network.variables()
+
+  @api
+  def get_train_step(self):
+    return self._graph_fn_train_step()
+
+  @api
+  def queue_size(self):
+    return self.queue.size()
+
+  @api
+  def close_queue(self):
+    return self.queue.close(cancel_pending_enqueues=True)
+
+  # --- graph functions ----------------------------------------------------
+
+  def _ranked(self, space):
+    """`space` per step, with batch and time ranks (batch-major)."""
+    return space.with_batch_rank().with_time_rank()
+
+  @graph_fn(output_space=lambda self: self._ranked(self.observation_space))
+  def _graph_fn_observations(self, batch):
+    return tf.identity(batch["observations"])
+
+  @graph_fn(output_space=lambda self: self.network.state_space())
+  def _graph_fn_empty_state(self, batch):
+    empty = tf.zeros([tf.shape(batch["rewards"])[0], 0])
+    return {"c": empty, "h": empty}
+
+  @graph_fn(output_space=lambda self: self._ranked(BoolBox()))
+  def _graph_fn_resets(self, batch):
+    return tf.identity(batch["dones"])
+
+  def _time_major_space(self):
+    def tm(space):
+      return space.with_ranks(batch=True, time=True, time_major=True)
+    a = self.config.num_actions
+    return Dict(target_logits=tm(FloatBox((a,))),
+                behaviour_logits=tm(FloatBox((a,))),
+                actions=tm(IntBox(a, dtype=np.int64)),
+                rewards=tm(FloatBox()), dones=tm(BoolBox()),
+                values=tm(FloatBox()),
+                bootstrap_value=FloatBox(add_batch_rank=True))
+
+  @graph_fn(output_space=lambda self: self._time_major_space())
+  def _graph_fn_time_major(self, batch, out):
+    def tm(x):
+      return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+    return {"target_logits": tm(out["logits"])[:-1],
+            "behaviour_logits": tm(batch["logits"])[1:],
+            "actions": tm(batch["actions"])[1:],
+            "rewards": tm(batch["rewards"])[1:],
+            "dones": tm(batch["dones"])[1:],
+            "values": tm(out["values"])[:-1],
+            "bootstrap_value": out["values"][:, -1]}
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_train_step(self):
+    return tf.identity(self.optimizer.iterations)
+
+  @graph_fn
+  def _graph_fn_results(self, losses, grad_norm, train_step, rewards):
+    out = {k: tf.stop_gradient(v) for k, v in losses.items()}
+    out["grad_norm"] = grad_norm
+    out["train_step"] = train_step
+    out["frames"] = tf.cast(tf.size(rewards), tf.int64)
+    return out
