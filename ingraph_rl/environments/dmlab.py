@@ -29,8 +29,8 @@ ACTION_NAMES = ("LOOK_LEFT_RIGHT_PIXELS_PER_FRAME",
 
 # Discrete action i -> 7-int action vector (look left/right, look down/up,
 # strafe left/right, move back/forward, fire, jump, crouch).
-DEFAULT_ACTION_SET = (
-    (0, 0, 0, 0, 0, 0, 0),      # No-op.
+# IMPALA's 9-action set (scalable_agent's DEFAULT_ACTION_SET): the default.
+IMPALA_ACTION_SET = (
     (0, 0, 0, 1, 0, 0, 0),      # Forward.
     (0, 0, 0, -1, 0, 0, 0),     # Backward.
     (0, 0, -1, 0, 0, 0, 0),     # Strafe left.
@@ -39,11 +39,13 @@ DEFAULT_ACTION_SET = (
     (20, 0, 0, 0, 0, 0, 0),     # Look right.
     (-20, 0, 0, 1, 0, 0, 0),    # Forward + look left.
     (20, 0, 0, 1, 0, 0, 0),     # Forward + look right.
+    (0, 0, 0, 0, 1, 0, 0),      # Fire.
 )
+DEFAULT_ACTION_SET = IMPALA_ACTION_SET
 
-# IMPALA's set (scalable_agent): the same 8 moves first, then FIRE instead of
-# the no-op. Pass `action_set=IMPALA_ACTION_SET` to match its agents.
-IMPALA_ACTION_SET = DEFAULT_ACTION_SET[1:] + ((0, 0, 0, 0, 1, 0, 0),)
+# The same 8 moves after a no-op instead of FIRE (for levels where firing
+# does nothing).
+NOOP_ACTION_SET = ((0, 0, 0, 0, 0, 0, 0),) + IMPALA_ACTION_SET[:-1]
 
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 96, 72
 
@@ -112,9 +114,10 @@ class DMLabVectorEnv(VectorEnv):
   `final_instructions()` those of the latest step's `final_obs`.
 
   Actions: `IntBox(len(action_set))`; action i is the 7-int vector
-  `action_set[i]` (`DEFAULT_ACTION_SET`: no-op, forward, backward, strafe
-  left / right, look left / right by 20 pixels per frame, forward + look
-  left / right), repeated for `num_action_repeats` frames by one
+  `action_set[i]` (`DEFAULT_ACTION_SET`, IMPALA's: forward, backward,
+  strafe left / right, look left / right by 20 pixels per frame, forward +
+  look left / right, fire; `NOOP_ACTION_SET` has a no-op instead of fire),
+  repeated for `num_action_repeats` frames by one
   `Lab.step(vector, num_steps=num_action_repeats)`, whose summed reward is
   the step's reward. Steps, episode lengths and `max_episode_steps` count
   these agent steps, not frames.

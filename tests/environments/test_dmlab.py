@@ -12,7 +12,8 @@ from ingraph_rl.environments import (DMLabVectorEnv, dmlab_level_name,
                                      is_dmlab_id, make_vector_env,
                                      step_shapes, tf_reset, tf_step)
 from ingraph_rl.environments.dmlab import (DEFAULT_ACTION_SET,
-                                           IMPALA_ACTION_SET)
+                                           IMPALA_ACTION_SET,
+                                           NOOP_ACTION_SET)
 from ingraph_rl.errors import EnvironmentNotAvailableError
 from ingraph_rl.spaces import IntBox
 
@@ -22,8 +23,8 @@ LANGUAGE = "contributed/dmlab30/language_select_described_object"
 SMALL = dict(width=16, height=12)    # Small frames keep the fake cheap.
 
 # (look_lr, look_du, strafe_lr, move_bf, fire, jump, crouch) per action.
+# scalable_agent's DEFAULT_ACTION_SET, written out independently.
 EXPECTED_VECTORS = [
-    [0, 0, 0, 0, 0, 0, 0],      # No-op.
     [0, 0, 0, 1, 0, 0, 0],      # Forward.
     [0, 0, 0, -1, 0, 0, 0],     # Backward.
     [0, 0, -1, 0, 0, 0, 0],     # Strafe left.
@@ -32,6 +33,7 @@ EXPECTED_VECTORS = [
     [20, 0, 0, 0, 0, 0, 0],     # Look right.
     [-20, 0, 0, 1, 0, 0, 0],    # Forward + look left.
     [20, 0, 0, 1, 0, 0, 0],     # Forward + look right.
+    [0, 0, 0, 0, 1, 0, 0],      # Fire.
 ]
 
 
@@ -48,11 +50,14 @@ def fake():
 def _env(fake, level=ARENA, num_envs=2, seed=0, **kwargs):
   for key, value in SMALL.items():
     kwargs.setdefault(key, value)
+  # Most tests below index actions as no-op 0, forward 1, ...
+  kwargs.setdefault("action_set", NOOP_ACTION_SET)
   return DMLabVectorEnv(level, num_envs, seed=seed, lab_module=fake, **kwargs)
 
 
 def test_spaces_action_mapping_repeats_and_rewards(fake):
-  with _env(fake, num_envs=9, num_action_repeats=3) as env:
+  with _env(fake, num_envs=9, num_action_repeats=3,
+            action_set=DEFAULT_ACTION_SET) as env:
     assert env.observation_space == IntBox(256, (12, 16, 3), dtype=np.uint8)
     assert env.action_space == IntBox(9)
     labs = env.labs
@@ -71,15 +76,16 @@ def test_spaces_action_mapping_repeats_and_rewards(fake):
     assert len(set(result.rewards.tolist())) == 9
     assert result.rewards.dtype == np.float32
   assert [list(v) for v in DEFAULT_ACTION_SET] == EXPECTED_VECTORS
-  assert [list(v) for v in IMPALA_ACTION_SET] == \
-      EXPECTED_VECTORS[1:] + [[0, 0, 0, 0, 1, 0, 0]]
+  assert [list(v) for v in IMPALA_ACTION_SET] == EXPECTED_VECTORS
+  assert [list(v) for v in NOOP_ACTION_SET] == \
+      [[0, 0, 0, 0, 0, 0, 0]] + EXPECTED_VECTORS[:-1]
 
 
 def test_custom_action_set_is_checked_against_the_action_spec(fake):
-  with _env(fake, num_envs=1, action_set=IMPALA_ACTION_SET) as env:
+  with _env(fake, num_envs=1, action_set=NOOP_ACTION_SET) as env:
     env.reset()
-    env.step([8])
-    assert env.labs[0].steps[-1][0].tolist() == [0, 0, 0, 0, 1, 0, 0]
+    env.step([0])
+    assert env.labs[0].steps[-1][0].tolist() == [0, 0, 0, 0, 0, 0, 0]
   with pytest.raises(ValueError, match="outside the DM Lab action spec"):
     _env(fake, action_set=[(0, 0, 0, 2, 0, 0, 0)])
   with pytest.raises(ValueError, match="7-int vectors"):
