@@ -1,0 +1,228 @@
+"""IMPALA experiment (the main job): `python -m experiments.impala`.
+
+With no flags it trains CartPole-v1 on this machine (2 actors x 8 envs,
+a few minutes on 2 cores); flagfiles hold the other setups:
+
+    python -m experiments.impala --flagfile=experiments/flagfiles/impala_pong.cfg
+    python -m experiments.impala --flagfile=experiments/flagfiles/impala_dmlab.cfg
+
+Actors are threads in this process, each stepping its own vector env (in
+subprocesses with --env_processes) in one graph call per unroll and
+enqueueing rollouts; the learner trains on batches of them (V-trace,
+RMSProp) and publishes its weights, which actors load before each unroll.
+
+Under --logdir (default runs/{env}__impala__{seed}__{time}): TensorBoard
+scalars with CleanRL's names, checkpoints every --checkpoint_every_minutes
+(a rerun with the same --logdir resumes from the latest), and at the end the
+policy as a SavedModel (`saved_policy/`, signatures action,
+get_initial_state, get_train_step), which is then loaded and played in a
+fresh process that does not import ingraph_rl (experiments/play_policy.py).
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+from ingraph_rl.agents.impala import IMPALAConfig
+from ingraph_rl.agents.impala.driver import IMPALADriver
+from ingraph_rl.agents.impala.environments import (make_actor_env,
+                                                   num_action_repeats_for)
+from ingraph_rl.export import export_impala_policy
+
+# scalable_agent's flag names where it has them.
+NUM_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actor threads.")
+BATCH_SIZE = flags.DEFINE_integer("batch_size", 8, "Rollouts per learner batch.")
+UNROLL_LENGTH = flags.DEFINE_integer("unroll_length", 20, "Steps per rollout.")
+NUM_ACTION_REPEATS = flags.DEFINE_integer(
+    "num_action_repeats", None, "Frames per agent step (ALE frame skip, DM Lab repeats); default 4 there, 1 for gymnasium.")
+ENTROPY_COST = flags.DEFINE_float("entropy_cost", 0.01, "Entropy cost.")
+BASELINE_COST = flags.DEFINE_float("baseline_cost", 0.5, "Baseline cost.")
+DISCOUNTING = flags.DEFINE_float("discounting", 0.99, "Discount factor.")
+REWARD_CLIPPING = flags.DEFINE_enum(
+    "reward_clipping", "none", ["abs_one", "soft_asymmetric", "none"], "Reward clipping.")
+LEARNING_RATE = flags.DEFINE_float("learning_rate", 0.001, "RMSProp learning rate.")
+TOTAL_FRAMES = flags.DEFINE_integer(
+    "total_environment_frames", 800_000, "Frames (env steps x action repeats) to train on.")
+DECAY = flags.DEFINE_float("decay", 0.99, "RMSProp decay.")
+MOMENTUM = flags.DEFINE_float("momentum", 0.0, "RMSProp momentum.")
+EPSILON = flags.DEFINE_float("epsilon", 0.01, "RMSProp epsilon.")
+# Ours.
+ENV = flags.DEFINE_string("env", "CartPole-v1", "gymnasium id, ALE/<Game>-v5, atari:<game> or dmlab:<level>.")
+NUM_ENVS = flags.DEFINE_integer("num_envs_per_actor", 8, "Envs each actor steps together.")
+ENV_PROCESSES = flags.DEFINE_bool("env_processes", False, "Step gymnasium envs in subprocesses.")
+TORSO = flags.DEFINE_enum("torso", "mlp", ["mlp", "small", "large"], "Network torso.")
+LSTM_UNITS = flags.DEFINE_integer("lstm_units", 0, "LSTM size (0: feed-forward).")
+CLIP_GRAD_NORM = flags.DEFINE_float("clip_grad_norm", 40.0, "Global-norm clip (0: off).")
+LR_DECAY = flags.DEFINE_bool("lr_decay", True, "Decay the learning rate linearly to 0 over the budget.")
+QUEUE_CAPACITY = flags.DEFINE_integer("queue_capacity", 32, "Rollouts the queue holds.")
+SEED = flags.DEFINE_integer("seed", 0, "Seed.")
+LOGDIR = flags.DEFINE_string("logdir", None, "Run directory (resumes if it has checkpoints).")
+CHECKPOINT_MINUTES = flags.DEFINE_float("checkpoint_every_minutes", 5.0, "Checkpoint period.")
+LOG_EVERY_S = flags.DEFINE_float("log_every_seconds", 5.0, "Progress line period.")
+EVAL_EPISODES = flags.DEFINE_integer(
+    "eval_episodes", 20, "Greedy episodes the exported policy plays in a fresh process (0: none).")
+
+_ALL_FLAGS = [NUM_ACTORS, BATCH_SIZE, UNROLL_LENGTH, NUM_ACTION_REPEATS,
+              ENTROPY_COST, BASELINE_COST, DISCOUNTING, REWARD_CLIPPING,
+              LEARNING_RATE, TOTAL_FRAMES, DECAY, MOMENTUM, EPSILON, ENV,
+              NUM_ENVS, ENV_PROCESSES, TORSO, LSTM_UNITS, CLIP_GRAD_NORM,
+              LR_DECAY, QUEUE_CAPACITY, SEED]
+
+
+def make_config(num_actions, frames_per_update):
+  torso = {"mlp": IMPALAConfig.torso, "small": "small",
+           "large": "large"}[TORSO.value]
+  return IMPALAConfig(
+      num_actions=num_actions, torso=torso,
+      lstm_units=LSTM_UNITS.value or None,
+      unroll_length=UNROLL_LENGTH.value, batch_size=BATCH_SIZE.value,
+      discounting=DISCOUNTING.value, baseline_cost=BASELINE_COST.value,
+      entropy_cost=ENTROPY_COST.value, reward_clipping=REWARD_CLIPPING.value,
+      learning_rate=LEARNING_RATE.value, decay=DECAY.value,
+      momentum=MOMENTUM.value, epsilon=EPSILON.value,
+      clip_grad_norm=CLIP_GRAD_NORM.value or None,
+      lr_decay_steps=max(1, TOTAL_FRAMES.value // frames_per_update)
+      if LR_DECAY.value else None,
+      queue_capacity=QUEUE_CAPACITY.value, seed=SEED.value)
+
+
+class Progress:
+  """TensorBoard scalars, the progress line and periodic checkpoints, run
+  after every learner update (in the learner thread)."""
+
+  def __init__(self, driver, writer, manager, frames_var, repeats, start):
+    self.driver, self.writer, self.manager = driver, writer, manager
+    self.frames_var, self.repeats = frames_var, repeats
+    self.start_frames = start
+    self.t0 = self.t_log = self.t_save = time.time()
+    self.frames_log = start
+    self.last_return = float("nan")
+
+  def __call__(self, out, frames_this_run):
+    frames = self.start_frames + frames_this_run * self.repeats
+    self.frames_var.assign(frames)
+    episodes, return_sum, length_sum = self.driver.totals.take()
+    now = time.time()
+    with self.writer.as_default(step=frames):
+      if episodes:
+        self.last_return = return_sum / episodes
+        tf.summary.scalar("charts/episodic_return", self.last_return)
+        tf.summary.scalar("charts/episodic_length", length_sum / episodes)
+      tf.summary.scalar("losses/total_loss", out["loss"])
+      tf.summary.scalar("losses/policy_loss", out["pg_loss"])
+      tf.summary.scalar("losses/value_loss", out["baseline_loss"])
+      tf.summary.scalar("losses/entropy", out["mean_entropy"])
+      tf.summary.scalar("charts/mean_rho", out["mean_rho"])
+      tf.summary.scalar("charts/grad_norm", out["grad_norm"])
+    if now - self.t_log >= LOG_EVERY_S.value:
+      fps = (frames - self.frames_log) / (now - self.t_log)
+      with self.writer.as_default(step=frames):
+        tf.summary.scalar("charts/SPS", fps)
+      print(f"[impala] frames {frames:>9d}  fps {fps:7.0f}  "
+            f"updates {int(out['train_step']):6d}  "
+            f"return {self.last_return:7.1f}  loss {float(out['loss']):9.2f}",
+            flush=True)
+      self.t_log, self.frames_log = now, frames
+    if now - self.t_save >= 60 * CHECKPOINT_MINUTES.value:
+      self.manager.save(checkpoint_number=frames)
+      self.t_save = now
+    return frames
+
+
+def play_in_fresh_process(saved_policy, episodes):
+  """Mean greedy return of the SavedModel, played by
+  experiments/play_policy.py in a subprocess that cannot import ingraph_rl."""
+  script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "play_policy.py")
+  env = dict(os.environ)
+  env.pop("PYTHONPATH", None)
+  out = subprocess.run(
+      [sys.executable, "-I", script, f"--saved_model={saved_policy}",
+       f"--env={ENV.value}", f"--episodes={episodes}",
+       f"--seed={SEED.value + 10_000}"],
+      env=env, capture_output=True, text=True, timeout=600, check=True,
+      cwd="/")
+  return float(out.stdout.strip().splitlines()[-1].split()[-1])
+
+
+def main(argv):
+  del argv
+  run_dir = os.path.abspath(LOGDIR.value or os.path.join(
+      "runs", f"{ENV.value.replace('/', '_').replace(':', '_')}__impala__"
+      f"{SEED.value}__{int(time.time())}"))
+  repeats = num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)
+
+  def env_factory(i):
+    return make_actor_env(ENV.value, NUM_ENVS.value, SEED.value + 1000 * i,
+                          NUM_ACTION_REPEATS.value, ENV_PROCESSES.value)
+
+  probe = env_factory(0)
+  num_actions = probe.action_space.num_categories
+  probe.close()
+  config = make_config(num_actions,
+                       BATCH_SIZE.value * UNROLL_LENGTH.value * repeats)
+  driver = IMPALADriver(config, env_factory, NUM_ACTORS.value,
+                        seed=SEED.value)
+  print(f"[impala] {ENV.value}: {NUM_ACTORS.value} actors x "
+        f"{NUM_ENVS.value} envs, built in "
+        f"{driver.learner_executor.stats.total_s:.1f} s; logdir {run_dir}",
+        flush=True)
+
+  frames_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+  checkpoint = tf.train.Checkpoint(learner=driver.learner_executor.module,
+                                   frames=frames_var)
+  manager = tf.train.CheckpointManager(
+      checkpoint, os.path.join(run_dir, "checkpoints"), max_to_keep=3)
+  if manager.latest_checkpoint:
+    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    driver.publish_weights()
+    print(f"[impala] resumed from {manager.latest_checkpoint} at frame "
+          f"{int(frames_var.numpy())}", flush=True)
+  writer = tf.summary.create_file_writer(run_dir)
+  with writer.as_default():
+    table = "\n".join(f"|{f.name}|{f.value}|" for f in _ALL_FLAGS)
+    tf.summary.text("hyperparameters", "|param|value|\n|-|-|\n" + table, 0)
+
+  start = int(frames_var.numpy())
+  progress = Progress(driver, writer, manager, frames_var, repeats, start)
+  remaining = max(0, TOTAL_FRAMES.value - start)
+  interrupted = False
+  t0 = time.time()
+  try:
+    # The learner counts env steps; the budget is in frames.
+    driver.run(-(-remaining // repeats), progress)
+  except KeyboardInterrupt:
+    interrupted = True
+    print("[impala] interrupted: saving a checkpoint", flush=True)
+  frames = int(frames_var.numpy())
+  elapsed = time.time() - t0
+  manager.save(checkpoint_number=frames)
+  train_step = int(driver.learner_executor.execute("get_train_step"))
+  saved_policy = os.path.join(run_dir, "saved_policy")
+  export_impala_policy(config, driver.envs[0].observation_space,
+                       driver.learner_executor.execute("get_weights"),
+                       saved_policy, train_step=train_step)
+  summary = (f"[impala] {frames} frames ({(frames - start) / max(elapsed, 1e-9):.0f}"
+             f" fps), {train_step} updates; last training return "
+             f"{progress.last_return:.1f}")
+  if EVAL_EPISODES.value and not interrupted:
+    mean = play_in_fresh_process(saved_policy, EVAL_EPISODES.value)
+    with writer.as_default(step=frames):
+      tf.summary.scalar("eval/episodic_return", mean)
+    summary += (f"\n[impala] greedy return of the exported policy in a "
+                f"fresh process: {mean:.1f} over {EVAL_EPISODES.value} "
+                f"episodes")
+  writer.flush()
+  print(summary + f"\n[impala] logs (TensorBoard): {run_dir}\n"
+        f"[impala] checkpoint: {manager.latest_checkpoint}\n"
+        f"[impala] SavedModel: {saved_policy}", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)

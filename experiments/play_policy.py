@@ -1,0 +1,84 @@
+"""Plays an exported IMPALA policy with plain TensorFlow + gymnasium.
+
+    python experiments/play_policy.py --saved_model=runs/.../saved_policy \
+        --env=CartPole-v1 --episodes=20
+
+Deliberately imports nothing from ingraph_rl: it shows (and the tests
+check) that the SavedModel stands alone. Prints one line per episode and
+ends with "mean_return <value>". Atari ids ("ALE/Pong-v5", "atari:pong")
+use ale-py's vector env with the preprocessing the actors used (84x84
+gray, 4 stacked frames, channels last).
+"""
+
+import argparse
+
+import numpy as np
+import tensorflow as tf
+
+
+def make_env(env_id, seed):
+  """(reset() -> obs [1, ...], step(action) -> (obs, reward, done))."""
+  if env_id.startswith("ALE/") or env_id.startswith("atari:"):
+    import gymnasium as gym
+    from ale_py.vector_env import AtariVectorEnv
+    game = env_id.split(":")[-1].split("/")[-1].split("-")[0]
+    game = "".join("_" + c.lower() if c.isupper() else c for c in game)
+    sticky = 0.25 if env_id.endswith("-v5") else 0.0
+    env = AtariVectorEnv(game.lstrip("_"), 1, repeat_action_probability=sticky,
+                         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+
+    def layout(obs):
+      return np.transpose(obs, (0, 2, 3, 1))
+
+    def reset():
+      return layout(env.reset(seed=seed)[0])
+
+    def step(action):
+      obs, reward, term, trunc, _ = env.step(np.asarray(action))
+      return layout(obs), float(reward[0]), bool(term[0] or trunc[0])
+    return reset, step
+  import gymnasium as gym
+  env = gym.make(env_id)
+  seeds = iter(range(seed, seed + 1_000_000))
+
+  def reset():
+    return np.asarray(env.reset(seed=next(seeds))[0])[None]
+
+  def step(action):
+    obs, reward, term, trunc, _ = env.step(int(action[0]))
+    return np.asarray(obs)[None], float(reward), bool(term or trunc)
+  return reset, step
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--saved_model", required=True)
+  parser.add_argument("--env", default="CartPole-v1")
+  parser.add_argument("--episodes", type=int, default=10)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--sample", action="store_true",
+                      help="sample actions instead of the greedy ones")
+  args = parser.parse_args()
+  policy = tf.saved_model.load(args.saved_model)
+  act = policy.signatures["action"]
+  initial = policy.signatures["get_initial_state"]
+  key = "action" if args.sample else "greedy_action"
+  reset, step = make_env(args.env, args.seed)
+  returns = []
+  for episode in range(args.episodes):
+    obs, first, done, total = reset(), True, False, 0.0
+    state = initial(batch_size=tf.constant(1))
+    while not done:
+      out = act(observation=tf.constant(obs), first=tf.constant([first]),
+                **state)
+      state = {"state_c": out["state_c"], "state_h": out["state_h"]}
+      obs, reward, done = step(out[key].numpy())
+      total += reward
+      first = False
+    returns.append(total)
+    print(f"episode {episode} return {total}", flush=True)
+  print(f"mean_return {np.mean(returns)}")
+
+
+if __name__ == "__main__":
+  main()
