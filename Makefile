@@ -1,5 +1,6 @@
 # Every target sets itself up: a venv in .venv with the pinned versions of
 # requirements.txt, and the package installed in editable mode.
+#   make impala      the main job: IMPALA on CartPole (ARGS="--flag=..." to change)
 #   make test        the test suite (what CI runs)
 #   make test-all    including tests marked slow
 #   make bench-build the build-overhead benchmark (full run)
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv test test-all bench-build bench-memory bench-quick clean
+.PHONY: venv impala test test-all bench-build bench-memory bench-quick clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
     $(wildcard ingraph_rl/ops/*.cc)
@@ -22,6 +23,9 @@ $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+impala: $(STAMP)
+	$(PY) -m experiments.impala $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
