@@ -36,6 +36,7 @@ TARGET_SYNC_EVERY = flags.DEFINE_integer("target_sync_every", 500, "Vector steps
 EPSILON_STEPS = flags.DEFINE_integer("epsilon_steps", 10_000, "Env steps of epsilon decay.")
 EPSILON_FINAL = flags.DEFINE_float("epsilon_final", 0.05, "Final exploration rate.")
 DISCOUNT = flags.DEFINE_float("discount", 0.99, "Discount.")
+N_STEP = flags.DEFINE_integer("n_step", 1, "Steps of the bootstrapped return (n-step DQN).")
 DUELING = flags.DEFINE_bool("dueling", True, "Dueling head.")
 DOUBLE_Q = flags.DEFINE_bool("double_q", True, "Double-Q targets.")
 PRIORITIZED = flags.DEFINE_bool("prioritized", False, "Prioritized replay.")
@@ -48,7 +49,7 @@ EVAL_EPISODES = flags.DEFINE_integer("eval_episodes", 20, "Greedy evaluation epi
 _ALL_FLAGS = [ENV, NUM_ENVS, TOTAL_ENV_STEPS, STEPS_PER_CALL, LOOP,
               LEARNING_RATE, REPLAY_SIZE, BATCH_SIZE, LEARNING_STARTS,
               UPDATE_EVERY, TARGET_SYNC_EVERY, EPSILON_STEPS, EPSILON_FINAL,
-              DISCOUNT, DUELING, DOUBLE_Q, PRIORITIZED, SEED]
+              DISCOUNT, N_STEP, DUELING, DOUBLE_Q, PRIORITIZED, SEED]
 
 
 def make_config(num_actions, atari):
@@ -56,7 +57,8 @@ def make_config(num_actions, atari):
       num_actions=num_actions,
       network=tuple(NATURE_DQN_SPEC) if atari else DQNConfig.network,
       dueling=DUELING.value, double_q=DOUBLE_Q.value,
-      discount=DISCOUNT.value, learning_rate=LEARNING_RATE.value,
+      discount=DISCOUNT.value, n_step=N_STEP.value,
+      learning_rate=LEARNING_RATE.value,
       replay_capacity=REPLAY_SIZE.value, prioritized=PRIORITIZED.value,
       batch_size=BATCH_SIZE.value, epsilon_to=EPSILON_FINAL.value,
       epsilon_steps=EPSILON_STEPS.value,
@@ -72,8 +74,10 @@ def python_loop_steps(executor, env, obs, num_steps, config, counter):
   for _ in range(num_steps):
     actions = executor.execute("get_actions", obs, True)["actions"].numpy()
     step = env.step(actions)
+    # n-step observe also takes `truncated`: episode ends cut n-step sums.
+    extra = (step.truncated,) if config.n_step > 1 else ()
     executor.execute("observe", obs, actions, step.rewards, step.final_obs,
-                     step.terminated)
+                     step.terminated, *extra)
     obs = step.obs
     counter["vector_steps"] += 1
     v = counter["vector_steps"]

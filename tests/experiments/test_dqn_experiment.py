@@ -12,11 +12,12 @@ import tensorflow as tf
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def run(logdir, total, loop="in_graph"):
+def run(logdir, total, loop="in_graph", extra=()):
   cmd = [sys.executable, "-m", "experiments.dqn",
          "--flagfile=experiments/flagfiles/dqn_cartpole.cfg",
          f"--total_env_steps={total}", "--steps_per_call=100",
-         "--eval_episodes=2", f"--logdir={logdir}", f"--loop={loop}"]
+         "--eval_episodes=2", f"--logdir={logdir}", f"--loop={loop}",
+         *extra]
   out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
@@ -47,4 +48,10 @@ def test_runs_logs_checkpoints_and_resumes(tmp_path):
 
 def test_python_driven_loop_runs(tmp_path):
   out = run(str(tmp_path / "py"), 1200, loop="python")
+  assert "dqn: 1200 env steps" in out.stdout
+
+
+def test_n_step_python_driven_loop_runs(tmp_path):
+  # The in-graph n-step loop is tested in tests/agents/dqn.
+  out = run(str(tmp_path / "n3"), 1200, loop="python", extra=["--n_step=3"])
   assert "dqn: 1200 env steps" in out.stdout

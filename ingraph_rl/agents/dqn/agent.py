@@ -16,10 +16,12 @@ from ingraph_rl.agents.dqn.config import DQNConfig
 from ingraph_rl.agents.dqn.networks import QNetwork, TargetQNetwork
 from ingraph_rl.components.explorations import EpsilonGreedy, LinearDecay
 from ingraph_rl.components.losses import DQNLoss
-from ingraph_rl.components.memories import PrioritizedReplay, ReplayMemory
+from ingraph_rl.components.memories import (NStepAccumulator,
+                                            PrioritizedReplay, ReplayMemory)
 from ingraph_rl.components.optimizers import Adam
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
+from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
 from ingraph_rl.utils.lazy import torch
 
@@ -27,11 +29,14 @@ TRAIN_APIS = ["get_actions", "observe", "update", "sync_target"]
 
 
 class DQNAgent(Component):
-  """DQN with double-Q, dueling and prioritized replay options.
+  """DQN with double-Q, dueling, n-step and prioritized replay options.
 
   APIs (fixed dict results):
     get_actions(states, explore) -> {"actions", "q_values", "epsilon"}
-    observe(states, actions, rewards, next_states, terminals) -> size
+    observe(states, actions, rewards, next_states, terminals) -> size; with
+      n_step > 1 also `truncated` (last): steps go through an
+      `NStepAccumulator` (one row per env, `num_envs` rows every call) and
+      the memory stores n-step transitions with their bootstrap discounts.
     update() -> {"loss", "grad_norm", "mean_q"}: sample a batch, the loss,
       one optimizer step, and (prioritized) new priorities |td| + 1e-6.
     sync_target() -> True
@@ -43,7 +48,11 @@ class DQNAgent(Component):
       graph call.
 
   Truncated episodes are not terminal: the memory stores the true last
-  observation (`final_obs`) as next state and the target bootstraps.
+  observation (`final_obs`) as next state and the target bootstraps. With
+  n_step > 1 no transition crosses an episode end: at an end the pending
+  steps become transitions of fewer steps, bootstrapping with discount^m
+  from `final_obs` (or not at all when terminated); `reset_env` drops
+  pending steps.
   """
 
   def __init__(self, config, env=None, preprocessor=None, scope="dqn"):
@@ -67,9 +76,30 @@ class DQNAgent(Component):
                                     seed=c.seed, scope="memory") \
         if c.prioritized else ReplayMemory(c.replay_capacity, seed=c.seed,
                                            scope="memory")
+    self.num_envs = c.num_envs if c.num_envs is not None else \
+        getattr(env, "num_envs", None)
+    self.accumulator = None
+    if c.n_step > 1:
+      self.accumulator = self._make_accumulator(c, env)
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
     self.optimizer = Adam(c.learning_rate, epsilon=c.adam_epsilon,
                           clip_global_norm=c.clip_grad_norm)
+
+  def _make_accumulator(self, c, env):
+    if self.num_envs is None:
+      raise BuildError("DQNAgent: n_step > 1 keeps per-env n-step windows; "
+                       "give DQNConfig(num_envs=...) (rows per observe call) "
+                       "or an env")
+    if env is not None and self.num_envs != env.num_envs:
+      raise BuildError(f"DQNAgent: config.num_envs={c.num_envs} but the env "
+                       f"has {env.num_envs}")
+    if env is not None and c.learning_starts <= (c.n_step - 1) * env.num_envs:
+      # The first n - 1 vector steps store nothing (unless episodes end).
+      raise BuildError(f"DQNAgent: learning_starts must exceed (n_step - 1) "
+                       f"* num_envs = {(c.n_step - 1) * env.num_envs}, so "
+                       f"the memory holds transitions at the first update")
+    return NStepAccumulator(c.n_step, c.discount, self.num_envs,
+                            scope="n_step")
 
   # --- building --------------------------------------------------------------
 
@@ -77,13 +107,17 @@ class DQNAgent(Component):
     """The root input spaces, from the env's (or a given) observation space."""
     obs = observation_space or self.env.observation_space
     states = obs.with_batch_rank()
-    return {"states": states, "next_states": states,
-            "actions": IntBox(self.config.num_actions, dtype=np.int64,
-                              add_batch_rank=True),
-            "rewards": FloatBox(add_batch_rank=True),
-            "terminals": BoolBox(add_batch_rank=True),
-            "explore": BoolBox(), "num_steps": IntBox(1000, low=1),
-            "seed": IntBox(1 << 30)}
+    spaces = {"states": states, "next_states": states,
+              "actions": IntBox(self.config.num_actions, dtype=np.int64,
+                                add_batch_rank=True),
+              "rewards": FloatBox(add_batch_rank=True),
+              "terminals": BoolBox(add_batch_rank=True),
+              "explore": BoolBox(), "num_steps": IntBox(1000, low=1),
+              "seed": IntBox(1 << 30)}
+    if self.accumulator is not None:
+      # Only n-step needs to know where episodes were cut short.
+      spaces["truncated"] = BoolBox(add_batch_rank=True)
+    return spaces
 
   def build(self, observation_space=None, backend="tf", **executor_kwargs):
     """A built executor for this agent (TF by default)."""
@@ -121,10 +155,28 @@ class DQNAgent(Component):
             "epsilon": out["epsilon"]}
 
   @api
-  def observe(self, states, actions, rewards, next_states, terminals):
-    return self.memory.insert({"states": states, "actions": actions,
-                               "rewards": rewards, "next_states": next_states,
-                               "terminals": terminals})
+  def observe(self, states, actions, rewards, next_states, terminals,
+              truncated=None):
+    return self._observe(states, actions, rewards, next_states, terminals,
+                         truncated)
+
+  @api
+  def observe_step(self, states, actions, rewards, next_states, terminals,
+                   truncated):
+    """`observe` with `truncated` always an input: what the in-graph loop
+    inlines (an inlined API keeps Python defaults)."""
+    return self._observe(states, actions, rewards, next_states, terminals,
+                         truncated)
+
+  def _observe(self, states, actions, rewards, next_states, terminals,
+               truncated):
+    if self.accumulator is None:
+      return self.memory.insert({"states": states, "actions": actions,
+                                 "rewards": rewards,
+                                 "next_states": next_states,
+                                 "terminals": terminals})
+    return self.memory.insert(self.accumulator.push(
+        states, actions, rewards, next_states, terminals, truncated))
 
   @api
   def update(self):
@@ -135,9 +187,12 @@ class DQNAgent(Component):
     next_states = self._preprocess(records["next_states"])
     weights = batch["weights"] if c.prioritized else \
         self._graph_fn_ones(records["rewards"])
+    # n-step records carry discount^m (m < n after an episode end).
+    discounts = records["discounts"] if self.accumulator is not None \
+        else None
     out = self.loss.loss(q_values, records["actions"], records["rewards"],
                          records["terminals"], self.target.call(next_states),
-                         self.online.call(next_states), weights)
+                         self.online.call(next_states), weights, discounts)
     stats = self.optimizer.step(out["loss"], self.online.variables())
     if c.prioritized:
       self.memory.update_priorities(batch["indices"],
@@ -177,12 +232,15 @@ class DQNAgent(Component):
 
   @api
   def reset_env(self, seed):
+    if self.accumulator is not None:
+      # Pending steps of the cut episodes must not join the new ones.
+      self.accumulator.clear()
     return self._graph_fn_reset_env(seed)
 
   @api
   def train(self, num_steps):
     return self._graph_fn_train(
-        num_steps, inline(self.get_actions), inline(self.observe),
+        num_steps, inline(self.get_actions), inline(self.observe_step),
         inline(self.update), inline(self.sync_target))
 
   @graph_fn
@@ -211,7 +269,7 @@ class DQNAgent(Component):
       actions = act(obs)["actions"]
       step = in_graph.tf_step(self.env, actions)
       size = observe(obs, actions, step.rewards, step.final_obs,
-                     step.terminated)
+                     step.terminated, step.truncated)
       with tf.control_dependencies([size]):
         self.last_obs.assign(step.obs)
         vsteps = self.vector_steps.assign_add(1)
@@ -246,7 +304,8 @@ class DQNAgent(Component):
       obs = self.last_obs.clone()
       actions = act(obs)["actions"]
       step = in_graph.torch_step(self.env, actions)
-      observe(obs, actions, step.rewards, step.final_obs, step.terminated)
+      observe(obs, actions, step.rewards, step.final_obs, step.terminated,
+              step.truncated)
       with torch.no_grad():
         self.last_obs.copy_(step.obs)
         self.vector_steps += 1

@@ -19,7 +19,7 @@ class DQNConfig:
       {"type": "dense", "units": 64, "activation": "relu"})
   dueling: bool = True
   double_q: bool = True
-  n_step: int = 1
+  n_step: int = 1                   # >1: n-step returns (NStepAccumulator).
   discount: float = 0.99
   huber_delta: typing.Optional[float] = 1.0
   learning_rate: float = 1e-3
@@ -36,6 +36,8 @@ class DQNConfig:
   learning_starts: int = 1_000      # Env steps before the first update.
   update_every: int = 1             # Vector steps between updates.
   target_sync_every: int = 500      # Vector steps between target syncs.
+  num_envs: typing.Optional[int] = None   # Rows per observe with n_step > 1
+                                          # (default: the env's num_envs).
   seed: int = 0
 
   def __post_init__(self):
@@ -44,9 +46,10 @@ class DQNConfig:
       problems.append("num_actions must be >= 2")
     if not 0.0 <= self.discount <= 1.0:
       problems.append("discount must lie in [0, 1]")
-    if self.n_step != 1:
-      problems.append("n_step > 1 needs n-step sampling from the memory, "
-                      "which is not implemented yet")
+    if self.n_step < 1:
+      problems.append("n_step must be >= 1")
+    if self.num_envs is not None and self.num_envs < 1:
+      problems.append("num_envs must be >= 1")
     if self.batch_size < 1 or self.batch_size > self.replay_capacity:
       problems.append("need 1 <= batch_size <= replay_capacity")
     if self.learning_starts < self.batch_size:

@@ -1,11 +1,13 @@
 """The DQN agent: config checks, API spaces and errors, TF-vs-torch parity of
-acting, the in-graph loop's bookkeeping, and learning CartPole."""
+acting, the in-graph loop's bookkeeping, n-step transitions in the memory
+against a Python recomputation, and learning CartPole."""
 
 import numpy as np
 import pytest
 
 from ingraph_rl.agents.dqn import DQNAgent, DQNConfig
-from ingraph_rl.environments import GymnasiumVectorEnv, make_vector_env
+from ingraph_rl.environments import (GymnasiumVectorEnv, VectorEnv,
+                                     make_vector_env)
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
@@ -15,10 +17,10 @@ OBS = FloatBox((4,))
 
 def test_config_checks_name_every_problem():
   with pytest.raises(BuildError) as e:
-    DQNConfig(num_actions=1, discount=1.5, batch_size=0, n_step=3)
+    DQNConfig(num_actions=1, discount=1.5, batch_size=0, n_step=0)
   msg = str(e.value)
   for part in ("num_actions must be >= 2", "discount must lie in [0, 1]",
-               "n_step > 1", "batch_size"):
+               "n_step must be >= 1", "batch_size"):
     assert part in msg
 
 
@@ -85,6 +87,152 @@ def test_in_graph_loop_bookkeeping(backend):
   assert int(ex.get_weights()["dqn/memory/size"]) == 120
 
 
+class RecordingEnv(VectorEnv):
+  """Records what the agent saw since the last reset: its observations and
+  every step (the torch build passes step the env too)."""
+
+  def __init__(self, env):
+    self.env = env
+    self.num_envs = env.num_envs
+    self.observation_space = env.observation_space
+    self.action_space = env.action_space
+    self.reset_obs, self.steps = None, []
+
+  def reset(self, seed=None):
+    obs = self.env.reset(seed)
+    self.reset_obs, self.steps = obs.copy(), []
+    return obs
+
+  def step(self, actions):
+    result = self.env.step(actions)
+    self.steps.append((np.array(actions), result._replace(
+        obs=result.obs.copy(), final_obs=result.final_obs.copy())))
+    return result
+
+  def close(self):
+    self.env.close()
+
+
+def recompute_n_step(env, n, discount):
+  """The n-step transitions of the recorded steps, straight from the
+  definition, in the order the memory should hold them: by the step at
+  which each becomes complete, then env, then start step."""
+  obs = env.reset_obs
+  states, actions, rewards, final, term, trunc = [], [], [], [], [], []
+  for a, step in env.steps:
+    states.append(obs)
+    actions.append(a)
+    rewards.append(step.rewards)
+    final.append(step.final_obs)
+    term.append(step.terminated)
+    trunc.append(step.truncated)
+    obs = step.obs
+  num_t = len(states)
+  rows = []
+  for i in range(env.num_envs):
+    for t in range(num_t):
+      m = next((k + 1 for k in range(n) if t + k < num_t and
+                (term[t + k][i] or trunc[t + k][i])), n)
+      last = t + m - 1
+      if last >= num_t:
+        continue
+      rows.append((last, i, t, dict(
+          states=states[t][i], actions=actions[t][i],
+          rewards=sum(discount ** k * float(rewards[t + k][i])
+                      for k in range(m)),
+          next_states=final[last][i], terminals=bool(term[last][i]),
+          discounts=discount ** m)))
+  rows.sort(key=lambda r: r[:3])
+  return {k: np.array([r[3][k] for r in rows]) for k in rows[0][3]}, \
+      np.array(term).sum(), np.array(trunc & ~np.array(term)).sum()
+
+
+@pytest.mark.parametrize("backend,prioritized", [("tf", False),
+                                                 ("tf", True),
+                                                 ("torch", False),
+                                                 ("torch", True)])
+def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
+  """3-step in-graph training on CartPole with a 15-step time limit (so
+  episodes end both ways); the memory holds exactly the n-step transitions
+  recomputed from the recorded steps, rewards and discounts included."""
+  env = RecordingEnv(GymnasiumVectorEnv("CartPole-v1", num_envs=3, seed=5,
+                                        max_episode_steps=15))
+  config = DQNConfig(num_actions=2, n_step=3, discount=0.9, batch_size=16,
+                     learning_starts=64, replay_capacity=1000,
+                     prioritized=prioritized, target_sync_every=50)
+  ex = DQNAgent(config, env).build(backend=backend)
+  ex.execute("reset_env", 5)
+  stats = to_numpy(ex.execute("train", 200))
+  assert int(stats["updates"]) > 100 and np.isfinite(stats["loss_sum"])
+  want, num_terminated, num_truncated = recompute_n_step(env, 3, 0.9)
+  assert num_terminated > 5 and num_truncated > 5
+  w = ex.get_weights()
+  size = int(w["dqn/memory/size"])
+  assert size == len(want["rewards"]) > 500
+  for k in want:
+    np.testing.assert_allclose(w[f"dqn/memory/buffer.{k}"][:size], want[k],
+                               rtol=1e-5, err_msg=k)
+  assert set(np.round(want["discounts"], 6)) == {0.9, 0.81, 0.729}
+  # What is still pending: at most n - 1 = 2 steps per env.
+  assert len(want["rewards"]) + w["dqn/n_step/pending"].sum() == 600
+
+
+def test_n_step_user_api():
+  config = DQNConfig(num_actions=3, n_step=2, num_envs=4, batch_size=8,
+                     learning_starts=8)
+  ex = DQNAgent(config).build(OBS)
+  assert list(ex.apis["observe"].arg_spaces) == [
+      "states", "actions", "rewards", "next_states", "terminals",
+      "truncated"]
+  states = FloatBox((4,), add_batch_rank=True).sample(4, seed=0)
+  actions = np.arange(4) % 3
+  no = np.zeros(4, bool)
+  sizes = [int(ex.execute("observe", states, actions, np.ones(4, np.float32),
+                          states, no, no)) for _ in range(3)]
+  assert sizes == [0, 4, 8]
+  truncated = np.array([False, True, False, False])
+  assert int(ex.execute("observe", states, actions, np.ones(4, np.float32),
+                        states, no, truncated)) == 8 + 4 + 1
+  assert np.isfinite(float(ex.execute("update")["loss"]))
+  with pytest.raises(SpaceError, match="n-step accumulation keeps 4 "
+                     "environment streams"):
+    ex.execute("observe", states[:2], actions[:2], np.ones(2, np.float32),
+               states[:2], no[:2], no[:2])
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_n_step_update_bootstraps_with_the_stored_discount(backend):
+  """Every step truncated: all 2-step transitions shrink to 1 step, so the
+  target must use discount^1 (the stored one), not discount^2. With one
+  repeated transition the loss does not depend on which rows are sampled."""
+  config = DQNConfig(num_actions=2, n_step=2, num_envs=2, discount=0.5,
+                     huber_delta=None, batch_size=8, learning_starts=8)
+  ex = DQNAgent(config).build(OBS, backend=backend)
+  ex.execute("sync_target")                # Target = online.
+  s = np.full((2, 4), 3.0, np.float32)
+  s2 = np.full((2, 4), -2.0, np.float32)
+  actions, yes = np.array([1, 1]), np.ones(2, bool)
+  for _ in range(5):
+    ex.execute("observe", s, actions, np.ones(2, np.float32), s2, ~yes, yes)
+  q = to_numpy(ex.execute("get_actions", s, False)["q_values"])[0]
+  q2 = to_numpy(ex.execute("get_actions", s2, False)["q_values"])[0]
+  td = 1.0 + 0.5 * q2.max() - q[1]
+  assert abs((1.0 + 0.25 * q2.max() - q[1]) ** 2 - td ** 2) > 1e-3
+  loss = float(to_numpy(ex.execute("update")["loss"]))
+  np.testing.assert_allclose(loss, 0.5 * td ** 2, rtol=1e-4)
+
+
+def test_n_step_settings_are_checked():
+  with pytest.raises(BuildError, match="give DQNConfig\\(num_envs=...\\)"):
+    DQNAgent(DQNConfig(num_actions=2, n_step=3))
+  env = GymnasiumVectorEnv("CartPole-v1", num_envs=4)
+  with pytest.raises(BuildError, match="config.num_envs=2 but the env has 4"):
+    DQNAgent(DQNConfig(num_actions=2, n_step=3, num_envs=2), env)
+  with pytest.raises(BuildError, match="learning_starts must exceed"):
+    DQNAgent(DQNConfig(num_actions=2, n_step=3, batch_size=8,
+                       learning_starts=8), env)
+
+
 def evaluate(executor, episodes, seed):
   env = make_vector_env("CartPole-v1", 1, seed)
   obs, returns = env.reset(), []
@@ -97,11 +245,12 @@ def evaluate(executor, episodes, seed):
   return float(np.mean(returns))
 
 
-def learn_cartpole(seed, max_rounds=10):
+def learn_cartpole(seed, max_rounds=10, n_step=1):
   """Best greedy 20-episode mean return, evaluated every 8k env steps."""
   env = GymnasiumVectorEnv("CartPole-v1", num_envs=4, seed=seed)
   config = DQNConfig(num_actions=2, learning_rate=2.5e-4,
-                     target_sync_every=500, epsilon_steps=10_000, seed=seed)
+                     target_sync_every=500, epsilon_steps=10_000, seed=seed,
+                     n_step=n_step)
   ex = DQNAgent(config, env).build()
   ex.execute("reset_env", seed)
   best = 0.0
@@ -126,4 +275,14 @@ def test_learns_cartpole():
   another process running). Seed 0 is fixed here.
   """
   best = learn_cartpole(seed=0)
+  assert best >= 195, best
+
+
+def test_learns_cartpole_with_3_step_returns():
+  """As `test_learns_cartpole`, with n_step=3 (the same settings
+  otherwise). Flakiness, measured with `learn_cartpole(seed, n_step=3)` for
+  seeds 0-4: 5 of 5 passed (best returns 313.1, 225.8, 212.6, 285.5, 280.6;
+  14-33 s each on this 2-core machine under load). Seed 0 is fixed here.
+  """
+  best = learn_cartpole(seed=0, n_step=3)
   assert best >= 195, best

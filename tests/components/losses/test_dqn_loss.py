@@ -1,5 +1,6 @@
 """DQN loss against a NumPy reference of the Q-learning target, double-Q,
-n-step discounting, Huber loss and importance weights; TF vs torch."""
+n-step discounting (constant or per sample), Huber loss and importance
+weights; TF vs torch."""
 
 import numpy as np
 import pytest
@@ -33,11 +34,11 @@ def batch(seed, size=16):
 
 
 def numpy_dqn_loss(q, a, r, t, nq_target, nq_online, w, discount, n_step,
-                   double_q, huber_delta):
+                   double_q, huber_delta, discounts=None):
   delta = huber_delta
   best = np.argmax(nq_online if double_q else nq_target, axis=-1)
-  target = r + (1 - t) * discount ** n_step * nq_target[np.arange(len(a)),
-                                                         best]
+  bootstrap = discount ** n_step if discounts is None else discounts
+  target = r + (1 - t) * bootstrap * nq_target[np.arange(len(a)), best]
   td = target - q[np.arange(len(a)), a]
   if delta is None:
     per = 0.5 * td ** 2
@@ -85,6 +86,48 @@ def test_double_q_changes_the_target_when_networks_disagree():
   # Online picks action 0 -> target 1.0; max over target -> 5.0.
   assert float(double.execute("loss", *args)["td_errors"][0]) == 1.0
   assert float(single.execute("loss", *args)["td_errors"][0]) == 5.0
+
+
+DISCOUNTED = {**SPACES, "discounts": FloatBox(low=0.0, high=1.0,
+                                             add_batch_rank=True)}
+
+
+def batch_with_discounts(seed, size=16, discount=0.9, n_step=3):
+  """Per-sample discount^m, m in 1..n_step (shortened at episode ends)."""
+  m = np.random.default_rng(seed + 100).integers(1, n_step + 1, size)
+  return batch(seed, size) + [(discount ** m).astype(np.float32)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_per_sample_discounts_match_numpy_reference(config, backend):
+  t = ComponentTest(DQNLoss(**config), DISCOUNTED, backend)
+  args = batch_with_discounts(5)
+  assert len(np.unique(args[-1])) == 3
+  out = t.test("loss", *args)
+  loss, td = numpy_dqn_loss(*args[:-1], **config, discounts=args[-1])
+  np.testing.assert_allclose(out["loss"], loss, rtol=1e-5)
+  np.testing.assert_allclose(out["td_errors"], td, rtol=1e-5, atol=1e-6)
+  # The per-sample discounts are used, not the constant discount^n_step.
+  _, td_const = numpy_dqn_loss(*args[:-1], **config)
+  assert not np.allclose(out["td_errors"], td_const, rtol=1e-3)
+
+
+def test_constant_per_sample_discounts_equal_the_default():
+  config = CONFIGS[1]
+  args = batch(6)
+  const = np.full(16, config["discount"] ** config["n_step"], np.float32)
+  with_d = TFExecutor(DQNLoss(**config), DISCOUNTED).execute(
+      "loss", *args, const)
+  without = TFExecutor(DQNLoss(**config), SPACES).execute("loss", *args)
+  np.testing.assert_allclose(with_d["td_errors"].numpy(),
+                             without["td_errors"].numpy(), rtol=1e-6)
+
+
+def test_parity_with_per_sample_discounts():
+  assert_parity(DQNLoss(**CONFIGS[2]), DISCOUNTED,
+                [("loss", batch_with_discounts(7)),
+                 ("loss", batch_with_discounts(8, 3))])
 
 
 class Differentiates(Component):
