@@ -55,7 +55,7 @@ EPSILON = flags.DEFINE_float("epsilon", 0.01, "RMSProp epsilon.")
 # Ours.
 ENV = flags.DEFINE_string("env", "CartPole-v1", "gymnasium id, ALE/<Game>-v5, atari:<game> or dmlab:<level>.")
 NUM_ENVS = flags.DEFINE_integer("num_envs_per_actor", 8, "Envs each actor steps together.")
-ENV_PROCESSES = flags.DEFINE_bool("env_processes", False, "Step gymnasium envs in subprocesses.")
+ENV_PROCESSES = flags.DEFINE_bool("env_processes", False, "Step envs in subprocesses (gymnasium: one per env; others: one per actor).")
 TORSO = flags.DEFINE_enum("torso", "mlp", ["mlp", "small", "large"], "Network torso.")
 LSTM_UNITS = flags.DEFINE_integer("lstm_units", 0, "LSTM size (0: feed-forward).")
 CLIP_GRAD_NORM = flags.DEFINE_float("clip_grad_norm", 40.0, "Global-norm clip (0: off).")

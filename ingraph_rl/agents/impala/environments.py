@@ -1,16 +1,22 @@
 """The envs of IMPALA actors, from `--env` ids.
 
-    gymnasium ids ("CartPole-v1"): `GymnasiumVectorEnv`, in subprocesses
-      with `processes=True` (gymnasium's AsyncVectorEnv) so Python env code
-      does not hold the GIL the actor and learner threads need;
+    gymnasium ids ("CartPole-v1"): `GymnasiumVectorEnv`;
     Atari ("ALE/Pong-v5", "atari:pong"): ale-py's C++ vector env (its own
       threads), `num_action_repeats` is its frame skip;
     DM Lab ("dmlab:<level>"): `DMLabVectorEnv`, `num_action_repeats` frames
       per agent step.
+
+With `processes=True` the envs step outside this process, so Python env
+code does not hold the GIL the actor and learner threads need: gymnasium
+envs each in their own subprocess (gymnasium's AsyncVectorEnv), any other
+vector env as a whole in one subprocess (`ProcessVectorEnv`).
 """
+
+import functools
 
 from ingraph_rl.environments import (is_atari_id, is_dmlab_id,
                                      make_vector_env)
+from ingraph_rl.environments.process_env import ProcessVectorEnv
 
 # Frame skip / action repeats when the flag is left at its default.
 DEFAULT_REPEATS = {"atari": 4, "dmlab": 4, "gymnasium": 1}
@@ -46,4 +52,8 @@ def make_actor_env(env_id, num_envs, seed=0, num_action_repeats=None,
     kwargs.setdefault("num_action_repeats", repeats)
   elif processes:
     kwargs.setdefault("asynchronous", True)
+    processes = False
+  if processes:
+    return ProcessVectorEnv(functools.partial(
+        make_vector_env, env_id, num_envs, seed=seed, **kwargs))
   return make_vector_env(env_id, num_envs, seed=seed, **kwargs)
