@@ -33,6 +33,7 @@ from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.agents.impala.driver import IMPALADriver
 from ingraph_rl.agents.impala.environments import (make_actor_env,
                                                    num_action_repeats_for)
+from ingraph_rl.distributed import roles
 from ingraph_rl.export import export_impala_policy
 
 # scalable_agent's flag names where it has them.
@@ -65,6 +66,11 @@ SEED = flags.DEFINE_integer("seed", 0, "Seed.")
 LOGDIR = flags.DEFINE_string("logdir", None, "Run directory (resumes if it has checkpoints).")
 CHECKPOINT_MINUTES = flags.DEFINE_float("checkpoint_every_minutes", 5.0, "Checkpoint period.")
 LOG_EVERY_S = flags.DEFINE_float("log_every_seconds", 5.0, "Progress line period.")
+# Cluster roles (see ingraph_rl/distributed and experiments/launch_local.py).
+JOB_NAME = flags.DEFINE_enum("job_name", None, ["ps", "learner", "actor"], "Cluster role (none: everything in this process).")
+TASK = flags.DEFINE_integer("task", 0, "Task index within --job_name.")
+CLUSTER = flags.DEFINE_string("cluster", None, 'Cluster spec: JSON {"ps": [...], "learner": [...], "actor": [...]} or "ps=h:p;learner=h:p;actor=h:p,h:p"; default: TF_CONFIG.')
+ALLOW_REMOTE = flags.DEFINE_bool("allow_remote_hosts", False, "Allow non-loopback cluster addresses (TF gRPC has no authentication: trusted networks only).")
 EVAL_EPISODES = flags.DEFINE_integer(
     "eval_episodes", 20, "Greedy episodes the exported policy plays in a fresh process (0: none).")
 
@@ -96,8 +102,8 @@ class Progress:
   """TensorBoard scalars, the progress line and periodic checkpoints, run
   after every learner update (in the learner thread)."""
 
-  def __init__(self, driver, writer, manager, frames_var, repeats, start):
-    self.driver, self.writer, self.manager = driver, writer, manager
+  def __init__(self, totals, writer, manager, frames_var, repeats, start):
+    self.totals, self.writer, self.manager = totals, writer, manager
     self.frames_var, self.repeats = frames_var, repeats
     self.start_frames = start
     self.t0 = self.t_log = self.t_save = time.time()
@@ -107,7 +113,8 @@ class Progress:
   def __call__(self, out, frames_this_run):
     frames = self.start_frames + frames_this_run * self.repeats
     self.frames_var.assign(frames)
-    episodes, return_sum, length_sum = self.driver.totals.take()
+    episodes, return_sum, length_sum = self.totals.take() if self.totals \
+        else (0, 0.0, 0)
     now = time.time()
     with self.writer.as_default(step=frames):
       if episodes:
@@ -151,46 +158,102 @@ def play_in_fresh_process(saved_policy, episodes):
   return float(out.stdout.strip().splitlines()[-1].split()[-1])
 
 
-def main(argv):
-  del argv
-  run_dir = os.path.abspath(LOGDIR.value or os.path.join(
+def run_dir_path():
+  return os.path.abspath(LOGDIR.value or os.path.join(
       "runs", f"{ENV.value.replace('/', '_').replace(':', '_')}__impala__"
       f"{SEED.value}__{int(time.time())}"))
-  repeats = num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)
 
-  def env_factory(i):
-    return make_actor_env(ENV.value, NUM_ENVS.value, SEED.value + 1000 * i,
-                          NUM_ACTION_REPEATS.value, ENV_PROCESSES.value)
 
-  probe = env_factory(0)
+def env_factory(i):
+  """Actor i's vector env (seed + 1000 i)."""
+  return make_actor_env(ENV.value, NUM_ENVS.value, SEED.value + 1000 * i,
+                        NUM_ACTION_REPEATS.value, ENV_PROCESSES.value)
+
+
+def probe_env():
+  """(config, observation space) from one throwaway env."""
+  probe = make_actor_env(ENV.value, 1, SEED.value, NUM_ACTION_REPEATS.value)
   num_actions = probe.action_space.num_categories
+  obs_space = probe.observation_space
   probe.close()
-  config = make_config(num_actions,
-                       BATCH_SIZE.value * UNROLL_LENGTH.value * repeats)
+  repeats = num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)
+  return make_config(num_actions, BATCH_SIZE.value * UNROLL_LENGTH.value *
+                     repeats), obs_space
+
+
+class Run:
+  """A run directory's TensorBoard writer and checkpoints of a learner
+  executor (weights, optimizer slots, update count) and the frame count."""
+
+  def __init__(self, run_dir, learner_executor):
+    self.dir = run_dir
+    self.frames = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.checkpoint = tf.train.Checkpoint(learner=learner_executor.module,
+                                          frames=self.frames)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, os.path.join(run_dir, "checkpoints"), max_to_keep=3)
+    self.writer = tf.summary.create_file_writer(run_dir)
+    with self.writer.as_default():
+      table = "\n".join(f"|{f.name}|{f.value}|" for f in _ALL_FLAGS)
+      tf.summary.text("hyperparameters", "|param|value|\n|-|-|\n" + table,
+                      0)
+
+  def restore(self):
+    """Restores the latest checkpoint, if any; returns its path."""
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      print(f"[impala] resumed from {latest} at frame "
+            f"{int(self.frames.numpy())}", flush=True)
+    return latest
+
+  def finish(self, config, obs_space, learner_executor, start, elapsed,
+             last_return, evaluate):
+    """Final checkpoint, SavedModel export, evaluation in a fresh process
+    and the closing lines."""
+    frames = int(self.frames.numpy())
+    self.manager.save(checkpoint_number=frames)
+    train_step = int(learner_executor.execute("get_train_step"))
+    saved_policy = os.path.join(self.dir, "saved_policy")
+    export_impala_policy(config, obs_space,
+                         learner_executor.execute("get_weights"),
+                         saved_policy, train_step=train_step)
+    summary = (f"[impala] {frames} frames "
+               f"({(frames - start) / max(elapsed, 1e-9):.0f} fps), "
+               f"{train_step} updates; last training return "
+               f"{last_return:.1f}")
+    if EVAL_EPISODES.value and evaluate:
+      mean = play_in_fresh_process(saved_policy, EVAL_EPISODES.value)
+      with self.writer.as_default(step=frames):
+        tf.summary.scalar("eval/episodic_return", mean)
+      summary += (f"\n[impala] greedy return of the exported policy in a "
+                  f"fresh process: {mean:.1f} over {EVAL_EPISODES.value} "
+                  f"episodes")
+    self.writer.flush()
+    print(summary + f"\n[impala] logs (TensorBoard): {self.dir}\n"
+          f"[impala] checkpoint: {self.manager.latest_checkpoint}\n"
+          f"[impala] SavedModel: {saved_policy}", flush=True)
+
+
+def main(argv):
+  del argv
+  if JOB_NAME.value:
+    return cluster_main()
+  run_dir = run_dir_path()
+  repeats = num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)
+  config, obs_space = probe_env()
   driver = IMPALADriver(config, env_factory, NUM_ACTORS.value,
                         seed=SEED.value)
   print(f"[impala] {ENV.value}: {NUM_ACTORS.value} actors x "
         f"{NUM_ENVS.value} envs, built in "
         f"{driver.learner_executor.stats.total_s:.1f} s; logdir {run_dir}",
         flush=True)
-
-  frames_var = tf.Variable(0, dtype=tf.int64, trainable=False)
-  checkpoint = tf.train.Checkpoint(learner=driver.learner_executor.module,
-                                   frames=frames_var)
-  manager = tf.train.CheckpointManager(
-      checkpoint, os.path.join(run_dir, "checkpoints"), max_to_keep=3)
-  if manager.latest_checkpoint:
-    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+  run = Run(run_dir, driver.learner_executor)
+  if run.restore():
     driver.publish_weights()
-    print(f"[impala] resumed from {manager.latest_checkpoint} at frame "
-          f"{int(frames_var.numpy())}", flush=True)
-  writer = tf.summary.create_file_writer(run_dir)
-  with writer.as_default():
-    table = "\n".join(f"|{f.name}|{f.value}|" for f in _ALL_FLAGS)
-    tf.summary.text("hyperparameters", "|param|value|\n|-|-|\n" + table, 0)
-
-  start = int(frames_var.numpy())
-  progress = Progress(driver, writer, manager, frames_var, repeats, start)
+  start = int(run.frames.numpy())
+  progress = Progress(driver.totals, run.writer, run.manager, run.frames,
+                      repeats, start)
   remaining = max(0, TOTAL_FRAMES.value - start)
   interrupted = False
   t0 = time.time()
@@ -200,28 +263,65 @@ def main(argv):
   except KeyboardInterrupt:
     interrupted = True
     print("[impala] interrupted: saving a checkpoint", flush=True)
-  frames = int(frames_var.numpy())
-  elapsed = time.time() - t0
-  manager.save(checkpoint_number=frames)
-  train_step = int(driver.learner_executor.execute("get_train_step"))
-  saved_policy = os.path.join(run_dir, "saved_policy")
-  export_impala_policy(config, driver.envs[0].observation_space,
-                       driver.learner_executor.execute("get_weights"),
-                       saved_policy, train_step=train_step)
-  summary = (f"[impala] {frames} frames ({(frames - start) / max(elapsed, 1e-9):.0f}"
-             f" fps), {train_step} updates; last training return "
-             f"{progress.last_return:.1f}")
-  if EVAL_EPISODES.value and not interrupted:
-    mean = play_in_fresh_process(saved_policy, EVAL_EPISODES.value)
-    with writer.as_default(step=frames):
-      tf.summary.scalar("eval/episodic_return", mean)
-    summary += (f"\n[impala] greedy return of the exported policy in a "
-                f"fresh process: {mean:.1f} over {EVAL_EPISODES.value} "
-                f"episodes")
-  writer.flush()
-  print(summary + f"\n[impala] logs (TensorBoard): {run_dir}\n"
-        f"[impala] checkpoint: {manager.latest_checkpoint}\n"
-        f"[impala] SavedModel: {saved_policy}", flush=True)
+  run.finish(config, obs_space, driver.learner_executor, start,
+             time.time() - t0, progress.last_return, not interrupted)
+
+
+# --- cluster roles -----------------------------------------------------------
+
+
+def cluster_main():
+  """--job_name=ps|learner|actor: one task of a distributed-TF cluster."""
+  task = roles.task_from_flags(JOB_NAME.value, TASK.value, CLUSTER.value)
+  task.check_addresses(ALLOW_REMOTE.value)
+  if task.job == "ps":
+    roles.run_ps(task)
+    return 0
+  config, obs_space = probe_env()
+  if task.job == "actor":
+    env = env_factory(task.index)
+    specs = roles.network_weight_specs(config, obs_space)
+    sys.exit(roles.run_actor(task, config, env, specs,
+                             seed=SEED.value + 1000 * task.index))
+  return learner_main(task, config, obs_space)
+
+
+def learner_main(task, config, obs_space):
+  roles.connect(task)
+  repeats = num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)
+  learner, executor, published = roles.build_learner(task, config, obs_space)
+  run = Run(run_dir_path(), executor)
+  run.restore()
+  published.publish(executor.execute("get_weights"))
+  roles.log(task, f"variables on {sorted(set(executor.placement.values())) or [task.learner_device]}; "
+                  f"queue on {task.learner_device}; logdir {run.dir}")
+  start = int(run.frames.numpy())
+  progress = Progress(None, run.writer, run.manager, run.frames, repeats,
+                      start)
+  t0, steps, interrupted = time.time(), 0, False
+  try:
+    if learner.staging is not None:
+      executor.execute("prime")
+    while start + steps * repeats < TOTAL_FRAMES.value:
+      out = executor.execute("update")
+      published.publish(executor.execute("get_weights"))
+      steps += int(out["frames"])
+      progress({k: v.numpy() for k, v in out.items()}, steps)
+  except KeyboardInterrupt:
+    interrupted = True
+  except Exception as e:               # pylint: disable=broad-except
+    code = roles.exit_code_for_learner_error(e)
+    roles.log(task, f"lost a ps task or the queue ({type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:200]}); exiting with code "
+                    f"{code}: restart to resume from the latest checkpoint")
+    os._exit(code)                     # The remote context is unusable.
+  try:
+    executor.execute("close_queue")    # Actors see CancelledError and exit.
+  except tf.errors.CancelledError:
+    pass
+  run.finish(config, obs_space, executor, start, time.time() - t0,
+             float("nan"), not interrupted)
+  return 0
 
 
 if __name__ == "__main__":
