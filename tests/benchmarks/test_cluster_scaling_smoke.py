@@ -1,0 +1,26 @@
+"""benchmarks/cluster_scaling.py --quick runs real single-process and
+loopback-cluster IMPALA jobs and writes results in the contract's format."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_quick_run_writes_results(tmp_path):
+  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
+  out = subprocess.run([sys.executable, "-m", "benchmarks.cluster_scaling",
+                        "--quick"], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+  doc = json.loads((tmp_path / "cluster_scaling.json").read_text())
+  assert doc["benchmark"] == "cluster_scaling" and doc["quick"] is True
+  cases = {r["case"]: r for r in doc["results"]
+           if r["metric"] == "learner frames/s"}
+  assert set(cases) == {"cluster/actors1", "single/actors1"}
+  assert all(r["median"] > 0 for r in cases.values())
+  assert doc["ratios"]["cluster_over_single_actors1"] > 0
+  assert out.stdout.strip().splitlines()[-1].startswith("x1: cluster")
