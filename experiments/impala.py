@@ -31,10 +31,11 @@ import tensorflow as tf
 
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.agents.impala.driver import IMPALADriver
-from ingraph_rl.agents.impala.environments import (make_actor_env,
+from ingraph_rl.agents.impala.environments import (env_kind, make_actor_env,
                                                    num_action_repeats_for)
 from ingraph_rl.distributed import roles
 from ingraph_rl.export import export_impala_policy
+from ingraph_rl.utils.checkpoints import CheckpointSaver
 
 # scalable_agent's flag names where it has them.
 NUM_ACTORS = flags.DEFINE_integer("num_actors", 2, "Actor threads.")
@@ -190,8 +191,9 @@ class Run:
     self.frames = tf.Variable(0, dtype=tf.int64, trainable=False)
     self.checkpoint = tf.train.Checkpoint(learner=learner_executor.module,
                                           frames=self.frames)
-    self.manager = tf.train.CheckpointManager(
-        self.checkpoint, os.path.join(run_dir, "checkpoints"), max_to_keep=3)
+    # Saves survive kill -9; see ingraph_rl/utils/checkpoints.py.
+    self.manager = CheckpointSaver(self.checkpoint,
+                                   os.path.join(run_dir, "checkpoints"))
     self.writer = tf.summary.create_file_writer(run_dir)
     with self.writer.as_default():
       table = "\n".join(f"|{f.name}|{f.value}|" for f in _ALL_FLAGS)
@@ -222,7 +224,10 @@ class Run:
                f"({(frames - start) / max(elapsed, 1e-9):.0f} fps), "
                f"{train_step} updates; last training return "
                f"{last_return:.1f}")
-    if EVAL_EPISODES.value and evaluate:
+    if EVAL_EPISODES.value and evaluate and env_kind(ENV.value) == "dmlab":
+      summary += ("\n[impala] not played in a fresh process: "
+                  "play_policy.py has no DM Lab env")
+    elif EVAL_EPISODES.value and evaluate:
       mean = play_in_fresh_process(saved_policy, EVAL_EPISODES.value)
       with self.writer.as_default(step=frames):
         tf.summary.scalar("eval/episodic_return", mean)
