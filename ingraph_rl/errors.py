@@ -64,3 +64,13 @@ class EnvironmentNotAvailableError(IngraphError, ImportError):
   """The package behind an environment (e.g. `deepmind_lab`) is not
   installed. Raised when the environment is made, never when ingraph_rl is
   imported; the message says how to install it."""
+
+
+class ExportError(IngraphError):
+  """An agent cannot be exported as asked (e.g. an API steps an environment
+  through `tf.numpy_function`), or a SavedModel cannot be loaded by this
+  version of ingraph_rl. `api` names the root API when one is at fault."""
+
+  def __init__(self, message, api=None):
+    self.api = api
+    super().__init__(message)

@@ -25,7 +25,8 @@ from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
 from ingraph_rl.utils.lazy import torch
 
-TRAIN_APIS = ["get_actions", "observe", "update", "sync_target"]
+TRAIN_APIS = ["get_actions", "observe", "update", "sync_target",
+              "get_weights", "get_train_step"]
 
 
 class DQNAgent(Component):
@@ -40,6 +41,9 @@ class DQNAgent(Component):
     update() -> {"loss", "grad_norm", "mean_q"}: sample a batch, the loss,
       one optimizer step, and (prioritized) new priorities |td| + 1e-6.
     sync_target() -> True
+    get_weights() -> the online Q-network's variables by relative path.
+    get_train_step() -> int64 number of updates so far (the optimizer's
+      step count).
   With an environment (any `VectorEnv`), also:
     reset_env(seed) -> first observations; train(num_steps) -> {"episodes",
       "return_sum", "length_sum", "loss_sum", "updates", "env_steps"}: a
@@ -203,6 +207,22 @@ class DQNAgent(Component):
   @api
   def sync_target(self):
     return self.target.sync(self.online.variables())
+
+  @api
+  def get_weights(self):
+    return self.online.variables()
+
+  @api
+  def get_train_step(self):
+    return self._graph_fn_train_step()
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_train_step(self):
+    return tf.identity(self.optimizer.iterations)
+
+  @_graph_fn_train_step.torch
+  def _graph_fn_train_step(self):
+    return self.optimizer.iterations.clone()
 
   @graph_fn
   def _graph_fn_ones(self, like):

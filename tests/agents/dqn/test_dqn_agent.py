@@ -29,15 +29,21 @@ def test_apis_and_output_spaces(prioritized):
   agent = DQNAgent(DQNConfig(num_actions=3, prioritized=prioritized,
                              batch_size=8, learning_starts=8))
   ex = agent.build(OBS)
-  assert set(ex.apis) == {"get_actions", "observe", "update", "sync_target"}
+  assert set(ex.apis) == {"get_actions", "observe", "update", "sync_target",
+                          "get_weights", "get_train_step"}
   out = ex.apis["get_actions"].output_space
   assert out["actions"].num_categories == 3
   states = FloatBox((4,), add_batch_rank=True).sample(16, seed=0)
   actions = np.arange(16) % 3
   ex.execute("observe", states, actions, np.ones(16, np.float32), states,
              np.zeros(16, bool))
+  assert int(ex.execute("get_train_step")) == 0
   stats = {k: float(v) for k, v in ex.execute("update").items()}
   assert set(stats) == {"loss", "grad_norm", "mean_q"}
+  assert int(ex.execute("get_train_step")) == 1
+  weights = ex.execute("get_weights")
+  assert set(weights) == {k[len("dqn/online/"):] for k in ex.get_weights()
+                          if k.startswith("dqn/online/")}
   assert np.isfinite(list(stats.values())).all()
   assert bool(ex.execute("sync_target"))
 
