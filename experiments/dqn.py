@@ -21,6 +21,7 @@ from ingraph_rl.agents.dqn import DQNAgent, DQNConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.environments import is_atari_id, make_vector_env
+from ingraph_rl.utils.checkpoints import CheckpointSaver
 
 ENV = flags.DEFINE_string("env", "CartPole-v1", "gymnasium id, ALE/... or atari:<game>.")
 NUM_ENVS = flags.DEFINE_integer("num_envs", 4, "Environments stepped together.")
@@ -124,19 +125,23 @@ def main(argv):
   logging.info("built in %.2f s:\n%s", executor.stats.total_s,
                executor.describe())
 
-  checkpoint = tf.train.Checkpoint(agent=executor.module)
-  manager = tf.train.CheckpointManager(
-      checkpoint, os.path.join(run_dir, "checkpoints"), max_to_keep=3)
-  if manager.latest_checkpoint:
-    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-    logging.info("resumed from %s", manager.latest_checkpoint)
+  # The module tracks every variable and RNG of the agent: weights, Adam
+  # slots, replay and priorities, epsilon step, step counter (see README).
+  manager = CheckpointSaver(tf.train.Checkpoint(agent=executor.module),
+                            os.path.join(run_dir, "checkpoints"))
+  resumed = manager.restore()
+  # The step counter lives in the graph (the Python loop copies it back).
+  vector_steps = executor.variables()["dqn/vector_steps"]
+  if resumed:
+    print(f"dqn: resumed from {resumed} at env step "
+          f"{int(vector_steps) * env.num_envs}", flush=True)
   writer = tf.summary.create_file_writer(run_dir)
   with writer.as_default():
     table = "\n".join(f"|{h.name}|{h.value}|" for h in _ALL_FLAGS)
     tf.summary.text("hyperparameters", "|param|value|\n|-|-|\n" + table, 0)
 
   obs = executor.execute("reset_env", SEED.value).numpy()
-  counter = {"vector_steps": int(executor.get_weights()["dqn/vector_steps"])}
+  counter = {"vector_steps": int(vector_steps)}
   env_steps = counter["vector_steps"] * env.num_envs
   last_save, start, start_steps = time.time(), time.time(), env_steps
   while env_steps < TOTAL_ENV_STEPS.value:
@@ -164,8 +169,10 @@ def main(argv):
     logging.info("env steps %d  SPS %.0f  episodes %d  mean return %.1f",
                  env_steps, sps, stats["episodes"], mean_return)
     if time.time() - last_save > 60 * CHECKPOINT_MINUTES.value:
+      vector_steps.assign(env_steps // env.num_envs)
       manager.save(checkpoint_number=env_steps)
       last_save = time.time()
+  vector_steps.assign(env_steps // env.num_envs)
   manager.save(checkpoint_number=env_steps)
   total_sps = (env_steps - start_steps) / max(time.time() - start, 1e-9)
   eval_return = evaluate(executor, ENV.value, EVAL_EPISODES.value, SEED.value)

@@ -42,7 +42,8 @@ def test_runs_logs_checkpoints_and_resumes(tmp_path):
           "eval/episodic_return"} <= scalar_tags(logdir)
   assert tf.train.latest_checkpoint(os.path.join(logdir, "checkpoints"))
   out = run(logdir, 2800)
-  assert "resumed from" in out.stderr
+  assert (f"dqn: resumed from {logdir}/checkpoints/ckpt-2000 at env step "
+          f"2000") in out.stdout
   assert "dqn: 2800 env steps" in out.stdout   # Continued from 2000.
 
 
