@@ -9,6 +9,11 @@
 
 The functions have an `input_signature` from the input spaces (batch and time
 dims left open), so a new batch size never retraces.
+
+Where variables and ops run is the executor's device strategy
+(`executors.strategies`): TF's default placement, a device map, or
+synchronous multi-tower updates that split an update API's batch over
+several devices.
 """
 
 import contextlib
@@ -21,9 +26,20 @@ from tensorflow.python.framework import func_graph
 
 from ingraph_rl.core import gradients
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
+from ingraph_rl.core.meta_graph import inline_apis_in
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+from ingraph_rl.executors.strategies import (DefaultStrategy,
+                                             DeviceMapStrategy, Strategy)
+
+
+def _static_shape(value):
+  shape = getattr(value, "shape", None)
+  if shape is None:
+    return None
+  shape = tf.TensorShape(shape)
+  return shape.as_list() if shape.rank is not None else None
 
 
 class TFExecutor(Executor):
@@ -32,7 +48,10 @@ class TFExecutor(Executor):
   Extra args (see `Executor` for the rest):
     jit_compile: compile each API function with XLA.
     device_map: component path (or path prefix) -> TF device string; the
-      longest matching prefix places that component's variables and ops.
+      longest matching prefix places that component's variables and ops
+      (short for `strategy=DeviceMapStrategy(device_map)`).
+    strategy: a device strategy (`executors.strategies`), e.g.
+      `MultiTowerStrategy(devices, split_at=...)`; default: TF's placement.
     autograph: run AutoGraph on the API functions (off by default: graph
       functions use tf.cond / tf.while_loop explicitly, and tracing is
       faster without it).
@@ -43,10 +62,21 @@ class TFExecutor(Executor):
   backend = "tensorflow"
 
   def __init__(self, root, input_spaces, *, jit_compile=False,
-               device_map=None, autograph=False, trace_at_build=True,
-               **kwargs):
+               device_map=None, strategy=None, autograph=False,
+               trace_at_build=True, **kwargs):
     self.jit_compile = jit_compile
-    self.device_map = dict(device_map or {})
+    if strategy is None:
+      strategy = DeviceMapStrategy(device_map) if device_map else \
+          DefaultStrategy()
+    elif device_map:
+      raise BuildError("TFExecutor: give either device_map or strategy (a "
+                       "strategy takes its own device_map)")
+    if not isinstance(strategy, Strategy):
+      raise BuildError(f"TFExecutor: strategy must be an executors."
+                       f"strategies.Strategy, got {strategy!r}")
+    self.strategy = strategy
+    self.device_map = dict(strategy.device_map)
+    self._inline_plans = {}   # Filled once the build pass is over.
     self.autograph = autograph
     self.trace_at_build = trace_at_build
     self.module = tf.Module(name="ingraph_rl_variables")
@@ -125,10 +155,24 @@ class TFExecutor(Executor):
         root_values[rec.id] = (space, placeholders)
       with gradients.tf_recording():
         builder.run(root_values)
+    # What device strategies plan with: the space and build-time static
+    # shape of every record.
+    self.record_spaces = dict(builder.spaces)
+    self.record_shapes = {rid: tree.map_structure(_static_shape, value)
+                          for rid, value in builder.values.items()}
 
   # --- execution -----------------------------------------------------------
 
   def _make_functions(self):
+    self.strategy.validate(self)
+    # Inlined APIs the strategy replays its own way, by their node lists
+    # (what `InlineApi` hands to `replay`).
+    self._inline_plans = {}
+    for node in self.meta_graph.all_nodes():
+      for inline in inline_apis_in((node.args, node.kwargs)):
+        plan = self.strategy.plan_inline(self, inline)
+        if plan is not None:
+          self._inline_plans[id(inline.nodes)] = plan
     self._functions = {}
     for name, rapi in self.meta_graph.apis.items():
       fn = tf.function(
@@ -145,8 +189,11 @@ class TFExecutor(Executor):
     nodes = rapi.nodes
     # Only APIs that differentiate pay for a tape.
     record = any(n.fn is not None and n.fn.needs_gradients for n in nodes)
+    plan = self.strategy.plan(self, rapi)
 
     def body(*args):
+      if plan is not None:
+        return plan.replay(args)
       return self.replay(nodes, input_ids, args, rapi.outputs, record)
 
     body.__name__ = rapi.name
@@ -156,6 +203,9 @@ class TFExecutor(Executor):
     """Runs recorded graph-function nodes on `args` (inside a tf.function
     trace); returns the `outputs` nest of values. `record`: on a gradient
     tape, for nodes that differentiate."""
+    plan = self._inline_plans.get(id(nodes))
+    if plan is not None:
+      return plan.replay(args)
     if record:
       with gradients.tf_recording():
         return self.replay(nodes, input_ids, args, outputs)
