@@ -17,6 +17,7 @@ several devices.
 """
 
 import contextlib
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +41,12 @@ def _static_shape(value):
     return None
   shape = tf.TensorShape(shape)
   return shape.as_list() if shape.rank is not None else None
+
+
+def _variable_name(path):
+  """A TF name for the variable at `path`: SavedModels re-create variables
+  in a graph, where names like "state_('h',)" are invalid scope names."""
+  return re.sub(r"[^A-Za-z0-9_.\-]", "_", path.replace("/", "."))
 
 
 class TFExecutor(Executor):
@@ -106,7 +113,7 @@ class TFExecutor(Executor):
     with tf.init_scope(), self._device_scope(component):
       value = tf.zeros(spec.shape, spec.dtype) if init is None else init
       var = tf.Variable(value, trainable=spec.trainable, dtype=spec.dtype,
-                        name=spec.path.replace("/", "."))
+                        name=_variable_name(spec.path))
     self.registry.add(spec, var)
     self.module.variables_by_path[spec.path] = var
     return var

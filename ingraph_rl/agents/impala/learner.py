@@ -27,6 +27,10 @@ class IMPALALearner(Component):
       straight from the queue), runs the network over the T + 1 steps from
       each rollout's initial state, and applies one RMSProp step to the
       V-trace loss. "frames" is the number of env steps trained on (B * T).
+    update_from_batch(rollouts) -> the same as `update`, on a given batch
+      of rollouts (`rollout_space(...).with_batch_rank()`) instead of one
+      from the queue: for a learner fed from outside (an exported agent).
+      Built with `build(update_from_batch=True)`.
     get_weights() -> the network's variables by path (for actors).
     get_train_step() -> int64 number of updates so far.
     queue_size() -> int32.
@@ -59,11 +63,18 @@ class IMPALALearner(Component):
                              momentum=c.momentum, epsilon=c.epsilon,
                              clip_global_norm=c.clip_grad_norm)
 
-  def build(self, **executor_kwargs):
+  def build(self, update_from_batch=False, **executor_kwargs):
+    """A TFExecutor of the learner. `update_from_batch`: also build that API
+    (off by default: one more function to trace, and only an export needs
+    it)."""
     from ingraph_rl.executors.tensorflow import TFExecutor
     apis = ["update", "get_weights", "get_train_step", "queue_size",
             "close_queue"] + (["prime"] if self.staging else [])
-    return TFExecutor(self, {}, api_names=apis, seed=self.config.seed,
+    spaces = {}
+    if update_from_batch:
+      apis.append("update_from_batch")
+      spaces["rollouts"] = self.record_space.with_batch_rank()
+    return TFExecutor(self, spaces, api_names=apis, seed=self.config.seed,
                       **executor_kwargs)
 
   @staticmethod
@@ -87,6 +98,14 @@ class IMPALALearner(Component):
       self.staging.put(self.queue.dequeue_many(c.batch_size))
     else:
       batch = self.queue.dequeue_many(c.batch_size)
+    return self._update(batch)
+
+  @api
+  def update_from_batch(self, rollouts):
+    return self._update(rollouts)
+
+  def _update(self, batch):
+    """The loss and optimizer step on `batch` (what both updates share)."""
     state = batch["initial_state"] if self.config.lstm_units else \
         self._graph_fn_empty_state(batch)
     out = self.network.unroll(self._graph_fn_observations(batch), state,
