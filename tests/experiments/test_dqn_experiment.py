@@ -47,8 +47,14 @@ def test_runs_logs_checkpoints_and_resumes(tmp_path):
   assert "dqn: 2800 env steps" in out.stdout   # Continued from 2000.
 
 
-def test_python_driven_loop_runs(tmp_path):
-  out = run(str(tmp_path / "py"), 1200, loop="python")
+def test_python_driven_loop_runs_and_resumes(tmp_path):
+  logdir = str(tmp_path / "py")
+  out = run(logdir, 800, loop="python")
+  assert "dqn: 800 env steps" in out.stdout
+  # The Python loop's counter is checkpointed too.
+  out = run(logdir, 1200, loop="python")
+  assert (f"dqn: resumed from {logdir}/checkpoints/ckpt-800 at env step "
+          f"800") in out.stdout
   assert "dqn: 1200 env steps" in out.stdout
 
 
