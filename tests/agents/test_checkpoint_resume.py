@@ -121,7 +121,7 @@ def test_dqn_resumes_exactly(kind, tmp_path):
     assert {"dqn/memory/sum_tree", "dqn/memory/min_tree",
             "dqn/memory/max_priority"} <= saved.keys()
   outputs_b = [dqn_step(b, i, kind) for i in range(k, k + m)]
-  for i, (out_a, out_b) in enumerate(zip(outputs_a, outputs_b)):
+  for out_a, out_b in zip(outputs_a, outputs_b):
     assert_same(out_a, out_b)
   assert_same(state_of(b), state_of(a))
 

@@ -2,6 +2,7 @@
 latest checkpoint that restores cleanly; leftovers of the killed save are
 removed; a save at the latest number never rewrites it in place."""
 
+import doctest
 import os
 import pathlib
 import random
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.utils import checkpoints
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -121,3 +123,8 @@ def test_restore_and_leftovers_of_a_first_killed_save(tmp_path):
   assert np.array_equal(sorted(os.listdir(directory)),
                         ["checkpoint", "ckpt-7.data-00000-of-00001",
                          "ckpt-7.index"])
+
+
+def test_docstring_example_runs():
+  result = doctest.testmod(checkpoints)
+  assert result.attempted and not result.failed
