@@ -23,6 +23,7 @@ import time
 import tensorflow as tf
 
 from ingraph_rl.agents.impala.actor import IMPALAActor
+from ingraph_rl.agents.impala.driver import actor_config
 from ingraph_rl.agents.impala.learner import IMPALALearner
 from ingraph_rl.agents.impala.networks import make_network
 from ingraph_rl.distributed.cluster import Task, task_from_flags
@@ -94,14 +95,14 @@ class RemoteActor:
 
   def __init__(self, task, config, env, weights_specs):
     self.task = task
-    actor = IMPALAActor(config, env, QUEUE_NAME)
+    actor = IMPALAActor(actor_config(config, task.index), env, QUEUE_NAME)
     self.published = PublishedWeights(weights_specs, task.learner_device)
     weights_space = Dict({p: FloatBox(tuple(s), dtype=d.as_numpy_dtype)
                           for p, (s, d) in self.published.specs.items()})
     self.executor = TFExecutor(
         actor, actor.root_input_spaces(weights_space),
         api_names=["act", "reset_env", "unroll", "set_weights"],
-        seed=config.seed + 7919 * task.index,
+        seed=actor_config(config, task.index).seed,
         device_map={actor.queue.path: task.learner_device})
     set_weights = self.executor.function("set_weights")
     unroll = self.executor.function("unroll")

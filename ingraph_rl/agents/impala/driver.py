@@ -13,6 +13,7 @@ full queue gets `CancelledError` and a learner blocked on an empty one gets
 `OutOfRangeError`; every thread then exits, and the envs are closed.
 """
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -23,6 +24,12 @@ from ingraph_rl.agents.impala.actor import IMPALAActor
 from ingraph_rl.agents.impala.learner import IMPALALearner
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
+
+
+def actor_config(config, index):
+  """Actor `index`'s config: its own seed, so actors' action sampling
+  does not draw the same random numbers."""
+  return dataclasses.replace(config, seed=config.seed + 7919 * (index + 1))
 
 
 class EpisodeTotals:
@@ -79,7 +86,8 @@ class IMPALADriver:
     weights_space = IMPALALearner.weights_space(self.learner_executor)
     self.actor_executors = []
     for i, env in enumerate(self.envs):
-      actor = IMPALAActor(config, env, self.queue_name)
+      # Each actor samples from its own random stream.
+      actor = IMPALAActor(actor_config(config, i), env, self.queue_name)
       executor = actor.build(weights_space)
       executor.execute("reset_env", seed + 1000 * i)
       self.actor_executors.append(executor)

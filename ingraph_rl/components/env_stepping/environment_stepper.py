@@ -15,6 +15,11 @@ from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
 
+def tree_path(key):
+  """A flattened space's key (a path tuple or a name) as a tuple."""
+  return key if isinstance(key, tuple) else (key,)
+
+
 # Fields of a rollout, each time-major [T + 1, num_envs, ...].
 ROLLOUT_FIELDS = ("observations", "rewards", "dones", "actions", "logits")
 
@@ -76,7 +81,8 @@ class EnvironmentStepper(Component):
     self.episode_return = var("episode_return", (n,), np.float32)
     self.episode_length = var("episode_length", (n,), np.int32)
     self.state_vars = {
-        key: var(f"state_{key}", (n,) + tuple(space.shape), space.dtype)
+        key: var("state_" + "_".join(map(str, tree_path(key))),
+                 (n,) + tuple(space.shape), space.dtype)
         for key, space in self.state_space.flatten()}
 
   def _state(self):
