@@ -189,7 +189,8 @@ def flat_outputs(out, single_name="output"):
   return flat
 
 
-def signature_function(fn, arg_specs, name, single_output="output"):
+def signature_function(fn, arg_specs, name, single_output="output",
+                       jit_compile=None):
   """A tf.function with one named, flat input per leaf of `arg_specs`
   ({argument: TensorSpec nest}, in `fn`'s argument order) that calls `fn`
   with the nests rebuilt and returns its result flattened (a lone tensor
@@ -206,8 +207,17 @@ def signature_function(fn, arg_specs, name, single_output="output"):
     return flat_outputs(fn(*args), single_output)
 
   body.__name__ = name
-  return tf.function(body, autograph=False, input_signature=[
-      tf.TensorSpec(s.shape, s.dtype, name=n) for n, s in flat])
+  return tf.function(body, autograph=False, jit_compile=jit_compile,
+                     input_signature=[tf.TensorSpec(s.shape, s.dtype, name=n)
+                                      for n, s in flat])
+
+
+def _body(executor, api_name):
+  """The executor's own tf.function of a root API: the signature calls the
+  graph the agent ran in-process (re-tracing its Python body instead could
+  pick up other settings, e.g. the segment-tree implementation). What the
+  nested call costs, benchmarks/export.py measures."""
+  return executor.function(api_name)
 
 
 def api_signature(executor, api_name, name=None):
@@ -215,8 +225,9 @@ def api_signature(executor, api_name, name=None):
   arg_specs = {a: executor.input_spaces[a].to_tensor_spec()
                for a in executor.apis[api_name].arg_spaces}
   return signature_function(
-      executor.function(api_name), arg_specs, name or api_name,
-      SINGLE_OUTPUT_NAMES.get(api_name, "output"))
+      _body(executor, api_name), arg_specs, name or api_name,
+      SINGLE_OUTPUT_NAMES.get(api_name, "output"),
+      jit_compile=executor.jit_compile or None)
 
 
 def _describe(concrete):
@@ -404,7 +415,7 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
   actor, learner = actor_executor.root, learner_executor.root
   state_size = actor.stepper.policy.network.state_size or 0
   obs_space = actor.env.observation_space
-  act = actor_executor.function("act")
+  act = _body(actor_executor, "act")
   functions, skipped = {}, {}
 
   @tf.function(autograph=False, input_signature=[
@@ -436,9 +447,9 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
     functions[api] = (f"learner.{api}", api_signature(learner_executor, api))
 
   if "set_weights" in actor_executor.apis:
-    set_weights = actor_executor.function("set_weights")
-    get_weights = learner_executor.function("get_weights")
-    train_step = learner_executor.function("get_train_step")
+    set_weights = _body(actor_executor, "set_weights")
+    get_weights = _body(learner_executor, "get_weights")
+    train_step = _body(learner_executor, "get_train_step")
 
     @tf.function(autograph=False, input_signature=[])
     def sync_weights():
