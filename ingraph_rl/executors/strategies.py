@@ -14,6 +14,13 @@ synchronous multi-tower updates.
     executor = DQNAgent(config).build(obs_space, strategy=strategy)
     executor.execute("update")       # 2 towers of batch_size / 2 each
 
+    # IMPALA's learner: its V-trace loss is a sum over time and batch.
+    strategy = MultiTowerStrategy(
+        ["/gpu:0", "/gpu:1"], split_at="learner/staging_area",  # or
+        loss_reduction="sum",            # "learner/fifo_queue" unstaged
+        output_reductions={"mean_*": "mean"})
+    learner = IMPALALearner(config, obs_space).build(strategy=strategy)
+
 How the towers come about (while each tower API is traced into its
 `tf.function`, from the recorded meta graph: agents change nothing):
 
@@ -257,6 +264,9 @@ class TowerPlan:
       if node.output.id in feeds:
         feeds.update(r.id for r in node.inputs())
     self.sources = self._find_sources(nodes, feeds)
+    if not any(self._batched(rid) for rid in self.sources):
+      raise BuildError(f"{self.where}: the batch of {self._split_name()} "
+                       f"has no leaf with a batch rank to split")
     # Tower nodes: depend on the batch and feed a step.
     batch_dependent = set(self.sources)
     self.tower_ids = set()
@@ -425,13 +435,11 @@ class _TowerTrace:
     info, flat, struct = self._leaves(record, value)
     k_towers = self.strategy.num_towers
     per_tower = [[] for _ in range(k_towers)]
-    split_any = False
     for (name, space, _), leaf in zip(info, flat):
       if space is None or not space.has_batch_rank:
         for k in range(k_towers):
           per_tower[k].append(leaf)
         continue
-      split_any = True
       axis = _batch_axis(space)
       size = leaf.shape[axis] if leaf.shape.rank is not None else None
       if size is not None and size % k_towers:
@@ -449,10 +457,6 @@ class _TowerTrace:
           leaf = tf.identity(leaf)
       for k, part in enumerate(tf.split(leaf, k_towers, axis=axis)):
         per_tower[k].append(part)
-    if not split_any:
-      raise BuildError(
-          f"{self.plan.where}: the output of {self.plan._split_name()} has no "
-          f"leaf with a batch rank to split")
     return [tree.unflatten_as(struct, leaves) for leaves in per_tower]
 
   def _merge(self, record, tower_values):
@@ -465,6 +469,9 @@ class _TowerTrace:
     out = []
     for i, (name, space, shape) in enumerate(infos):
       leaves = [f[i] for f in flats]
+      if not isinstance(leaves[0], (tf.Tensor, tf.Variable)):
+        out.append(leaves[0])   # A Python value: the same in every tower.
+        continue
       if space is not None and space.has_batch_rank:
         merged = tf.concat(leaves, axis=_batch_axis(space))
         rule = "sum"   # A loss summed over samples sums over towers too.
@@ -480,10 +487,10 @@ class _TowerTrace:
   def _check_unbatched(self, record, name, build_shape, leaf):
     """A leaf reduced as a scalar must not have changed shape with the
     batch (its space would miss a batch rank)."""
-    shape = getattr(leaf, "shape", None)
-    if build_shape is None or shape is None or shape.rank is None:
+    if build_shape is None or leaf.shape.rank is None:
       return
-    if list(shape) != list(build_shape) and None not in list(build_shape):
+    shape = leaf.shape.as_list()
+    if None not in shape + list(build_shape) and shape != list(build_shape):
       raise BuildError(
           f"{self.plan.where}: {record.label} leaf '{name}' has shape "
           f"{list(build_shape)} on the whole batch but {list(shape)} in a "
@@ -513,8 +520,10 @@ def _batch_axis(space):
 
 
 def _reduce(rule, leaves):
-  if rule == "first" or len(leaves) == 1:
-    return tf.identity(leaves[0])
+  dtype = leaves[0].dtype
+  if rule == "first" or len(leaves) == 1 or not (
+      dtype.is_floating or dtype.is_integer or dtype.is_complex):
+    return tf.identity(leaves[0])   # Bools, strings: tower 0's.
   total = tf.add_n(leaves)
   if rule == "sum":
     return total
