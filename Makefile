@@ -5,6 +5,7 @@
 #   make test-all    including tests marked slow
 #   make bench-build the build-overhead benchmark (full run)
 #   make bench-memory the memory benchmark (full run: ~10 min, ~9 GiB RAM)
+#   make bench-export the export benchmark (full run: ~8 min, ~12 GiB RAM)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,7 +13,7 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv impala test test-all bench-build bench-memory bench-quick clean
+.PHONY: venv impala test test-all bench-build bench-memory bench-export bench-quick clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
     $(wildcard ingraph_rl/ops/*.cc)
@@ -39,9 +40,13 @@ bench-build: $(STAMP)
 bench-memory: $(STAMP)
 	$(PY) -m benchmarks.memory
 
+bench-export: $(STAMP)
+	$(PY) -m benchmarks.export
+
 bench-quick: $(STAMP)
 	$(PY) -m benchmarks.build_overhead --quick
 	$(PY) -m benchmarks.memory --quick
+	$(PY) -m benchmarks.export --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info
