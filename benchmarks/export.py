@@ -377,7 +377,6 @@ def measure_agent(name, build, tmp, o):
             ratios[f"loaded_over_{base}_throughput_{sfx}"], min(per_rep),
             max(per_rep))
   notes["calls_per_rep"] = per_call
-  del loaded, sig
   shutil.rmtree(path, ignore_errors=True)
   plot_data = {"rates": rates, "spread": spread, "bytes": sizes,
                "var_bytes": var_bytes, "modes": modes}
@@ -427,8 +426,9 @@ def main(argv):
                         "value": round(value, 4), "met": met}
     worst = min(v["value"] for k, v in targets.items()
                 if k.startswith("loaded_over_executor_throughput_" + name))
+    met = worst >= TARGETS["throughput"]
     verdicts.append(f"{name} loaded action worst {worst:.2f}x executor "
-                    f"({'met' if worst >= TARGETS['throughput'] else 'MISSED'})")
+                    f"({'met' if met else 'MISSED'})")
 
   config_doc = {
       **o, "batch_sizes": list(BATCH_SIZES), "warmup_reps": 1,

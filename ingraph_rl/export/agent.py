@@ -412,7 +412,7 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
     raise ExportError("the learner has no 'update_from_batch' API: build it "
                       "with IMPALALearner.build(update_from_batch=True)",
                       api="update_from_batch")
-  actor, learner = actor_executor.root, learner_executor.root
+  actor = actor_executor.root
   state_size = actor.stepper.policy.network.state_size or 0
   obs_space = actor.env.observation_space
   act = _body(actor_executor, "act")

@@ -151,10 +151,9 @@ def test_fresh_process_acts_observes_updates_and_saves_again(
   namespace = {}
   exec(PLAY, namespace)  # noqa: S102
   call = in_process_call(ex)
-  expected = {"first": namespace["play"](call, {k[2:]: v for k, v in
-                                                data.items() if k[:2] == "a_"}),
-              "second": namespace["play"](call, {k[2:]: v for k, v in
-                                                 data.items() if k[:2] == "b_"})}
+  expected = {part: namespace["play"](call, {k[2:]: v for k, v in
+                                            data.items() if k[:2] == prefix})
+              for part, prefix in (("first", "a_"), ("second", "b_"))}
   assert not loaded["ingraph_rl_loaded"]
   assert loaded["format_version"] == export_lib.FORMAT_VERSION
   assert loaded["skipped"] == ["reset_env", "train"]

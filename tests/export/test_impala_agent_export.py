@@ -6,7 +6,6 @@ empty."""
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from ingraph_rl.agents.impala import (IMPALAActor, IMPALAConfig,
                                       IMPALALearner, rollout_space)
