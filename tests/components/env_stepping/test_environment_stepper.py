@@ -1,0 +1,296 @@
+"""`EnvironmentStepper` against plain-Python gymnasium stepping: the rollouts
+it records (observations, rewards, dones) equal a replay of its recorded
+actions on freshly seeded `gymnasium.make` envs (same-step autoreset done by
+hand), consecutive unrolls overlap by one step, the episode stats equal the
+replay's, an LSTM policy's carried state and logits are reproduced by a
+learner-style recomputation, and `reset(seed)` resets all carried state."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from ingraph_rl.agents.impala import IMPALAConfig, IMPALAPolicy, make_network
+from ingraph_rl.components.env_stepping import (ROLLOUT_FIELDS,
+                                                EnvironmentStepper)
+from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
+from ingraph_rl.executors.tensorflow import TFExecutor
+from ingraph_rl.spaces import BoolBox, IntBox
+from ingraph_rl.testing.component_test import to_numpy
+
+ENV_ID = "CartPole-v1"
+T = 6
+NUM_ENVS = 3
+NUM_UNROLLS = 8     # 48 steps per env: random CartPole episodes end often.
+
+
+def build(seed, lstm_units=None, **make_kwargs):
+  """A stepper executor over `NUM_ENVS` CartPoles seeded `seed + i`."""
+  config = IMPALAConfig(num_actions=2, unroll_length=T, lstm_units=lstm_units)
+  env = GymnasiumVectorEnv(ENV_ID, NUM_ENVS, seed=seed, **make_kwargs)
+  network = make_network(config, env.observation_space)
+  stepper = EnvironmentStepper(env, IMPALAPolicy(network, seed=seed),
+                               network.state_space(), 2, T)
+  spaces = {"observations":
+                env.observation_space.with_batch_rank().with_time_rank(),
+            "state": network.state_space(),
+            "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
+            "seed": IntBox(1 << 30, low=-1)}
+  ex = TFExecutor(stepper, spaces, api_names=["act", "reset", "unroll"])
+  return ex, env
+
+
+def unrolls(ex, n):
+  return [to_numpy(ex.execute("unroll")) for _ in range(n)]
+
+
+class PythonReplay:
+  """`NUM_ENVS` separate `gym.make(ENV_ID)` envs, env i reset with seed
+  `seed + i`; an env that ends (terminated or truncated) is reset unseeded
+  in the same step, as gymnasium's SAME_STEP autoreset does."""
+
+  def __init__(self, seed, **make_kwargs):
+    self.envs = [gym.make(ENV_ID, **make_kwargs) for _ in range(NUM_ENVS)]
+    self.first_obs = np.stack([env.reset(seed=seed + i)[0]
+                               for i, env in enumerate(self.envs)])
+    self.returns = np.zeros(NUM_ENVS)
+    self.lengths = np.zeros(NUM_ENVS, np.int64)
+
+  def step(self, actions):
+    """-> obs, rewards, terminated, truncated, and the (return, length) of
+    each episode that ended."""
+    obs, rewards, term, trunc, ended = [], [], [], [], []
+    for i, (env, a) in enumerate(zip(self.envs, actions)):
+      o, r, te, tr, _ = env.step(int(a))
+      self.returns[i] += r
+      self.lengths[i] += 1
+      if te or tr:
+        ended.append((self.returns[i], self.lengths[i]))
+        self.returns[i], self.lengths[i] = 0.0, 0
+        o, _ = env.reset()
+      obs.append(o)
+      rewards.append(r)
+      term.append(te)
+      trunc.append(tr)
+    return (np.stack(obs), np.array(rewards, np.float32), np.array(term),
+            np.array(trunc), ended)
+
+  def replay(self, outs):
+    """Replays the actions of consecutive stepper unrolls `outs`; returns,
+    per unroll, the expected {"observations", "rewards", "dones"} [T, N]
+    (indices 1..T of the rollout), terminated and truncated flags, and the
+    expected stats."""
+    expected = []
+    for out in outs:
+      steps = [self.step(a) for a in out["rollout"]["actions"][1:]]
+      ended = [e for s in steps for e in s[4]]
+      expected.append({
+          "observations": np.stack([s[0] for s in steps]),
+          "rewards": np.stack([s[1] for s in steps]),
+          "terminated": np.stack([s[2] for s in steps]),
+          "truncated": np.stack([s[3] for s in steps]),
+          "dones": np.stack([s[2] | s[3] for s in steps]),
+          "stats": {"episodes": len(ended),
+                    "return_sum": sum(r for r, _ in ended),
+                    "length_sum": sum(n for _, n in ended)}})
+    return expected
+
+
+# (seed, make kwargs): natural CartPole ends, and a 7-step TimeLimit whose
+# ends are truncations.
+CASES = {"terminations": (3, {}),
+         "truncations": (11, {"max_episode_steps": 7})}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def replayed(request):
+  seed, make_kwargs = CASES[request.param]
+  ex, env = build(seed, **make_kwargs)
+  first_obs = to_numpy(ex.execute("reset", seed))
+  outs = unrolls(ex, NUM_UNROLLS)
+  replay = PythonReplay(seed, **make_kwargs)
+  expected = replay.replay(outs)
+  env.close()
+  return request.param, first_obs, replay.first_obs, outs, expected
+
+
+def test_rollouts_match_python_replay(replayed):
+  case, first_obs, python_first_obs, outs, expected = replayed
+  np.testing.assert_array_equal(first_obs, python_first_obs)
+  for k, (out, exp) in enumerate(zip(outs, expected)):
+    rollout = out["rollout"]
+    assert set(rollout) == set(ROLLOUT_FIELDS) | {"initial_state"}
+    assert rollout["observations"].shape == (T + 1, NUM_ENVS, 4)
+    for field in ("observations", "rewards", "dones"):
+      np.testing.assert_array_equal(rollout[field][1:], exp[field],
+                                    err_msg=f"unroll {k}: {field}")
+  # The data covers what it is meant to: episodes end inside unrolls, by
+  # termination (natural ends) or by truncation (the TimeLimit).
+  terminated = np.concatenate([e["terminated"] for e in expected])
+  truncated = np.concatenate([e["truncated"] for e in expected])
+  if case == "terminations":
+    assert terminated.sum() >= 3
+  else:
+    assert truncated.sum() >= 3 * NUM_ENVS
+  # Both actions were taken (the replay is not a constant action).
+  actions = np.concatenate([o["rollout"]["actions"][1:] for o in outs])
+  assert set(np.unique(actions)) == {0, 1}
+
+
+def test_first_unroll_starts_from_reset(replayed):
+  _, first_obs, _, outs, _ = replayed
+  rollout = outs[0]["rollout"]
+  np.testing.assert_array_equal(rollout["observations"][0], first_obs)
+  assert rollout["dones"][0].all()
+  np.testing.assert_array_equal(rollout["rewards"][0], 0.0)
+  np.testing.assert_array_equal(rollout["actions"][0], 0)
+  np.testing.assert_array_equal(rollout["logits"][0], 0.0)
+
+
+def test_unrolls_overlap_by_one_step(replayed):
+  """Index 0 of unroll k is index T of unroll k - 1 (IMPALA's layout)."""
+  outs = replayed[3]
+  for k in range(1, len(outs)):
+    previous, current = outs[k - 1]["rollout"], outs[k]["rollout"]
+    for field in ROLLOUT_FIELDS:
+      np.testing.assert_array_equal(current[field][0], previous[field][T],
+                                    err_msg=f"unroll {k}: {field}")
+
+
+def test_actions_are_sampled_from_the_logits_at_their_index():
+  """With a policy head scaled up, sampling is (nearly) argmax: the action
+  recorded at index t is the argmax of the logits recorded at t."""
+  ex, env = build(2)
+  kernel = ex.variables()[
+      "environment_stepper/policy/impala_network/policy_head/kernel"]
+  kernel.assign(kernel * 1e5)
+  ex.execute("reset", 2)
+  outs = unrolls(ex, 4)
+  env.close()
+  logits = np.concatenate([o["rollout"]["logits"][1:] for o in outs])
+  actions = np.concatenate([o["rollout"]["actions"][1:] for o in outs])
+  sure = np.abs(logits[..., 0] - logits[..., 1]) > 30.0   # p < 1e-13.
+  assert sure.mean() > 0.6
+  np.testing.assert_array_equal(actions[sure],
+                                logits.argmax(-1)[sure])
+  assert set(np.unique(actions[sure])) == {0, 1}
+
+
+def test_episode_stats_match_python_replay(replayed):
+  _, _, _, outs, expected = replayed
+  total = 0
+  for k, (out, exp) in enumerate(zip(outs, expected)):
+    stats = out["stats"]
+    assert int(stats["episodes"]) == exp["stats"]["episodes"], k
+    assert int(stats["length_sum"]) == exp["stats"]["length_sum"], k
+    np.testing.assert_allclose(stats["return_sum"],
+                               exp["stats"]["return_sum"], rtol=1e-6)
+    assert int(stats["env_steps"]) == NUM_ENVS * T
+    total += exp["stats"]["episodes"]
+  # Some episodes span unroll boundaries (lengths > T), so the carried
+  # per-env return and length are exercised.
+  assert total >= 3
+  assert sum(e["stats"]["length_sum"] for e in expected) > total * T
+
+
+# --- LSTM policy -------------------------------------------------------------
+
+LSTM_SEED = 5
+LSTM_LIMIT = 4      # Episode ends (resets) inside and across unrolls.
+
+
+@pytest.fixture(scope="module")
+def lstm():
+  ex, env = build(LSTM_SEED, lstm_units=8, max_episode_steps=LSTM_LIMIT)
+  ex.execute("reset", LSTM_SEED)
+  outs = unrolls(ex, 4)
+  yield ex, outs
+  env.close()
+
+
+def batch_major(x):
+  return np.swapaxes(x, 0, 1)
+
+
+def recompute(ex, rollout, steps, resets=None):
+  """Runs the policy's `act` over the first `steps` recorded observations
+  from the rollout's initial state, resets = the recorded dones (done t:
+  observation t starts an episode, so the state is zeroed before it)."""
+  obs = batch_major(rollout["observations"][:steps])
+  if resets is None:
+    resets = batch_major(rollout["dones"][:steps])
+  return to_numpy(ex.execute("act", obs, rollout["initial_state"], resets))
+
+
+def test_lstm_state_carries_over_between_unrolls(lstm):
+  ex, outs = lstm
+  for k in range(len(outs) - 1):
+    rollout = outs[k]["rollout"]
+    # The state after acting on observations 0..T-1 (observation T is
+    # acted on first in the next unroll, where it is index 0).
+    state = recompute(ex, rollout, T)["state"]
+    next_state = outs[k + 1]["rollout"]["initial_state"]
+    assert np.abs(next_state["h"]).max() > 1e-3     # Not a zero state.
+    for key in ("c", "h"):
+      np.testing.assert_allclose(next_state[key], state[key], rtol=1e-5,
+                                 atol=1e-6, err_msg=f"unroll {k}: {key}")
+
+
+def test_lstm_recomputation_reproduces_behaviour_logits(lstm):
+  """What the learner does: the network over all T + 1 steps from
+  `initial_state` with resets = dones; its logits at step t are the
+  behaviour logits recorded at t + 1."""
+  ex, outs = lstm
+  dones = np.concatenate([o["rollout"]["dones"][1:] for o in outs])
+  assert dones.sum() >= NUM_ENVS * 2      # Resets happen mid-rollout.
+  for k, out in enumerate(outs):
+    rollout = out["rollout"]
+    logits = recompute(ex, rollout, T + 1)["logits"]
+    np.testing.assert_allclose(logits[:, :T],
+                               batch_major(rollout["logits"][1:]),
+                               rtol=1e-5, atol=1e-6, err_msg=f"unroll {k}")
+  # The comparison can tell: resets one step late give other logits.
+  rollout = outs[1]["rollout"]
+  late = batch_major(np.concatenate(
+      [np.zeros_like(rollout["dones"][:1]), rollout["dones"][:T]]))
+  wrong = recompute(ex, rollout, T + 1, resets=late)["logits"]
+  assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() \
+      > 1e-4
+
+
+def test_reset_resets_carried_state(lstm):
+  # The LSTM stepper's rollouts are already recorded (`act` is all the
+  # other tests call on it), so this test may move it on and reset it.
+  ex, _ = lstm
+  unrolls(ex, 1)
+  # Mid-episode before the reset: there is a carried return, length and
+  # recurrent state to forget.
+  carried = {k.split("/")[-1]: v.numpy() for k, v in ex.variables().items()
+             if k.startswith("environment_stepper/")}
+  assert (carried["episode_length"] > 0).any()
+  assert (carried["episode_return"] > 0).any()
+  assert not carried["last_done"].all()
+  assert np.abs(carried["state_h"]).max() > 1e-3
+  new_seed = 40
+  obs = to_numpy(ex.execute("reset", new_seed))
+  after = unrolls(ex, 3)
+  first = after[0]["rollout"]
+  replay = PythonReplay(new_seed, max_episode_steps=LSTM_LIMIT)
+  np.testing.assert_array_equal(obs, replay.first_obs)
+  np.testing.assert_array_equal(first["observations"][0], obs)
+  assert first["dones"][0].all()
+  np.testing.assert_array_equal(first["rewards"][0], 0.0)
+  np.testing.assert_array_equal(first["actions"][0], 0)
+  np.testing.assert_array_equal(first["logits"][0], 0.0)
+  for key in ("c", "h"):
+    np.testing.assert_array_equal(first["initial_state"][key], 0.0)
+  # Episode returns and lengths restart from the reset: the stats match a
+  # replay that starts there.
+  expected = replay.replay(after)
+  for out, exp in zip(after, expected):
+    np.testing.assert_array_equal(out["rollout"]["observations"][1:],
+                                  exp["observations"])
+    assert int(out["stats"]["episodes"]) == exp["stats"]["episodes"]
+    assert int(out["stats"]["length_sum"]) == exp["stats"]["length_sum"]
+    np.testing.assert_allclose(out["stats"]["return_sum"],
+                               exp["stats"]["return_sum"], rtol=1e-6)
+  assert sum(e["stats"]["episodes"] for e in expected) >= NUM_ENVS
