@@ -12,6 +12,7 @@ kwargs)`, `value_space(value, input_spaces)`, `make_variable(component,
 spec)` and `make_resource(component, path, factory)`.
 """
 
+import inspect
 import tree
 
 from ingraph_rl.core.meta_graph import OpRecord, inline_apis_in, is_record
@@ -155,8 +156,7 @@ class Builder:
         raise e.with_context(component=node.component.path,
                              api=node.api_call.name) from None
       # A declared space wins; a declaration may return None to infer.
-      space = node.fn.output_space(node.component) if node.fn.output_space \
-          else None
+      space = declared_space(node.fn, node.component, in_spaces)
       if space is None:
         space = self.backend.value_space(value, in_spaces,
                                          self.input_leads(node))
@@ -200,23 +200,35 @@ class Builder:
         (f"\n  graph functions waiting: {', '.join(stuck)}" if stuck else ""))
 
 
+def declared_space(fn, component, in_spaces):
+  """A graph function's declared output space: `output_space(component)`
+  or `output_space(component, in_spaces)` (the spaces of the call's
+  inputs, in order); None means infer it."""
+  declare = fn.output_space
+  if declare is None:
+    return None
+  try:
+    params = inspect.signature(declare).parameters
+  except (TypeError, ValueError):
+    params = ()
+  if len(params) >= 2:
+    return declare(component, in_spaces)
+  return declare(component)
+
+
 def infer_leaf_space(dtype, shape, in_spaces, in_leads=()):
   """Space of one output tensor from its numpy dtype and shape (None for
   dims unknown at build time). Leading unknown dims become the batch rank,
   and the time rank as well when an input had one (keeping its major-ness).
-  Leading dims count as ranks when they equal the leading dims of an input
-  that has ranks and some static leading dim (`in_leads`: [(ranks, leading
-  shape)], e.g. a batch of a fixed size sampled from a memory, or a
-  [batch, fixed time] rollout).
+  Static leading dims count as ranks when they equal the leading dims of an
+  input that has ranks (`in_leads`: [(ranks, leading shape)], e.g. a batch
+  of a fixed size sampled from a memory). Shapes alone cannot tell a
+  [batch, time] value from [batch, feature]: graph functions that change
+  ranks (time folding) declare their output spaces instead.
   """
-  # A lead with a static dim identifies its ranks: fully static leads (a
-  # sampled batch of fixed size), or [None, T] of a batch+time input with a
-  # fixed T (e.g. a rollout of T + 1 steps, folded and unfolded again).
   matches = [(ranks, lead) for ranks, lead in in_leads
-             if any(d is not None for d in lead) and
-             (None not in lead or len(lead) >= 2) and
-             tuple(shape[:len(lead)]) == lead]
-  if matches:
+             if None not in lead and tuple(shape[:len(lead)]) == lead]
+  if matches and (not shape or shape[0] is not None):
     ranks, lead = max(matches, key=lambda m: len(m[1]))
     return _box(dtype, shape[len(lead):], ranks)
   leaves = [s for space in in_spaces if space is not None

@@ -82,10 +82,12 @@ class GraphFn:
       until the whole subtree has made its variables.
     needs_gradients: the body calls `core.gradients.tf_gradients`; the TF
       executor records the whole root API on a gradient tape.
-    output_space: `f(component) -> Space` declaring the result's space
-      instead of inferring it from the traced tensors (which cannot know
-      bounds, or the ranks of a value that comes out of a queue); returning
-      None falls back to inference.
+    output_space: `f(component) -> Space` (or `f(component, in_spaces)`,
+      given the spaces of the call's inputs in order) declaring the
+      result's space instead of inferring it from the traced tensors
+      (which cannot know bounds, the ranks of a value that comes out of a
+      queue, or whether a dim is time or a feature); returning None falls
+      back to inference.
   """
 
   def __init__(self, tf_body, returns=None, neutral=False,

@@ -25,7 +25,7 @@ class TimeRankFolder(Component):
   def unfold(self, inputs, like):
     return self._graph_fn_unfold(inputs, like)
 
-  @graph_fn
+  @graph_fn(output_space=lambda self, spaces: _folded(spaces[0]))
   def _graph_fn_fold(self, inputs):
     return tree.map_structure(
         lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)),
@@ -36,7 +36,7 @@ class TimeRankFolder(Component):
     return tree.map_structure(
         lambda x: x.reshape((-1,) + tuple(x.shape[2:])), inputs)
 
-  @graph_fn
+  @graph_fn(output_space=lambda self, spaces: _unfolded(*spaces))
   def _graph_fn_unfold(self, inputs, like):
     lead = tf.shape(tree.flatten(like)[0])[:2]
     return tree.map_structure(
@@ -48,3 +48,23 @@ class TimeRankFolder(Component):
     lead = tuple(tree.flatten(like)[0].shape[:2])
     return tree.map_structure(
         lambda x: x.reshape(lead + tuple(x.shape[1:])), inputs)
+
+
+# Declared spaces: from shapes alone a folded [B * T, F] value cannot be
+# told from a [batch, time] one when F == T.
+
+
+def _folded(space):
+  """[B, T, ...] -> [B * T, ...]: a batch rank only."""
+  if space is None:
+    return None
+  return space.with_ranks(batch=True, time=False, time_major=False)
+
+
+def _unfolded(space, like):
+  """[B * T, ...] -> the ranks of `like`'s (first) leaf."""
+  if space is None or like is None:
+    return None
+  leaf = like.flatten()[0][1]
+  return space.with_ranks(batch=leaf.has_batch_rank,
+                          time=leaf.has_time_rank, time_major=leaf.time_major)

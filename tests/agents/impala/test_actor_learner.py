@@ -328,10 +328,6 @@ def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
     learner.execute("close_queue")
 
 
-@pytest.mark.xfail(strict=True, raises=SpaceError, reason=(
-    "core output-space inference (builder.infer_leaf_space) takes a folded "
-    "[B * (T + 1), F] tensor for a [batch, time] one when F == T + 1, so "
-    "the learner fails to build; remove this mark once it builds"))
 @pytest.mark.parametrize("config", [
     dict(unroll_length=3),                      # Observation size 4.
     dict(unroll_length=7, lstm_units=8),        # LSTM size 8.
