@@ -6,6 +6,7 @@
 #   make bench-build the build-overhead benchmark (full run)
 #   make bench-memory the memory benchmark (full run: ~10 min, ~9 GiB RAM)
 #   make bench-export the export benchmark (full run: ~8 min, ~12 GiB RAM)
+#   make bench-impala the IMPALA throughput benchmark (full run: ~10 min)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -43,10 +44,14 @@ bench-memory: $(STAMP)
 bench-export: $(STAMP)
 	$(PY) -m benchmarks.export
 
+bench-impala: $(STAMP)
+	$(PY) -m benchmarks.impala_throughput
+
 bench-quick: $(STAMP)
 	$(PY) -m benchmarks.build_overhead --quick
 	$(PY) -m benchmarks.memory --quick
 	$(PY) -m benchmarks.export --quick
+	$(PY) -m benchmarks.impala_throughput --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,60 @@
+"""The IMPALA-throughput benchmark's --quick run works and writes the
+contract's JSON (into a temporary folder, not over the committed results)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_quick_run_writes_contract_json(tmp_path):
+  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
+  out = subprocess.run(
+      [sys.executable, "-m", "benchmarks.impala_throughput", "--quick"],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-3000:]
+  doc = json.loads((tmp_path / "impala_throughput.json").read_text())
+  assert doc["benchmark"] == "impala_throughput" and doc["quick"] is True
+  assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
+  cases = {r["case"] for r in doc["results"]}
+  assert "cartpole_v1/learner_only" in cases
+  for mode in ("threads", "processes"):
+    for phase in ("raw", "raw_threads", "actors_only", "end_to_end",
+                  "end_to_end_trained"):
+      assert f"cartpole_v1/{mode}/actors_2/{phase}" in cases
+  # One thread stepping the envs in turn: for in-process (GIL) envs.
+  assert "cartpole_v1/threads/actors_2/raw_serial" in cases
+  assert "cartpole_v1/processes/actors_2/raw_serial" not in cases
+  for r in doc["results"]:
+    assert r["reps"] >= 1
+    assert 0 < r["min"] <= r["median"] <= r["max"]
+    if r["metric"] == "throughput":
+      assert r["unit"] in ("frames/s", "env steps/s")
+  for mode in ("threads", "processes"):
+    for phase in ("actors_only", "end_to_end", "learner_only"):
+      key = f"cartpole_v1_{mode}_actors_2_{phase}_over_raw"
+      assert isinstance(doc["ratios"][key], float) and doc["ratios"][key] > 0
+    best = f"cartpole_v1_{mode}_best_end_to_end_over_best_raw"
+    assert doc["ratios"][best] > 0
+  assert doc["ratios"]["cartpole_v1_processes_over_threads_actors_2_"
+                       "end_to_end"] > 0
+  assert set(doc["config"]["envs"]["cartpole_v1"][
+      "faster_env_mode (medians)"].values()) <= {"threads", "processes"}
+  cfg = doc["config"]
+  env_cfg = cfg["envs"]["cartpole_v1"]
+  assert env_cfg["frames_per_env_step"] == 1
+  # Both consumers really ran: the drain dequeued and the learner updated.
+  for c in env_cfg["configs"].values():
+    assert c["drained_rollouts"] > 0 and c["learner_updates_run"] > 0
+    assert c["min_unrolls_per_window"] >= 1
+  # The first env is profiled: env.step share of actor time in (0, 1].
+  prof = env_cfg["configs"]["threads/actors_2"]["profile_actors_only"]
+  assert 0 < prof["env_step_share_of_actor_thread_time"] <= 1
+  assert "threads" in cfg
+  assert not (tmp_path / "impala_throughput.png").exists()  # Full runs only.
+  # The summary line comes last.
+  last = out.stdout.strip().splitlines()[-1]
+  assert last.startswith("impala_throughput [quick]")
