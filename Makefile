@@ -14,7 +14,8 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv impala test test-all bench-build bench-memory bench-export bench-quick clean
+.PHONY: venv impala test test-all bench-build bench-memory bench-export \
+    bench-impala bench-quick clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
     $(wildcard ingraph_rl/ops/*.cc)
