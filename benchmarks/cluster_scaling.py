@@ -87,16 +87,20 @@ def measure(kind, num_actors, args, workdir):
 
 
 def tower_rates(quick):
-  """Learner updates/s with 1 and 2 logical-CPU towers, from
-  benchmarks/towers.py when it is there."""
-  try:
-    from benchmarks import towers   # pylint: disable=import-outside-toplevel
-  except ImportError:
-    return None
-  fn = getattr(towers, "measure_tower_updates", None)
-  if fn is None:
-    return None
-  return {n: fn(n, quick=quick) for n in (1, 2)}
+  """IMPALA learner updates/s (batch 8) with 1 and 2 logical-CPU towers,
+  measured by benchmarks/towers.py in this process (which has not started
+  TF yet: the other measurements are subprocesses)."""
+  # pylint: disable=import-outside-toplevel
+  from benchmarks import towers
+  from ingraph_rl.executors import strategies
+  strategies.configure_logical_cpus(2)
+  updates, reps = (5, 1) if quick else (40, 5)
+  out = {}
+  for n in (1, 2):
+    r = towers.measure_tower_updates(n, case="impala_b8", updates=updates,
+                                     reps=reps)
+    out[n] = common.Stat(r["median"], r["min"], r["max"], r["reps"])
+  return out
 
 
 def main(argv=None):

@@ -73,4 +73,12 @@ class GymnasiumVectorEnv(VectorEnv):
                       final_obs, returns, lengths)
 
   def close(self):
-    self._env.close()
+    try:
+      self._env.close()
+    except (BrokenPipeError, EOFError, ConnectionError, OSError):
+      # Env subprocesses already gone (e.g. a terminal's Ctrl-C reached
+      # them): make sure none is left behind.
+      try:
+        self._env.close(terminate=True)
+      except Exception:                 # pylint: disable=broad-except
+        pass

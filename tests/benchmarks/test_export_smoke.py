@@ -7,9 +7,14 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+# ~60 s of real processes: `make test-all` runs it (the benchmark has
+# its own full run); the default suite stays under 15 min on 2 cores.
+@pytest.mark.slow
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(

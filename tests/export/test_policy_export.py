@@ -20,6 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Runs in `python -I` from /: no PYTHONPATH, no cwd on sys.path.
 PLAYER = r"""
 import json, sys
+sys.modules["ingraph_rl"] = None       # Blocks an editable install too.
 import numpy as np
 import tensorflow as tf
 try:
