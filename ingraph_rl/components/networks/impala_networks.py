@@ -34,47 +34,6 @@ class ImpalaSmallNetwork(NeuralNetwork):
 IMPALA_STAGES = ((16, 2), (32, 2), (32, 2))
 
 
-class ImpalaLargeNetwork(Component):
-  """The "deep" IMPALA network with its LSTM core.
-
-  Per stage (filters, blocks) of `stages`: conv3x3/1 'same' -> max pool
-  3x3/2 'same' -> `blocks` residual blocks. Then relu -> flatten -> fc
-  `units` relu -> LSTM `lstm_units`.
-
-  Sub-components: `stages` (a NeuralNetwork: `conv2d_<i>`, `max_pool2d_<i>`,
-  `residual_block_<i>`), `head` (`flatten_0`, `dense_1`), `lstm`.
-
-  APIs (fixed, dict-shaped):
-    call(inputs, initial_state, resets=None) -> {"outputs": [B, T,
-      lstm_units] (same major-ness as `inputs` [B, T, H, W, C]),
-      "state": {"c", "h"} [B, lstm_units]}.
-    zero_state(batch_size) -> {"c", "h"} zeros [batch_size, lstm_units].
-  """
-
-  def __init__(self, stages=IMPALA_STAGES, units=256, lstm_units=256,
-               scope="impala_large"):
-    super().__init__(scope=scope)
-    self.stages, self.head = _deep_torso_parts(stages, units)
-    self.lstm = LSTM(lstm_units, scope="lstm")
-
-  @api
-  def call(self, inputs, initial_state, resets=None):
-    features = self.head.call(self._graph_fn_relu(self.stages.call(inputs)))
-    return self.lstm.call(features, initial_state, resets)
-
-  @api
-  def zero_state(self, batch_size):
-    return self.lstm.zero_state(batch_size)
-
-  @graph_fn
-  def _graph_fn_relu(self, x):
-    return tf.nn.relu(x)
-
-  @_graph_fn_relu.torch
-  def _graph_fn_relu(self, x):
-    return F.relu(x)
-
-
 def _deep_torso_parts(stages, units):
   """The ResNet stages and the flatten -> fc head of the deep network."""
   layers = []
@@ -111,3 +70,35 @@ class ImpalaDeepTorso(Component):
   @_graph_fn_relu.torch
   def _graph_fn_relu(self, x):
     return F.relu(x)
+
+
+class ImpalaLargeNetwork(ImpalaDeepTorso):
+  """The "deep" IMPALA network with its LSTM core.
+
+  Per stage (filters, blocks) of `stages`: conv3x3/1 'same' -> max pool
+  3x3/2 'same' -> `blocks` residual blocks. Then relu -> flatten -> fc
+  `units` relu -> LSTM `lstm_units`.
+
+  Sub-components: `stages` (a NeuralNetwork: `conv2d_<i>`, `max_pool2d_<i>`,
+  `residual_block_<i>`), `head` (`flatten_0`, `dense_1`), `lstm`.
+
+  APIs (fixed, dict-shaped):
+    call(inputs, initial_state, resets=None) -> {"outputs": [B, T,
+      lstm_units] (same major-ness as `inputs` [B, T, H, W, C]),
+      "state": {"c", "h"} [B, lstm_units]}.
+    zero_state(batch_size) -> {"c", "h"} zeros [batch_size, lstm_units].
+  """
+
+  def __init__(self, stages=IMPALA_STAGES, units=256, lstm_units=256,
+               scope="impala_large"):
+    super().__init__(stages, units, scope=scope)
+    self.lstm = LSTM(lstm_units, scope="lstm")
+
+  @api
+  def call(self, inputs, initial_state, resets=None):
+    features = self.head.call(self._graph_fn_relu(self.stages.call(inputs)))
+    return self.lstm.call(features, initial_state, resets)
+
+  @api
+  def zero_state(self, batch_size):
+    return self.lstm.zero_state(batch_size)
