@@ -3,6 +3,7 @@ also takes and returns its state)."""
 
 from ingraph_rl.components.layers.conv2d import Conv2D
 from ingraph_rl.components.layers.dense import Dense
+from ingraph_rl.components.layers.embedding import Embedding
 from ingraph_rl.components.layers.flatten import Flatten
 from ingraph_rl.components.layers.lstm import LSTM
 from ingraph_rl.components.layers.max_pool import MaxPool2D
@@ -13,5 +14,5 @@ from ingraph_rl.components.layers.residual_block import ResidualBlock
 LAYER_TYPES = {"dense": Dense, "conv2d": Conv2D, "flatten": Flatten,
                "max_pool2d": MaxPool2D, "residual_block": ResidualBlock}
 
-__all__ = ["Conv2D", "Dense", "Flatten", "LSTM", "MaxPool2D",
+__all__ = ["Conv2D", "Dense", "Embedding", "Flatten", "LSTM", "MaxPool2D",
            "ResidualBlock", "LAYER_TYPES"]
