@@ -19,21 +19,27 @@ _INPUTS = {
     "dones": (BoxSpace, 2, "[T, B]"),
     "values": (FloatBox, 2, "[T, B]"),
     "bootstrap_value": (FloatBox, 1, "[B]"),
+    "truncation_values": (FloatBox, 2, "[T, B]"),     # Optional.
 }
 
 
 class IMPALALoss(Component):
   """`loss(target_logits, behaviour_logits, actions, rewards, dones, values,
-  bootstrap_value)` -> dict of scalars.
+  bootstrap_value, truncation_values=None)` -> dict of scalars.
 
   Inputs are time-major: target_logits (the learner's policy) and
   behaviour_logits (the actors' policy) [T, B, A]; actions [T, B] taken by
   the actors; rewards [T, B] (already clipped: see RewardClipping); dones
   [T, B] (bool or 0/1: the episode ended with step t, so V(x_{t+1}) is not
   bootstrapped); values [T, B] = V(x_t) of the learner; bootstrap_value [B]
-  = V(x_T).
+  = V(x_T); truncation_values [T, B] (optional): where the episode was
+  truncated (cut short by a time limit, not terminal) with step t, the
+  value of its true last observation, else 0.
 
     discounts = discounting * (1 - dones)
+    rewards += discounting * truncation_values   (bootstrap the cut-off
+                                                  return, nothing leaks
+                                                  into the next episode)
     vs, pg_advantages = V-trace(...)             (no gradient through them)
     pg_loss = sum_{t,b} cross_entropy(target_logits, actions) * pg_adv
     baseline_loss = baseline_cost * 0.5 * sum_{t,b} (vs - values)^2
@@ -71,6 +77,8 @@ class IMPALALoss(Component):
   def create_variables(self, input_spaces):
     # No variables: checks the spaces once, with names, before any tracing.
     for arg, (kind, full_rank, layout) in _INPUTS.items():
+      if arg == "truncation_values" and arg not in input_spaces:
+        continue
       space = self.expect_space(input_spaces, arg, kind)
       rank = space.num_leading_ranks + space.rank
       if rank != full_rank or (space.has_time_rank and
@@ -91,9 +99,10 @@ class IMPALALoss(Component):
 
   @api
   def loss(self, target_logits, behaviour_logits, actions, rewards, dones,
-           values, bootstrap_value):
+           values, bootstrap_value, truncation_values=None):
     return self._graph_fn_loss(target_logits, behaviour_logits, actions,
-                               rewards, dones, values, bootstrap_value)
+                               rewards, dones, values, bootstrap_value,
+                               truncation_values)
 
   def _settings(self):
     return dict(clip_rho_threshold=self.clip_rho_threshold,
@@ -102,9 +111,12 @@ class IMPALALoss(Component):
 
   @graph_fn
   def _graph_fn_loss(self, target_logits, behaviour_logits, actions, rewards,
-                     dones, values, bootstrap_value):
+                     dones, values, bootstrap_value, truncation_values=None):
     dtype = values.dtype
     discounts = self.discounting * (1.0 - tf.cast(dones, dtype))
+    if truncation_values is not None:
+      rewards = tf.cast(rewards, dtype) + self.discounting * tf.cast(
+          truncation_values, dtype)
     vt = vtrace.from_logits(behaviour_logits, target_logits, actions,
                             discounts, rewards, values, bootstrap_value,
                             **self._settings())
@@ -129,9 +141,12 @@ class IMPALALoss(Component):
 
   @_graph_fn_loss.torch
   def _graph_fn_loss(self, target_logits, behaviour_logits, actions, rewards,
-                     dones, values, bootstrap_value):
+                     dones, values, bootstrap_value, truncation_values=None):
     dtype = values.dtype
     discounts = self.discounting * (1.0 - dones.to(dtype))
+    if truncation_values is not None:
+      rewards = rewards.to(dtype) + self.discounting * \
+          truncation_values.to(dtype)
     vt = vtrace.torch_from_logits(behaviour_logits, target_logits, actions,
                                   discounts, rewards, values,
                                   bootstrap_value, **self._settings())

@@ -1,7 +1,9 @@
 """IMPALA loss: a hand-checked rollout, a NumPy reference of every term on
 random off-policy rollouts, TF vs torch outputs and gradients, gradients
 that only flow where scalable_agent lets them (stop_gradient on the V-trace
-targets), and named space errors."""
+targets), named space errors, and time limits: truncated episodes
+bootstrap from the value of their final observation (against a NumPy
+recomputation written per case)."""
 
 import numpy as np
 import pytest
@@ -223,3 +225,97 @@ def test_bad_settings():
     IMPALALoss(lambda_=1.5)
   with pytest.raises(BuildError, match="clip_rho_threshold"):
     IMPALALoss(clip_rho_threshold=0.0)
+
+
+# --- time limits: truncation_values ------------------------------------------
+
+
+def numpy_truncated_targets(target_logits, behaviour_logits, actions,
+                            rewards, terminated, truncated, values,
+                            bootstrap_value, final_values, discounting):
+  """V-trace targets with time limits, written per case rather than by
+  folding the bootstrap into the reward: after step t the return goes on
+  from V_{t+1} (no episode end), from V(final obs) = final_values[t] with
+  no trace beyond it (truncated), or stops (terminated)."""
+  take = lambda lp: np.take_along_axis(lp, actions[..., None], -1)[..., 0]
+  rhos = np.exp(take(log_softmax(target_logits)) -
+                take(log_softmax(behaviour_logits)))
+  clipped = np.minimum(1.0, rhos)
+  T = len(values)
+  v_next = np.concatenate([values[1:], bootstrap_value[None]]).astype(
+      np.float64)
+  vs = np.zeros(values.shape)
+  vs_next = bootstrap_value.astype(np.float64)
+  for t in reversed(range(T)):
+    going_on = ~(terminated[t] | truncated[t])
+    after = np.where(going_on, v_next[t],
+                     np.where(truncated[t], final_values[t], 0.0))
+    delta = clipped[t] * (rewards[t] + discounting * after - values[t])
+    trace = np.where(going_on, discounting * clipped[t] *
+                     (vs_next - v_next[t]), 0.0)
+    vs[t] = values[t] + delta + trace
+    vs_next = vs[t]
+  vs_tp1 = np.concatenate([vs[1:], bootstrap_value[None]])
+  after = np.where(~(terminated | truncated), vs_tp1,
+                   np.where(truncated, final_values, 0.0))
+  pg_adv = clipped * (rewards + discounting * after - values)
+  return vs, pg_adv
+
+
+def truncated_rollout(seed, t=6, b=3):
+  """A rollout with a truncation in the middle (b=0, t=2), one at the last
+  step (b=1), and terminations (b=2, t=3; b=0, t=4, two steps after the
+  truncation)."""
+  args = rollout(seed, t, b)
+  terminated = np.zeros((t, b), bool)
+  truncated = np.zeros((t, b), bool)
+  truncated[2, 0] = truncated[t - 1, 1] = True
+  terminated[3, 2] = terminated[4, 0] = True
+  final_values = np.where(
+      truncated, np.random.default_rng(seed + 100).normal(3.0, 1.0, (t, b)),
+      0.0).astype(np.float32)
+  args[4] = terminated | truncated
+  return args, terminated, truncated, final_values
+
+
+def test_truncation_bootstraps_from_the_final_value():
+  discounting = 0.9
+  loss = IMPALALoss(discounting=discounting, baseline_cost=0.5,
+                    entropy_cost=0.0)
+  args, terminated, truncated, final_values = truncated_rollout(5)
+  spaces = dict(SPACES, truncation_values=FloatBox(**TM))
+  vs, pg_adv = numpy_truncated_targets(
+      args[0], args[1], args[2], args[3], terminated, truncated, args[5],
+      args[6], final_values, discounting)
+  take = lambda lp: np.take_along_axis(lp, args[2][..., None], -1)[..., 0]
+  expected = {"mean_vs": vs.mean(), "mean_pg_advantage": pg_adv.mean(),
+              "pg_loss": np.sum(-take(log_softmax(args[0])) * pg_adv),
+              "baseline_loss": 0.25 * np.sum((vs - args[5]) ** 2)}
+  outs = {}
+  for backend in ("tf", "torch"):
+    out = ComponentTest(loss, spaces, backend).test(
+        "loss", *args, final_values)
+    for k, v in expected.items():
+      np.testing.assert_allclose(out[k], v, rtol=1e-5, atol=1e-5,
+                                 err_msg=f"{backend}: {k}")
+    outs[backend] = out
+  # Element by element: d baseline_loss / d values = -0.5 (vs - values),
+  # and d pg_loss / d target_logits = (softmax - one_hot) * pg_adv.
+  x = [tf.constant(a) for a in args] + [tf.constant(final_values)]
+  with tf.GradientTape() as tape:
+    tape.watch([x[0], x[5]])
+    out = IMPALALoss._graph_fn_loss.tf_body(loss, *x)
+  g_target, g_values = tape.gradient(out["loss"], [x[0], x[5]])
+  np.testing.assert_allclose(g_values, -0.5 * (vs - args[5]), rtol=1e-4,
+                             atol=1e-5)
+  p = np.exp(log_softmax(args[0]))
+  np.testing.assert_allclose(g_target, (p - np.eye(A)[args[2]]) *
+                             pg_adv[..., None], rtol=1e-4, atol=1e-5)
+  # The final values matter exactly where an episode was truncated, and
+  # ending episodes do not leak into the next: as if the episode ended.
+  plain = ComponentTest(loss, SPACES).test("loss", *args)
+  assert abs(plain["mean_vs"] - outs["tf"]["mean_vs"]) > 1e-2
+  zero = ComponentTest(loss, spaces).test("loss", *args,
+                                          np.zeros_like(final_values))
+  for k in KEYS:
+    np.testing.assert_allclose(zero[k], plain[k], rtol=1e-6, atol=1e-6)
