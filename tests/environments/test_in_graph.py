@@ -6,10 +6,12 @@ import tensorflow as tf
 import torch
 
 from ingraph_rl.environments import (GymnasiumVectorEnv, StepResult,
-                                     VectorEnv, step_shapes, tf_reset,
-                                     tf_step, torch_reset, torch_step)
+                                     VectorEnv)
+from ingraph_rl.environments.in_graph import (step_shapes, tf_reset, tf_step,
+                                              torch_reset, torch_step)
 from ingraph_rl.errors import SpaceError
-from ingraph_rl.spaces import Dict, FloatBox, IntBox
+from ingraph_rl.spaces import Dict, IntBox
+from ingraph_rl.testing.instruction_env import InstructionVectorEnv
 
 N, T, SEED = 4, 50, 11
 
@@ -111,13 +113,13 @@ def test_torch_step_matches_numpy_step():
     b.close()
 
 
-class _DictObsEnv(VectorEnv):
+class _EmptyDictObsEnv(VectorEnv):
   num_envs = 1
-  observation_space = Dict(a=FloatBox(shape=(2,)))
+  observation_space = Dict()
   action_space = IntBox(2)
 
   def reset(self, seed=None):
-    return {"a": np.zeros((1, 2), np.float32)}
+    return {}
 
   def step(self, actions):
     raise AssertionError("not reached")
@@ -126,6 +128,69 @@ class _DictObsEnv(VectorEnv):
     pass
 
 
-def test_container_observations_are_rejected_clearly():
-  with pytest.raises(SpaceError, match="box observation space"):
-    tf_step(_DictObsEnv(), tf.zeros([1], tf.int64))
+def test_observations_without_leaves_are_rejected_clearly():
+  with pytest.raises(SpaceError, match="box or a Dict of boxes"):
+    tf_step(_EmptyDictObsEnv(), tf.zeros([1], tf.int64))
+
+
+def _dict_rollout(env, actions, seed):
+  """reset + steps in NumPy, as lists of StepResults."""
+  first = env.reset(seed=seed)
+  return first, [env.step(a) for a in actions]
+
+
+def test_dict_observations_with_text_in_while_loop_match_numpy():
+  """DM Lab-style Dict observations (a uint8 frame and a string) through
+  tf_reset / tf_step in a tf.while_loop: dicts of tensors with static
+  shapes, text as tf.string, final_obs the true last observations."""
+  steps = 12
+  actions = np.random.default_rng(3).integers(0, 3, (steps, N))
+  make = lambda: InstructionVectorEnv(N, seed=1, episode_length=5,
+                                      max_episode_steps=4)
+  ref_first, ref = _dict_rollout(make(), actions, SEED)
+  env = make()
+  assert step_shapes(env).obs == {"INSTR": (N,),
+                                  "RGB_INTERLEAVED": (N, 8, 10, 3)}
+
+  @tf.function
+  def rollout(actions):
+    first = tf_reset(env, tf.constant(SEED))
+    arrays = {k: tf.TensorArray(d, size=steps)
+              for k, d in (("obs_frame", tf.uint8), ("obs_text", tf.string),
+                           ("final_frame", tf.uint8),
+                           ("final_text", tf.string),
+                           ("truncated", tf.bool))}
+
+    def body(t, arrays):
+      r = tf_step(env, actions[t])
+      assert r.obs["RGB_INTERLEAVED"].shape == (N, 8, 10, 3)
+      assert r.obs["INSTR"].shape == (N,) and r.obs["INSTR"].dtype == \
+          tf.string
+      values = {"obs_frame": r.obs["RGB_INTERLEAVED"],
+                "obs_text": r.obs["INSTR"],
+                "final_frame": r.final_obs["RGB_INTERLEAVED"],
+                "final_text": r.final_obs["INSTR"],
+                "truncated": r.truncated}
+      return t + 1, {k: a.write(t, values[k]) for k, a in arrays.items()}
+
+    _, arrays = tf.while_loop(lambda t, _: t < steps, body,
+                              (tf.constant(0), arrays),
+                              parallel_iterations=1)
+    return first, {k: a.stack() for k, a in arrays.items()}
+
+  first, out = rollout(tf.constant(actions))
+  np.testing.assert_array_equal(first["RGB_INTERLEAVED"].numpy(),
+                                ref_first["RGB_INTERLEAVED"])
+  assert [x.decode() for x in first["INSTR"].numpy()] == \
+      list(ref_first["INSTR"])
+  text = lambda x: [[s.decode() for s in row] for row in x.numpy()]
+  for key, field, leaf in (("obs", "obs", "RGB_INTERLEAVED"),
+                           ("final", "final_obs", "RGB_INTERLEAVED")):
+    np.testing.assert_array_equal(
+        out[f"{key}_frame"].numpy(),
+        np.stack([getattr(r, field)[leaf] for r in ref]))
+    assert text(out[f"{key}_text"]) == [
+        list(getattr(r, field)["INSTR"]) for r in ref]
+  np.testing.assert_array_equal(out["truncated"].numpy(),
+                                np.stack([r.truncated for r in ref]))
+  assert out["truncated"].numpy().sum() >= N
