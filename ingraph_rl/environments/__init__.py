@@ -1,20 +1,26 @@
-"""Vector environments behind one interface, and in-graph stepping.
+"""Vector environments behind one interface.
 
->>> from ingraph_rl.environments import make_vector_env, tf_step
+>>> from ingraph_rl.environments import make_vector_env
 >>> env = make_vector_env("CartPole-v1", num_envs=4, seed=0)
 >>> env.reset().shape
 (4, 4)
 >>> env.close()
+
+This package imports neither tensorflow nor torch (env worker processes
+import it, and DeepMind Lab crashes next to tensorflow). Stepping from TF
+graphs or torch lives in `ingraph_rl.environments.in_graph`:
+
+    from ingraph_rl.environments.in_graph import tf_reset, tf_step
 """
 
+from ingraph_rl.environments import dmlab30
 from ingraph_rl.environments.atari import AtariVectorEnv, game_name
 from ingraph_rl.environments.dmlab import (DMLabVectorEnv, dmlab_level_name,
                                            is_dmlab_id)
 from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
-from ingraph_rl.environments.in_graph import (step_dtypes, step_shapes,
-                                              tf_reset, tf_step,
-                                              torch_reset, torch_step)
 from ingraph_rl.environments.vector_env import StepResult, VectorEnv
+from ingraph_rl.environments.workers import (WorkerDiedError, WorkerSpec,
+                                             WorkerVectorEnv, split_specs)
 
 
 def is_atari_id(env_id):
@@ -22,8 +28,19 @@ def is_atari_id(env_id):
   return env_id.startswith("atari:") or env_id.startswith("ALE/")
 
 
-def make_vector_env(env_id, num_envs, seed=0, **kwargs):
-  """A `VectorEnv` for `env_id`.
+def dmlab_set_name(env_id):
+  """"dmlab30" / "dmlab30_test" for the DMLab-30 set ids ("dmlab:dmlab30",
+  "dmlab:dmlab30_test"), else None."""
+  if not is_dmlab_id(env_id):
+    return None
+  name = dmlab_level_name(env_id)
+  return name if name in dmlab30.SET_NAMES else None
+
+
+def make_vector_env(env_id, num_envs, seed=0, *, processes=None,
+                    envs_per_worker=None, worker_options=None, **kwargs):
+  """A `VectorEnv` of `num_envs` envs of `env_id`, env i seeded with
+  `seed + i`.
 
   "atari:pong" -> `AtariVectorEnv("pong", ...)` with its defaults (no sticky
   actions). "ALE/Pong-v5" -> `AtariVectorEnv("pong", ...)` with v5's sticky
@@ -32,12 +49,39 @@ def make_vector_env(env_id, num_envs, seed=0, **kwargs):
   "dmlab:<level>" (e.g. "dmlab:seekavoid_arena_01",
   "dmlab:contributed/dmlab30/rooms_watermaze") -> `DMLabVectorEnv(level,
   ...)`; it needs `deepmind_lab` (else `EnvironmentNotAvailableError`).
-  Anything else -> `GymnasiumVectorEnv(env_id, ...)`. `kwargs` go to the
-  chosen class.
+  "dmlab:dmlab30" -> DMLab-30: env i runs `dmlab30.TRAIN_LEVELS[i % 30]`
+  ("dmlab:dmlab30_test" or `test=True`: the test variants), every env
+  observing `Dict(RGB_INTERLEAVED=..., INSTR=TextBox())`; the env's
+  `levels` names each env's level. Anything else ->
+  `GymnasiumVectorEnv(env_id, ...)`. `kwargs` go to the chosen class.
+
+  processes: True steps the envs in worker processes (`WorkerVectorEnv`,
+    `envs_per_worker` envs each, default 1; kwargs must be JSON-able),
+    False in this process. The default (None) is True for DM Lab, which
+    must never run in a process that imported tensorflow, False otherwise.
+  worker_options: more `WorkerVectorEnv` arguments (`text_bytes`,
+    `start_timeout_s`).
   """
-  if is_dmlab_id(env_id):
-    return DMLabVectorEnv(dmlab_level_name(env_id), num_envs, seed=seed,
-                          **kwargs)
+  dmlab = is_dmlab_id(env_id)
+  if processes is None:
+    processes = dmlab
+  if processes:
+    k = 1 if envs_per_worker is None else int(envs_per_worker)
+    specs = split_specs(env_id, num_envs, seed, k, **kwargs)
+    if dmlab_set_name(env_id):
+      # Each worker's envs continue the level cycle where the last stopped.
+      offset = int(kwargs.get("level_offset", 0))
+      first = 0
+      for i, spec in enumerate(specs):
+        specs[i] = spec._replace(kwargs=dict(spec.kwargs,
+                                             level_offset=offset + first))
+        first += spec.num_envs
+    return WorkerVectorEnv.from_specs(specs, **(worker_options or {}))
+  if envs_per_worker is not None or worker_options is not None:
+    raise ValueError("envs_per_worker and worker_options need "
+                     "processes=True")
+  if dmlab:
+    return _make_dmlab(env_id, num_envs, seed, **kwargs)
   if is_atari_id(env_id):
     if env_id.startswith("ALE/") and env_id.endswith("-v5"):
       kwargs.setdefault("repeat_action_probability", 0.25)
@@ -45,8 +89,27 @@ def make_vector_env(env_id, num_envs, seed=0, **kwargs):
   return GymnasiumVectorEnv(env_id, num_envs, seed=seed, **kwargs)
 
 
+def _make_dmlab(env_id, num_envs, seed, test=False, level_offset=0,
+                **kwargs):
+  """`DMLabVectorEnv` in this process, for one level or a level set."""
+  set_name = dmlab_set_name(env_id)
+  if set_name is None:
+    if test or level_offset:
+      raise ValueError(f"test and level_offset are options of the level "
+                       f"sets {dmlab30.SET_NAMES}, not of {env_id!r}")
+    return DMLabVectorEnv(dmlab_level_name(env_id), num_envs, seed=seed,
+                          **kwargs)
+  if kwargs.pop("instructions", True) is not True:
+    raise ValueError(f"{env_id!r} always observes INSTR (instructions=True):"
+                     " every env of a level set has the same observations")
+  levels = dmlab30.env_levels(num_envs, test=test or set_name.endswith(
+      "_test"), offset=level_offset)
+  return DMLabVectorEnv(levels, num_envs, seed=seed, instructions=True,
+                        **kwargs)
+
+
 __all__ = ["VectorEnv", "StepResult", "GymnasiumVectorEnv", "AtariVectorEnv",
-           "DMLabVectorEnv", "make_vector_env", "is_atari_id", "is_dmlab_id",
-           "game_name", "dmlab_level_name", "tf_step",
-           "tf_reset", "torch_step", "torch_reset", "step_shapes",
-           "step_dtypes"]
+           "DMLabVectorEnv", "WorkerVectorEnv", "WorkerSpec",
+           "WorkerDiedError", "make_vector_env", "split_specs",
+           "is_atari_id", "is_dmlab_id", "dmlab_set_name", "game_name",
+           "dmlab_level_name", "dmlab30"]

@@ -1,7 +1,14 @@
 """DeepMind Lab through its `deepmind_lab` Python module, behind `VectorEnv`.
 
->>> env = DMLabVectorEnv("contributed/dmlab30/rooms_collect_good_objects_train",
-...                      num_envs=4, seed=0)            # doctest: +SKIP
+Real DM Lab (OSMesa software rendering) segfaults in `Lab.reset` in any
+process that has imported tensorflow, so `DMLabVectorEnv` runs only in
+processes without it: `make_vector_env("dmlab:<level>", n)` puts it in
+worker processes that never import tensorflow or torch (`WorkerVectorEnv`,
+one process per env by default), and `DMLabVectorEnv` itself refuses to be
+made where tensorflow is loaded.
+
+>>> env = make_vector_env("dmlab:contributed/dmlab30/rooms_watermaze",
+...                       num_envs=4, seed=0)           # doctest: +SKIP
 >>> env.reset().shape                                   # doctest: +SKIP
 (4, 72, 96, 3)
 
@@ -12,13 +19,14 @@ ingraph_rl is imported); without it that raises `EnvironmentNotAvailableError`
 """
 
 import importlib
+import sys
 
 import numpy as np
 
 from ingraph_rl.environments.vector_env import (EpisodeStatistics,
                                                 StepResult, VectorEnv)
 from ingraph_rl.errors import EnvironmentNotAvailableError
-from ingraph_rl.spaces import IntBox, TextBox
+from ingraph_rl.spaces import Dict, IntBox, TextBox
 
 DMLAB_PREFIX = "dmlab:"
 
@@ -61,6 +69,14 @@ INSTALL_HINT = (
     "or put a built `deepmind_lab` (bazel-bin/... with its runfiles) on "
     "PYTHONPATH. Tests use a fake module through `lab_module=`.")
 
+TF_LOADED_MESSAGE = (
+    "DMLabVectorEnv cannot run in this process: it has imported tensorflow, "
+    "and real DeepMind Lab (OSMesa software rendering) segfaults in "
+    "Lab.reset in any process with tensorflow loaded. Use "
+    "ingraph_rl.environments.make_vector_env('dmlab:<level>', num_envs, ...), "
+    "which steps DM Lab in worker processes that never import tensorflow "
+    "(WorkerVectorEnv; envs_per_worker=k groups k envs per process).")
+
 
 def is_dmlab_id(env_id):
   """True for "dmlab:<level>" ids."""
@@ -102,16 +118,18 @@ def _config_value(value):
 
 
 class DMLabVectorEnv(VectorEnv):
-  """`num_envs` DeepMind Lab environments of one level, stepped in turn.
+  """`num_envs` DeepMind Lab environments, stepped in turn in THIS process.
+
+  This process must not have imported tensorflow (see `TF_LOADED_MESSAGE`):
+  `make_vector_env("dmlab:...")` runs it in worker processes.
 
   Observations: the `RGB_INTERLEAVED` frames, uint8 [H, W, 3] with
   `IntBox(256, (H, W, 3), dtype=uint8)`; H x W is 72 x 96 unless `height` /
-  `width` (or `config["height"]` / `config["width"]`) say otherwise.
-  With `instructions=True` the `INSTR` text (language levels) is observed
-  too, but stays out of the box observation so that in-graph stepping
-  (`tf_step`, box spaces only) works: `instructions()` returns the texts
-  that go with the latest `obs` (str [N], object dtype) and
-  `final_instructions()` those of the latest step's `final_obs`.
+  `width` (or `config["height"]` / `config["width"]`) say otherwise. With
+  `instructions=True` (language levels, level sets) the observation space
+  is `Dict(RGB_INTERLEAVED=IntBox(256, (H, W, 3), uint8), INSTR=TextBox())`
+  and observations are dicts {"RGB_INTERLEAVED": uint8 [N, H, W, 3],
+  "INSTR": str [N] (object array; "" on levels without instructions)}.
 
   Actions: `IntBox(len(action_set))`; action i is the 7-int vector
   `action_set[i]` (`DEFAULT_ACTION_SET`, IMPALA's: forward, backward,
@@ -132,30 +150,29 @@ class DMLabVectorEnv(VectorEnv):
   ends when the level ends it, usually at its time limit) and the
   environment is reset in the same step. DM Lab has no observation of an
   ended episode, so `final_obs` there is the last observation it gave (the
-  one the ended step acted on); a learner does not bootstrap from it. With
-  `max_episode_steps`, an episode still running after that many steps is
-  `truncated` (`final_obs` is its real last frame) and reset.
-
-  The environments run one after another in this process (DM Lab supports
-  several `Lab`s per process); for parallel stepping run several
-  `DMLabVectorEnv`s in actor processes, as IMPALA does.
+  one the ended step acted on; every leaf, INSTR too); a learner does not
+  bootstrap from it. With `max_episode_steps`, an episode still running
+  after that many steps is `truncated` (`final_obs` is its real last
+  observation) and reset.
 
   Args:
     level: level name, e.g. "seekavoid_arena_01" or
       "contributed/dmlab30/rooms_collect_good_objects_train" (a "dmlab:"
-      prefix is stripped).
+      prefix is stripped), or a sequence of `num_envs` names: env i runs
+      `level[i]` (e.g. a DMLab-30 set; use `instructions=True` there, so
+      every env has the same observation space).
     num_envs: number of `Lab` instances.
     seed: base seed (int >= 0), or None for unseeded episodes.
     num_action_repeats: frames per agent step (`num_steps` of `Lab.step`).
     width, height: frame size in pixels (default 96 x 72).
-    instructions: also observe `INSTR` (see `instructions()`).
+    instructions: also observe `INSTR` (Dict observations, see above).
     config: more `Lab` settings (e.g. {"datasetPath": ..., "logLevel":
       "WARN", "allowHoldOutLevels": True}); values become strings.
     renderer: "software" (OSMesa) or "hardware" (EGL / GLX).
     action_set: sequence of 7-int action vectors, one per discrete action.
     max_episode_steps: optional time limit in agent steps (truncation).
-    lab_module: an object with DM Lab's module API (`Lab`, ...); None
-      imports `deepmind_lab`. Tests inject a fake here.
+    lab_module: an object with DM Lab's module API (`Lab`, ...), or the
+      name of a module to import for it; None imports `deepmind_lab`.
     runfiles_path: passed to `deepmind_lab.set_runfiles_path` first when
       given (a Bazel-built module outside its runfiles tree).
     **lab_kwargs: more keyword arguments of `Lab` (e.g. `level_cache`).
@@ -166,10 +183,20 @@ class DMLabVectorEnv(VectorEnv):
                renderer="software", action_set=DEFAULT_ACTION_SET,
                max_episode_steps=None, lab_module=None, runfiles_path=None,
                **lab_kwargs):
-    self.level = dmlab_level_name(level)
+    if "tensorflow" in sys.modules:
+      raise RuntimeError(TF_LOADED_MESSAGE)
     self.num_envs = int(num_envs)
     if self.num_envs < 1:
       raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if isinstance(level, str):
+      self.levels = (dmlab_level_name(level),) * self.num_envs
+    else:
+      self.levels = tuple(dmlab_level_name(name) for name in level)
+      if len(self.levels) != self.num_envs:
+        raise ValueError(f"got {len(self.levels)} levels for {num_envs} "
+                         f"envs; give one level or one per env")
+    # The level of all envs, or None for a level set.
+    self.level = self.levels[0] if len(set(self.levels)) == 1 else None
     if seed is not None and (int(seed) != seed or seed < 0):
       raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
     self._seed = None if seed is None else int(seed)
@@ -200,27 +227,33 @@ class DMLabVectorEnv(VectorEnv):
     self.observation_names = ["RGB_INTERLEAVED"] + (
         ["INSTR"] if self.with_instructions else [])
 
-    module = import_deepmind_lab() if lab_module is None else lab_module
+    if lab_module is None:
+      module = import_deepmind_lab()
+    elif isinstance(lab_module, str):
+      module = importlib.import_module(lab_module)
+    else:
+      module = lab_module
     if runfiles_path is not None:
       module.set_runfiles_path(runfiles_path)
     self._labs = []
     try:
-      for _ in range(self.num_envs):
+      for name in self.levels:
         self._labs.append(module.Lab(
-            self.level, list(self.observation_names),
+            name, list(self.observation_names),
             config=dict(self.config), renderer=renderer, **lab_kwargs))
       self._check_specs(self._labs[0])
     except BaseException:
       self.close()
       raise
 
-    self.observation_space = IntBox(256, (self.height, self.width, 3),
-                                    dtype=np.uint8)
+    self.frame_space = IntBox(256, (self.height, self.width, 3),
+                              dtype=np.uint8)
+    self.observation_space = Dict(RGB_INTERLEAVED=self.frame_space,
+                                  INSTR=TextBox()) \
+        if self.with_instructions else self.frame_space
     self.action_space = IntBox(len(self._action_table))
-    self.instruction_space = TextBox(()) if self.with_instructions else None
     self._rngs = None        # Per-env streams of episode seeds.
-    self._obs = None         # Latest obs; None until the first reset.
-    self._instr = self._final_instr = None
+    self._obs = None         # Latest (frames, texts); None before reset.
     self._episode_steps = np.zeros(self.num_envs, np.int64)
     self._stats = EpisodeStatistics(self.num_envs)
     self._closed = False
@@ -269,23 +302,6 @@ class DMLabVectorEnv(VectorEnv):
     """The `Lab` instances (e.g. for `events()`); do not step them."""
     return tuple(self._labs)
 
-  def instructions(self):
-    """str [N] (object array): the `INSTR` texts of the latest `obs`."""
-    self._require_instructions()
-    return self._instr.copy()
-
-  def final_instructions(self):
-    """str [N]: the `INSTR` texts of the latest step's `final_obs`."""
-    self._require_instructions()
-    return self._final_instr.copy()
-
-  def _require_instructions(self):
-    if not self.with_instructions:
-      raise ValueError("instructions are observed only with "
-                       "DMLabVectorEnv(..., instructions=True)")
-    if self._instr is None:
-      raise RuntimeError("call reset() before asking for instructions")
-
   def _seed_streams(self, seed):
     self._rngs = [np.random.default_rng(None if seed is None else seed + i)
                   for i in range(self.num_envs)]
@@ -296,20 +312,26 @@ class DMLabVectorEnv(VectorEnv):
     self._labs[i].reset(seed=episode_seed)
     self._episode_steps[i] = 0
 
-  def _observe(self, i, obs, instr):
-    """Writes env i's current observation into row i of obs (and instr)."""
+  def _observe(self, i, frames, texts):
+    """Writes env i's current observation into row i of frames (and
+    texts)."""
     observed = self._labs[i].observations()
-    obs[i] = observed["RGB_INTERLEAVED"]
-    if instr is not None:
+    frames[i] = observed["RGB_INTERLEAVED"]
+    if texts is not None:
       text = observed["INSTR"]
-      instr[i] = text.decode("utf-8") if isinstance(text, bytes) else \
+      texts[i] = text.decode("utf-8") if isinstance(text, bytes) else \
           str(text)
 
   def _new_buffers(self):
-    obs = np.empty((self.num_envs,) + self.observation_space.shape, np.uint8)
-    instr = np.empty(self.num_envs, object) if self.with_instructions \
+    frames = np.empty((self.num_envs,) + self.frame_space.shape, np.uint8)
+    texts = np.empty(self.num_envs, object) if self.with_instructions \
         else None
-    return obs, instr
+    return frames, texts
+
+  def _as_obs(self, frames, texts):
+    if texts is None:
+      return frames
+    return {"INSTR": texts, "RGB_INTERLEAVED": frames}
 
   def reset(self, seed=None):
     self._check_open()
@@ -317,14 +339,13 @@ class DMLabVectorEnv(VectorEnv):
       if seed is not None and (int(seed) != seed or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
       self._seed_streams(self._seed if seed is None else int(seed))
-    obs, instr = self._new_buffers()
+    frames, texts = self._new_buffers()
     for i in range(self.num_envs):
       self._start_episode(i)
-      self._observe(i, obs, instr)
-    self._obs, self._instr = obs, instr
-    self._final_instr = instr
+      self._observe(i, frames, texts)
+    self._obs = frames, texts
     self._stats.reset()
-    return obs
+    return self._as_obs(frames, texts)
 
   def step(self, actions):
     self._check_open()
@@ -338,42 +359,44 @@ class DMLabVectorEnv(VectorEnv):
       raise ValueError(f"actions must be in [0, {len(self._action_table)}), "
                        f"got {actions.tolist()}")
     vectors = self._action_table[actions]      # [N, 7] intc, C-contiguous.
-    obs, instr = self._new_buffers()
+    frames, texts = self._new_buffers()
+    last_frames, last_texts = self._obs
     rewards = np.zeros(self.num_envs, np.float64)
     terminated = np.zeros(self.num_envs, np.bool_)
     truncated = np.zeros(self.num_envs, np.bool_)
-    finals = {}                                # i -> (obs, instruction).
-    final_instr = None if instr is None else np.empty_like(instr)
+    finals = {}                                # i -> (frame, text).
     self._episode_steps += 1
     for i, lab in enumerate(self._labs):
       rewards[i] = lab.step(vectors[i], num_steps=self.num_action_repeats)
       if lab.is_running():
-        self._observe(i, obs, instr)
+        self._observe(i, frames, texts)
         if self.max_episode_steps is None or \
             self._episode_steps[i] < self.max_episode_steps:
           continue
         truncated[i] = True
-        finals[i] = obs[i].copy(), None if instr is None else instr[i]
+        finals[i] = frames[i].copy(), None if texts is None else texts[i]
       else:
         # Lab has no observation once an episode ended: the last one stands
         # in as final_obs (its value is never bootstrapped from).
         terminated[i] = True
-        finals[i] = self._obs[i], None if instr is None else self._instr[i]
+        finals[i] = (last_frames[i],
+                     None if texts is None else last_texts[i])
       self._start_episode(i)
-      self._observe(i, obs, instr)
-    final_obs = obs
+      self._observe(i, frames, texts)
+    final_frames, final_texts = frames, texts
     if finals:
-      final_obs = obs.copy()
-      for i, (frame, _) in finals.items():
-        final_obs[i] = frame
-    if instr is not None:
-      final_instr[:] = instr
-      for i, (_, text) in finals.items():
-        final_instr[i] = text
-    self._obs, self._instr, self._final_instr = obs, instr, final_instr
+      final_frames = frames.copy()
+      final_texts = None if texts is None else texts.copy()
+      for i, (frame, text) in finals.items():
+        final_frames[i] = frame
+        if texts is not None:
+          final_texts[i] = text
+    self._obs = frames, texts
     returns, lengths = self._stats.update(rewards, terminated | truncated)
-    return StepResult(obs, rewards.astype(np.float32), terminated, truncated,
-                      final_obs, returns, lengths)
+    return StepResult(self._as_obs(frames, texts),
+                      rewards.astype(np.float32), terminated, truncated,
+                      self._as_obs(final_frames, final_texts), returns,
+                      lengths)
 
   def _check_open(self):
     if self._closed:

@@ -3,7 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.environments import AtariVectorEnv, tf_reset, tf_step
+from ingraph_rl.environments import AtariVectorEnv
+from ingraph_rl.environments.in_graph import tf_reset, tf_step
 from ingraph_rl.spaces import IntBox
 
 STEPS_PER_EPISODE = 70   # max_num_frames_per_episode = 4 * 70 (frameskip 4)

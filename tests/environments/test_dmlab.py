@@ -1,357 +1,238 @@
-"""DMLabVectorEnv against a fake `deepmind_lab` (the real one needs Bazel)."""
+"""DM Lab through env worker processes, against the fake `deepmind_lab`.
+
+This test process imports tensorflow, next to which real DM Lab crashes
+(and the fake aborts): here DM Lab runs only in workers. The in-process
+`DMLabVectorEnv` checks run in a fresh TF-free process
+(dmlab_in_process_checks.py), and so do the in-process references that the
+worker envs are compared with (env_rollout.py).
+"""
 
 import importlib.util
+import json
+import os
 import pathlib
+import re
+import signal
+import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
+import tensorflow as tf  # noqa: F401  (DM Lab's enemy, as in experiments)
 
-from ingraph_rl.environments import (DMLabVectorEnv, dmlab_level_name,
-                                     is_dmlab_id, make_vector_env,
-                                     step_shapes, tf_reset, tf_step)
-from ingraph_rl.environments.dmlab import (DEFAULT_ACTION_SET,
-                                           IMPALA_ACTION_SET,
-                                           NOOP_ACTION_SET)
+from ingraph_rl.environments import (DMLabVectorEnv, WorkerDiedError,
+                                     WorkerVectorEnv, dmlab30,
+                                     make_vector_env)
 from ingraph_rl.errors import EnvironmentNotAvailableError
-from ingraph_rl.spaces import IntBox
+from ingraph_rl.spaces import Dict, IntBox, TextBox
+from ingraph_rl.testing import fake_deepmind_lab
+from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+FAKE = "ingraph_rl.testing.fake_deepmind_lab"
 ARENA = "seekavoid_arena_01"
-ROOMS = "contributed/dmlab30/rooms_collect_good_objects_train"
 LANGUAGE = "contributed/dmlab30/language_select_described_object"
-SMALL = dict(width=16, height=12)    # Small frames keep the fake cheap.
-
-# (look_lr, look_du, strafe_lr, move_bf, fire, jump, crouch) per action.
-# scalable_agent's DEFAULT_ACTION_SET, written out independently.
-EXPECTED_VECTORS = [
-    [0, 0, 0, 1, 0, 0, 0],      # Forward.
-    [0, 0, 0, -1, 0, 0, 0],     # Backward.
-    [0, 0, -1, 0, 0, 0, 0],     # Strafe left.
-    [0, 0, 1, 0, 0, 0, 0],      # Strafe right.
-    [-20, 0, 0, 0, 0, 0, 0],    # Look left.
-    [20, 0, 0, 0, 0, 0, 0],     # Look right.
-    [-20, 0, 0, 1, 0, 0, 0],    # Forward + look left.
-    [20, 0, 0, 1, 0, 0, 0],     # Forward + look right.
-    [0, 0, 0, 0, 1, 0, 0],      # Fire.
-]
+SMALL = dict(width=16, height=12, lab_module=FAKE)   # Cheap fake frames.
 
 
-@pytest.fixture
-def fake():
-  """A fresh fake module per test (its module state does not leak)."""
-  path = pathlib.Path(__file__).with_name("fake_deepmind_lab.py")
-  spec = importlib.util.spec_from_file_location("fake_deepmind_lab", path)
+def _load(name):
+  spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
 
 
-def _env(fake, level=ARENA, num_envs=2, seed=0, **kwargs):
-  for key, value in SMALL.items():
-    kwargs.setdefault(key, value)
-  # Most tests below index actions as no-op 0, forward 1, ...
-  kwargs.setdefault("action_set", NOOP_ACTION_SET)
-  return DMLabVectorEnv(level, num_envs, seed=seed, lab_module=fake, **kwargs)
+rollouts = _load("env_rollout")
 
 
-def test_spaces_action_mapping_repeats_and_rewards(fake):
-  with _env(fake, num_envs=9, num_action_repeats=3,
-            action_set=DEFAULT_ACTION_SET) as env:
+def _tf_free_environ():
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+  return env
+
+
+def reference_run(tmp_path, env_id, num_envs, seed, kwargs, plan):
+  """`run_plan` of the env built in a fresh process without tensorflow."""
+  spec = {"env_id": env_id, "num_envs": num_envs, "seed": seed,
+          "kwargs": kwargs, "plan": plan}
+  out = tmp_path / "reference.npz"
+  proc = subprocess.run(
+      [sys.executable, str(HERE / "env_rollout.py"), json.dumps(spec),
+       str(out)], env=_tf_free_environ(), capture_output=True, text=True,
+      timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with np.load(out) as data:
+    return dict(data)
+
+
+def _plan(num_envs, steps, seed=0, reset_at=(), num_actions=9):
+  rng = np.random.default_rng(seed)
+  plan = [["reset", None]]
+  for t in range(steps):
+    if t in reset_at:
+      plan.append(["reset", reset_at[t]])
+    plan.append(["step", rng.integers(0, num_actions, num_envs).tolist()])
+  return plan
+
+
+def test_in_process_checks_pass_in_a_tf_free_process():
+  proc = subprocess.run(
+      [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+       "--noconftest", str(HERE / "dmlab_in_process_checks.py")],
+      cwd=ROOT, env=_tf_free_environ(), capture_output=True, text=True,
+      timeout=180)
+  assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+  passed = re.search(r"(\d+) passed", proc.stdout)
+  assert passed and int(passed.group(1)) >= 14, proc.stdout[-2000:]
+  assert "failed" not in proc.stdout and "error" not in proc.stdout
+
+
+def test_dmlab_vector_env_refuses_a_process_with_tensorflow():
+  assert "tensorflow" in sys.modules
+  for make in (lambda: DMLabVectorEnv(ARENA, 1, lab_module=FAKE),
+               lambda: make_vector_env("dmlab:" + ARENA, 1, processes=False,
+                                       lab_module=FAKE)):
+    with pytest.raises(RuntimeError, match="imported tensorflow") as info:
+      make()
+    assert "segfault" in str(info.value)
+    assert "make_vector_env('dmlab:<level>'" in str(info.value)
+
+
+@pytest.mark.parametrize("envs_per_worker", [1, 2])
+def test_workers_match_the_in_process_env(tmp_path, envs_per_worker):
+  # 12..18 frames at 2 repeats and a 7-step limit: episodes end by the
+  # level (terminated) and by the limit (truncated), at different steps.
+  kwargs = dict(SMALL, num_action_repeats=2, max_episode_steps=7,
+                config={"episodeLengthFrames": "12",
+                        "episodeLengthJitter": "6"})
+  plan = _plan(3, 26, reset_at={12: 11, 20: None})
+  expected = reference_run(tmp_path, "dmlab:" + ARENA, 3, 2, kwargs, plan)
+  assert expected["terminated"].any() and expected["truncated"].any()
+  assert (expected["final_obs"] != expected["obs"]).any()
+  with make_vector_env("dmlab:" + ARENA, 3, seed=2,
+                       envs_per_worker=envs_per_worker, **kwargs) as env:
+    assert isinstance(env, WorkerVectorEnv)
+    assert env.num_workers == (3 if envs_per_worker == 1 else 2)
     assert env.observation_space == IntBox(256, (12, 16, 3), dtype=np.uint8)
     assert env.action_space == IntBox(9)
-    labs = env.labs
-    assert [lab.observation_names for lab in labs] == [["RGB_INTERLEAVED"]] * 9
-    obs = env.reset()
-    assert obs.shape == (9, 12, 16, 3) and obs.dtype == np.uint8
-    result = env.step(np.arange(9))
-    for a, lab in enumerate(labs):
-      (vector, num_steps), = lab.steps
-      assert vector.dtype == np.intc and vector.shape == (7,)
-      assert vector.tolist() == EXPECTED_VECTORS[a], a
-      assert num_steps == 3
-      # Lab.step's reward is already the sum over the 3 repeated frames.
-      assert result.rewards[a] == 3 * fake.frame_reward(vector)
-    # Actions matter: every action has its own reward.
-    assert len(set(result.rewards.tolist())) == 9
-    assert result.rewards.dtype == np.float32
-  assert [list(v) for v in DEFAULT_ACTION_SET] == EXPECTED_VECTORS
-  assert [list(v) for v in IMPALA_ACTION_SET] == EXPECTED_VECTORS
-  assert [list(v) for v in NOOP_ACTION_SET] == \
-      [[0, 0, 0, 0, 0, 0, 0]] + EXPECTED_VECTORS[:-1]
+    assert env.levels == (ARENA,) * 3
+    rollouts.assert_same_runs(rollouts.run_plan(env, plan), expected)
 
 
-def test_custom_action_set_is_checked_against_the_action_spec(fake):
-  with _env(fake, num_envs=1, action_set=NOOP_ACTION_SET) as env:
-    env.reset()
-    env.step([0])
-    assert env.labs[0].steps[-1][0].tolist() == [0, 0, 0, 0, 0, 0, 0]
-  with pytest.raises(ValueError, match="outside the DM Lab action spec"):
-    _env(fake, action_set=[(0, 0, 0, 2, 0, 0, 0)])
-  with pytest.raises(ValueError, match="7-int vectors"):
-    _env(fake, action_set=[(0, 0, 1)])
+def test_language_dict_observations_round_trip(tmp_path):
+  kwargs = dict(SMALL, instructions=True,
+                config={"episodeLengthFrames": "10"})
+  plan = _plan(3, 12)
+  expected = reference_run(tmp_path, "dmlab:" + LANGUAGE, 3, 1, kwargs, plan)
+  with make_vector_env("dmlab:" + LANGUAGE, 3, seed=1, **kwargs) as env:
+    assert env.observation_space == Dict(
+        RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
+        INSTR=TextBox())
+    got = rollouts.run_plan(env, plan)
+    obs = env.reset(seed=1)
+    assert sorted(obs) == ["INSTR", "RGB_INTERLEAVED"]
+    assert obs["INSTR"].dtype == object and obs["INSTR"].shape == (3,)
+    assert all(isinstance(t, str) and t in fake_deepmind_lab.INSTRUCTIONS
+               for t in obs["INSTR"])
+  rollouts.assert_same_runs(got, expected)
+  assert obs["INSTR"].tolist() == expected["reset.INSTR"][0].tolist()
+  # The texts changed at episode ends, and final_obs kept the old ones.
+  assert (got["obs.INSTR"] != got["final_obs.INSTR"]).any()
 
 
-def test_bad_actions_and_call_order(fake):
-  env = _env(fake)
-  with pytest.raises(RuntimeError, match="reset"):
-    env.step([0, 0])
-  env.reset()
-  with pytest.raises(ValueError, match=r"\[0, 9\)"):
-    env.step([0, 9])
-  with pytest.raises(ValueError, match="integer actions"):
-    env.step([0.0, 1.0])
-  with pytest.raises(ValueError, match="integer actions"):
-    env.step([0, 1, 2])
-  labs = env.labs
-  env.close()
-  env.close()     # Idempotent: each Lab is closed exactly once.
-  assert not any(lab.is_running() for lab in labs)
-  with pytest.raises(RuntimeError, match="closed"):
-    env.reset()
+def test_texts_longer_than_their_slot_are_a_clear_error():
+  with pytest.raises(ValueError, match=r"\d+ bytes in UTF-8, longer than "
+                     r"its 8-byte shared-memory slot"):
+    env = make_vector_env("dmlab:" + LANGUAGE, 1, seed=0, instructions=True,
+                          worker_options={"text_bytes": 8}, **SMALL)
+    try:
+      env.reset()    # Every fake instruction is longer than 8 bytes.
+    finally:
+      env.close()
 
 
-def test_seeding_is_reproducible_and_differs_per_env(fake):
-  actions = np.array([1, 7, 3])
-
-  def rollout(env, steps=20, seed=None):
-    frames = [env.reset(seed=seed)]
-    frames += [env.step(actions).obs for _ in range(steps)]
-    return np.stack(frames)
-
-  level = dict(config={"episodeLengthFrames": "24"})   # 6 steps/episode.
-  with _env(fake, num_envs=3, seed=7, **level) as a, \
-      _env(fake, num_envs=3, seed=7, **level) as b:
-    first = rollout(a)
-    np.testing.assert_array_equal(first, rollout(b))
-    seeds = [lab.reset_seeds for lab in a.labs]
-    # A new seed per episode, and different seeds for different envs.
-    assert all(len(s) == len(set(s)) == 4 for s in seeds)
-    assert len({s[0] for s in seeds}) == 3
-    assert not np.array_equal(first[:, 0], first[:, 1])
-    # reset() continues the seed streams; reset(7) restarts them.
-    assert not np.array_equal(rollout(a)[0], first[0])
-    np.testing.assert_array_equal(rollout(a, seed=7), first)
-    # Seeds reach Lab.reset as Python ints (the fake rejects numpy ints).
-    assert all(type(s) is int for lab in a.labs for s in lab.reset_seeds)
-  # Environment i is seeded with seed + i, like the other VectorEnvs.
-  np.testing.assert_array_equal(
-      _single_env_rollout(fake, seed=8, action=7, level=level), first[:, 1])
-
-
-def _single_env_rollout(fake, seed, action, level, steps=20):
-  with _env(fake, num_envs=1, seed=seed, **level) as env:
-    frames = [env.reset()[0]]
-    frames += [env.step([action]).obs[0] for _ in range(steps)]
-  return np.stack(frames)
+def test_dmlab30_runs_level_i_mod_30_in_its_own_worker(tmp_path):
+  plan = _plan(4, 20, seed=3)
+  kwargs = dict(SMALL)
+  expected = reference_run(tmp_path, "dmlab:dmlab30", 4, 5, kwargs, plan)
+  with make_vector_env("dmlab:dmlab30", 4, seed=5, **kwargs) as env:
+    assert env.num_workers == 4
+    assert env.levels == dmlab30.env_levels(4)
+    assert env.observation_space == Dict(
+        RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
+        INSTR=TextBox())
+    got = rollouts.run_plan(env, plan)
+  rollouts.assert_same_runs(got, expected)
+  # Each env's episodes last its own level's length (4 frames a step).
+  for i, level in enumerate(env.levels):
+    lengths = set(got["episode_lengths"][:, i]) - {0}
+    assert lengths == {-(-fake_deepmind_lab.LEVELS[level] // 4)}, level
+  # Grouped workers continue the level cycle; the test variants.
+  with make_vector_env("dmlab:dmlab30", 5, envs_per_worker=2,
+                       **kwargs) as env:
+    assert env.num_workers == 3 and env.levels == dmlab30.env_levels(5)
+  with make_vector_env("dmlab:dmlab30_test", 2, **kwargs) as env:
+    assert env.levels == dmlab30.env_levels(2, test=True)
+    assert env.levels[0].endswith("rooms_collect_good_objects_test")
+  with make_vector_env("dmlab:dmlab30", 1, test=True, **kwargs) as env:
+    assert env.levels == dmlab30.env_levels(1, test=True)
 
 
-def test_same_step_autoreset_final_obs_and_episode_statistics(fake):
-  # 30 frames with 4 repeats: the 8th step ends the episode after 2 frames.
-  with _env(fake, num_envs=2, config={"episodeLengthFrames": "30"}) as env:
-    obs = env.reset()
-    labs = env.labs
-    ret = np.zeros(2)
-    for t in range(8):
-      prev = obs
-      result = env.step(np.array([1, 8]))     # Forward; forward + look right.
-      obs = result.obs
-      ret += result.rewards
-      if t < 7:
-        assert not (result.terminated | result.truncated).any()
-        np.testing.assert_array_equal(result.final_obs, obs)
-        np.testing.assert_array_equal(result.episode_returns, [0, 0])
-        np.testing.assert_array_equal(result.episode_lengths, [0, 0])
-    assert result.terminated.all() and not result.truncated.any()
-    # Forward earns 1 per frame: 7 full steps of 4 frames and one of 2.
-    np.testing.assert_array_equal(result.rewards, [2.0, 2.25])
-    np.testing.assert_array_equal(result.episode_returns, [30.0, 33.75])
-    np.testing.assert_array_equal(result.episode_returns, ret)
-    np.testing.assert_array_equal(result.episode_lengths, [8, 8])
-    assert result.episode_returns.dtype == np.float32
-    assert result.episode_lengths.dtype == np.int32
-    # The ended episode has no last frame: its last valid one stands in.
-    np.testing.assert_array_equal(result.final_obs, prev)
-    # obs is the first frame of a new, newly seeded episode.
-    assert all(lab.is_running() and lab.num_steps() == 0 for lab in labs)
-    assert all(len(lab.reset_seeds) == 2 for lab in labs)
-    np.testing.assert_array_equal(
-        obs, [lab.observations()["RGB_INTERLEAVED"] for lab in labs])
-    assert not np.array_equal(obs, result.final_obs)
-    # Counters restart.
-    result = env.step(np.array([1, 1]))
-    assert not result.terminated.any()
-    np.testing.assert_array_equal(result.episode_lengths, [0, 0])
-
-
-def test_staggered_episode_ends_keep_per_env_statistics(fake):
-  # Episode lengths depend on each episode's seed: envs end at other steps.
-  config = {"episodeLengthFrames": "12", "episodeLengthJitter": "20"}
-  rng = np.random.default_rng(0)
-  with _env(fake, num_envs=4, seed=3, config=config,
-            num_action_repeats=2) as env:
-    obs = env.reset()
-    ret, length = np.zeros(4), np.zeros(4, np.int64)
-    partial_ends = 0
-    for _ in range(60):
-      prev = obs
-      result = env.step(rng.integers(0, 9, 4))
-      obs = result.obs
-      ret += result.rewards
-      length += 1
-      done = result.terminated
-      assert not result.truncated.any()
-      partial_ends += 0 < done.sum() < 4
-      np.testing.assert_array_equal(result.final_obs[done], prev[done])
-      np.testing.assert_array_equal(result.final_obs[~done], obs[~done])
-      np.testing.assert_allclose(result.episode_returns,
-                                 np.where(done, ret, 0), rtol=1e-6)
-      np.testing.assert_array_equal(result.episode_lengths,
-                                    np.where(done, length, 0))
-      ret[done], length[done] = 0, 0
-    assert partial_ends >= 5
-
-
-def test_max_episode_steps_truncates_with_the_real_last_frame(fake):
-  actions = np.array([1, 5])
-  with _env(fake, max_episode_steps=3) as env, _env(fake) as ref:
-    env.reset(), ref.reset()
-    for _ in range(2):
-      result, expected = env.step(actions), ref.step(actions)
-      np.testing.assert_array_equal(result.obs, expected.obs)
-    result, expected = env.step(actions), ref.step(actions)
-    assert result.truncated.all() and not result.terminated.any()
-    np.testing.assert_array_equal(result.final_obs, expected.obs)
-    np.testing.assert_array_equal(result.episode_lengths, [3, 3])
-    np.testing.assert_array_equal(result.episode_returns, [12.0, -1.5])
-    assert all(len(lab.reset_seeds) == 2 for lab in env.labs)
-    assert not np.array_equal(result.obs, result.final_obs)
-
-
-def test_not_installed_error_is_clear_and_raised_at_construction(
-    monkeypatch):
-  # The package imported without deepmind_lab: the import is lazy.
-  assert sys.modules.get("deepmind_lab") is None
-  monkeypatch.setitem(sys.modules, "deepmind_lab", None)   # Not importable.
-  for make in (lambda: DMLabVectorEnv(ARENA, 2),
-               lambda: make_vector_env("dmlab:" + ROOMS, 2, seed=1)):
-    with pytest.raises(EnvironmentNotAvailableError) as info:
-      make()
-    assert isinstance(info.value, ImportError)
-    assert info.value.name == "deepmind_lab"
-    message = str(info.value)
-    for hint in ("github.com/deepmind/lab", "bazel", "pip install",
-                 "PYTHONPATH"):
-      assert hint in message, hint
-
-
-def test_deepmind_lab_is_imported_when_lab_module_is_none(fake, monkeypatch):
-  monkeypatch.setitem(sys.modules, "deepmind_lab", fake)
-  with DMLabVectorEnv(ARENA, 1, runfiles_path="/opt/dmlab", **SMALL) as env:
-    assert isinstance(env.labs[0], fake.Lab)
-    assert fake.runfiles_path == "/opt/dmlab"
-
-
-def test_level_names_and_make_vector_env(fake):
-  assert is_dmlab_id("dmlab:" + ARENA) and not is_dmlab_id("CartPole-v1")
-  assert dmlab_level_name("dmlab:" + ARENA) == ARENA
-  assert dmlab_level_name("dmlab:" + ROOMS) == ROOMS
-  assert dmlab_level_name(ROOMS) == ROOMS
-  for bad in ("dmlab:", "dmlab:/rooms", "dmlab:rooms/", "dmlab: arena"):
-    with pytest.raises(ValueError, match="level name"):
-      dmlab_level_name(bad)
-  with make_vector_env("dmlab:" + ROOMS, 3, seed=5, lab_module=fake,
-                       renderer="hardware", level_cache="cache",
+def test_workers_import_neither_tensorflow_nor_torch(tmp_path, monkeypatch):
+  with make_vector_env("dmlab:dmlab30", 2, envs_per_worker=1,
                        **SMALL) as env:
-    assert isinstance(env, DMLabVectorEnv) and env.num_envs == 3
-    assert env.level == ROOMS
-    assert all(lab.level == ROOMS and lab.renderer == "hardware" and
-               lab.level_cache == "cache" for lab in env.labs)
-    assert env.reset().shape == (3, 12, 16, 3)
-  with _env(fake, level="dmlab:" + ARENA) as env:
-    assert env.labs[0].level == ARENA
-  with pytest.raises(ValueError, match="Failed to open level"):
-    _env(fake, level="dmlab:contributed/dmlab30/no_such_level")
-  with pytest.raises(ValueError, match="renderer"):
-    _env(fake, renderer="opengl")
-
-
-def test_config_width_height(fake):
-  with DMLabVectorEnv(ARENA, 1, lab_module=fake) as env:
-    assert env.labs[0].config == {"width": "96", "height": "72"}
-    assert env.observation_space.shape == (72, 96, 3)
-    assert env.reset().shape == (1, 72, 96, 3)
-  config = {"width": "80", "height": 60, "allowHoldOutLevels": True,
-            "logLevel": "WARN"}
-  with DMLabVectorEnv(ARENA, 1, lab_module=fake, config=config) as env:
-    assert env.labs[0].config == {"width": "80", "height": "60",
-                                  "allowHoldOutLevels": "true",
-                                  "logLevel": "WARN"}
-    assert env.reset().shape == (1, 60, 80, 3)
-  with DMLabVectorEnv(ARENA, 1, lab_module=fake, width=32, height=24,
-                      config={"width": "32"}) as env:
-    assert env.reset().shape == (1, 24, 32, 3)
-  with pytest.raises(ValueError, match="conflicts"):
-    DMLabVectorEnv(ARENA, 1, lab_module=fake, width=32,
-                   config={"width": "64"})
-
-
-def test_instructions_stay_out_of_the_box_observation(fake):
-  with _env(fake, level=LANGUAGE, num_envs=3, seed=1, instructions=True,
-            config={"episodeLengthFrames": "8"}) as env:
-    assert env.labs[0].observation_names == ["RGB_INTERLEAVED", "INSTR"]
-    assert isinstance(env.observation_space, IntBox)
-    obs = env.reset()
-    assert obs.shape == (3, 12, 16, 3)
-    texts = env.instructions()
-    assert texts.dtype == object and texts.shape == (3,)
-    assert all(t in fake.INSTRUCTIONS for t in texts)
-    assert env.instructions().tolist() == [
-        fake.INSTRUCTIONS[lab.reset_seeds[-1] % 3] for lab in env.labs]
-    env.step([1, 1, 1])
-    result = env.step([1, 1, 1])                 # 8 frames: episode ends.
-    assert result.terminated.all()
-    assert env.final_instructions().tolist() == texts.tolist()
-    assert env.instructions().tolist() == [
-        fake.INSTRUCTIONS[lab.reset_seeds[-1] % 3] for lab in env.labs]
-  with _env(fake) as env:
+    for modules in env.worker_modules():
+      assert FAKE in modules and "ingraph_rl.environments.dmlab" in modules
+      assert not [m for m in modules
+                  if m.split(".")[0] in ("tensorflow", "torch")]
+  # The fake under the real module's name, as experiments use it.
+  shim = write_deepmind_lab_shim(tmp_path / "shim")
+  monkeypatch.setenv("PYTHONPATH", shim)
+  with make_vector_env("dmlab:" + ARENA, 2, width=16, height=12) as env:
     env.reset()
-    with pytest.raises(ValueError, match="instructions=True"):
-      env.instructions()
+    env.step([0, 1])
+    for modules in env.worker_modules():
+      assert "deepmind_lab" in modules and FAKE in modules
+      assert "tensorflow" not in modules and "torch" not in modules
 
 
-def test_in_graph_stepping_matches_python(fake):
-  steps = 12
-  noise = np.random.default_rng(2).integers(0, 9, (steps, 2))
-  level = dict(config={"episodeLengthFrames": "20"})
-  with _env(fake, seed=4, **level) as env, _env(fake, seed=4, **level) as ref:
-    shapes = step_shapes(env)
-    assert shapes.obs == (2, 12, 16, 3)
+def test_without_deepmind_lab_workers_raise_the_install_hint(monkeypatch):
+  monkeypatch.delenv("PYTHONPATH", raising=False)
+  with pytest.raises(EnvironmentNotAvailableError) as info:
+    make_vector_env("dmlab:" + ARENA, 2)
+  assert isinstance(info.value, ImportError)
+  assert info.value.name == "deepmind_lab"
+  message = str(info.value)
+  assert "env worker 0" in message and "dmlab:" + ARENA in message
+  for hint in ("github.com/deepmind/lab", "bazel", "pip install"):
+    assert hint in message, hint
 
-    @tf.function
-    def rollout(actions):
-      obs = tf_reset(env, tf.constant(9, tf.int64))
-      assert obs.shape == (2, 12, 16, 3) and obs.dtype == tf.uint8
 
-      def body(t, total, obs_sum):
-        result = tf_step(env, actions[t])
-        assert result.obs.shape == (2, 12, 16, 3)
-        assert result.final_obs.dtype == tf.uint8
-        return (t + 1, total + result.episode_returns,
-                obs_sum + tf.reduce_sum(tf.cast(result.obs, tf.int64)))
-
-      _, total, obs_sum = tf.while_loop(
-          lambda t, *_: t < steps, body,
-          (tf.constant(0), tf.zeros(2), tf.zeros((), tf.int64)),
-          parallel_iterations=1)
-      return obs, total, obs_sum
-
-    first, total, obs_sum = rollout(tf.constant(noise, tf.int32))
-    expected_first = ref.reset(seed=9)
-    results = [ref.step(a) for a in noise]
-    np.testing.assert_array_equal(first.numpy(), expected_first)
-    np.testing.assert_allclose(
-        total.numpy(), np.sum([r.episode_returns for r in results], 0))
-    assert obs_sum.numpy() == sum(r.obs.astype(np.int64).sum()
-                                  for r in results)
-    assert sum(r.terminated.sum() for r in results) == 4   # 5 steps each.
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_worker_that_dies_mid_run_is_a_clear_error(sig):
+  env = make_vector_env("dmlab:" + ARENA, 3, seed=0, **SMALL)
+  try:
+    env.reset()
+    victim = env.pids[1]
+    timer = threading.Timer(0.3, os.kill, (victim, sig))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(WorkerDiedError) as info:
+      while time.monotonic() - start < 20:
+        env.step(np.zeros(3, np.int64))
+    timer.join()
+    assert time.monotonic() - start < 10
+    message = str(info.value)
+    assert f"env worker 1 (pid {victim}; env 1 of 3: dmlab:{ARENA})" in \
+        message, message
+    assert f"exit code {-sig} ({sig.name})" in message, message
+    with pytest.raises(WorkerDiedError, match="env worker 1"):
+      env.step(np.zeros(3, np.int64))
+  finally:
+    start = time.monotonic()
+    env.close()
+    assert time.monotonic() - start < 6

@@ -1,6 +1,8 @@
 """The DM Lab flagfile runs unchanged through experiments/impala.py when a
-`deepmind_lab` module is importable -- here the test fake, put on the path
-under the real module's name (nothing in the package knows about it)."""
+`deepmind_lab` module is importable -- here the fake, put on the path under
+the real module's name (nothing in the package knows about it). DM Lab
+steps in env worker processes, which never import tensorflow: the fake,
+like real DM Lab, dies in a process that did."""
 
 import os
 import pathlib
@@ -8,17 +10,14 @@ import re
 import subprocess
 import sys
 
+from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-FAKE = ROOT / "tests" / "environments"
 
 
 def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
-  shim = tmp_path / "shim"
-  shim.mkdir()
-  (shim / "deepmind_lab.py").write_text(
-      "from fake_deepmind_lab import *  # noqa: F401,F403\n")
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [str(ROOT), str(shim), str(FAKE)]))
+  shim = write_deepmind_lab_shim(tmp_path / "shim")
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), shim]))
   logdir = tmp_path / "run"
   # The flagfile as is (deep ResNet torso, LSTM 256, 4 action repeats),
   # with a budget and actor count small enough for a test.

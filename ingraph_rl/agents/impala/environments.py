@@ -3,20 +3,19 @@
     gymnasium ids ("CartPole-v1"): `GymnasiumVectorEnv`;
     Atari ("ALE/Pong-v5", "atari:pong"): ale-py's C++ vector env (its own
       threads), `num_action_repeats` is its frame skip;
-    DM Lab ("dmlab:<level>"): `DMLabVectorEnv`, `num_action_repeats` frames
-      per agent step.
+    DM Lab ("dmlab:<level>", "dmlab:dmlab30"): `DMLabVectorEnv`s, always in
+      worker processes (one per env; DM Lab crashes in a process that
+      imported tensorflow), `num_action_repeats` frames per agent step.
 
 With `processes=True` the envs step outside this process, so Python env
-code does not hold the GIL the actor and learner threads need: gymnasium
-envs each in their own subprocess (gymnasium's AsyncVectorEnv), any other
-vector env as a whole in one subprocess (`ProcessVectorEnv`).
+code does not hold the GIL the actor and learner threads need: in env
+worker processes (`WorkerVectorEnv`: shared-memory arrays, a tiny control
+message per step), one per env for gymnasium and DM Lab envs, one per
+actor for Atari (ale-py already steps its envs in C++ threads).
 """
-
-import functools
 
 from ingraph_rl.environments import (is_atari_id, is_dmlab_id,
                                      make_vector_env)
-from ingraph_rl.environments.process_env import ProcessVectorEnv
 
 # Frame skip / action repeats when the flag is left at its default.
 DEFAULT_REPEATS = {"atari": 4, "dmlab": 4, "gymnasium": 1}
@@ -43,17 +42,18 @@ def num_action_repeats_for(env_id, num_action_repeats=None):
 
 def make_actor_env(env_id, num_envs, seed=0, num_action_repeats=None,
                    processes=False, **kwargs):
-  """A `VectorEnv` of `num_envs` copies of `env_id` for one actor."""
+  """A `VectorEnv` of `num_envs` copies of `env_id` for one actor (env i
+  seeded with `seed + i`). DM Lab always steps in worker processes."""
   kind = env_kind(env_id)
   repeats = num_action_repeats_for(env_id, num_action_repeats)
   if kind == "atari":
     kwargs.setdefault("frameskip", repeats)
   elif kind == "dmlab":
     kwargs.setdefault("num_action_repeats", repeats)
-  elif processes:
-    kwargs.setdefault("asynchronous", True)
-    processes = False
+    processes = True
   if processes:
-    return ProcessVectorEnv(functools.partial(
-        make_vector_env, env_id, num_envs, seed=seed, **kwargs))
-  return make_vector_env(env_id, num_envs, seed=seed, **kwargs)
+    kwargs.setdefault("envs_per_worker", num_envs if kind == "atari" else 1)
+    return make_vector_env(env_id, num_envs, seed=seed, processes=True,
+                           **kwargs)
+  return make_vector_env(env_id, num_envs, seed=seed, processes=False,
+                         **kwargs)

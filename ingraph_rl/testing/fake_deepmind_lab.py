@@ -10,15 +10,37 @@ as the real one should be used (int32 [7] actions within the spec, Python
 int seeds, string configs, no stepping or observing once an episode ended),
 so an adapter that passes here calls DM Lab correctly.
 
+It also fails where the real one fails, and costs what it costs:
+
+- Real DM Lab (OSMesa software rendering) segfaults in `Lab.reset` in any
+  process that has imported tensorflow. The fake prints a fatal message to
+  stderr and calls `os.abort()` (exit -6, SIGABRT) at `Lab(...)` and at
+  `reset()` when "tensorflow" is in `sys.modules`.
+- Every rendered frame spends `FRAME_CPU_SECONDS` (0.4 ms) of this thread's
+  CPU at 96 x 72 pixels, scaled by the pixel count: ~1.6 ms per agent step
+  of 4 repeats, so throughput measured with the fake means something.
+
 The "game": frames are pseudo-random from the episode seed and the actions;
 each frame's reward depends on the action (forward +1, backward -1, strafe
 right/left +-0.25, look right/left +-0.125 per 20 pixels, fire +0.5), so the
 sum over `num_steps` frames is exact in float. An episode ends after the
-level's number of frames (`LEVELS`), which the level options
-`episodeLengthFrames` and `episodeLengthJitter` (+ seed % (jitter + 1))
-override -- like real levels, unrecognized config keys go to the level.
-Every Lab records its `steps` [(action copy, num_steps)] and `reset_seeds`.
+level's number of frames (`LEVELS`; all DMLab-30 levels, train and test
+names, have short ones), which the level options `episodeLengthFrames` and
+`episodeLengthJitter` (+ seed % (jitter + 1)) override -- like real levels,
+unrecognized config keys go to the level. Language levels ("language" in
+the name) give an `INSTR` text; the others an empty one. Every Lab records
+its `steps` [(action copy, num_steps)] and `reset_seeds`.
+
+A subprocess imports it under the real name through a shim directory on
+PYTHONPATH (`ingraph_rl.testing.deepmind_lab_shim`).
+
+>>> lab = Lab("seekavoid_arena_01", ["RGB_INTERLEAVED"],
+...           {"width": "16", "height": "12"})          # doctest: +SKIP
 """
+
+import os
+import sys
+import time
 
 import numpy as np
 
@@ -32,14 +54,41 @@ ACTION_SPEC = (
     {"name": "CROUCH", "min": 0, "max": 1},
 )
 
-# Level script -> episode length in frames.
+# CPU per rendered frame at REFERENCE_PIXELS (96 x 72), scaled by pixels.
+FRAME_CPU_SECONDS = 0.4e-3
+REFERENCE_PIXELS = 96 * 72
+
+_DMLAB30 = (
+    "rooms_collect_good_objects_train", "rooms_collect_good_objects_test",
+    "rooms_exploit_deferred_effects_train",
+    "rooms_exploit_deferred_effects_test", "rooms_select_nonmatching_object",
+    "rooms_watermaze", "rooms_keys_doors_puzzle",
+    "language_select_described_object", "language_select_located_object",
+    "language_execute_random_task", "language_answer_quantitative_question",
+    "lasertag_one_opponent_small", "lasertag_three_opponents_small",
+    "lasertag_one_opponent_large", "lasertag_three_opponents_large",
+    "natlab_fixed_large_map", "natlab_varying_map_regrowth",
+    "natlab_varying_map_randomized", "skymaze_irreversible_path_hard",
+    "skymaze_irreversible_path_varied",
+    "psychlab_arbitrary_visuomotor_mapping",
+    "psychlab_continuous_recognition", "psychlab_sequential_comparison",
+    "psychlab_visual_search", "explore_object_locations_small",
+    "explore_object_locations_large", "explore_obstructed_goals_small",
+    "explore_obstructed_goals_large", "explore_goal_locations_small",
+    "explore_goal_locations_large", "explore_object_rewards_few",
+    "explore_object_rewards_many")
+
+# Level script -> episode length in frames. DMLab-30 levels get short,
+# different lengths (24..52 frames), so envs of a level set end apart.
 LEVELS = {
     "seekavoid_arena_01": 60,
     "tests/empty_room_test": 40,
-    "contributed/dmlab30/rooms_collect_good_objects_train": 48,
-    "contributed/dmlab30/rooms_collect_good_objects_test": 48,
-    "contributed/dmlab30/language_select_described_object": 36,
+    **{f"contributed/dmlab30/{name}": 24 + 4 * (i % 8)
+       for i, name in enumerate(_DMLAB30)},
 }
+LEVELS["contributed/dmlab30/rooms_collect_good_objects_train"] = 48
+LEVELS["contributed/dmlab30/rooms_collect_good_objects_test"] = 48
+LEVELS["contributed/dmlab30/language_select_described_object"] = 36
 
 INSTRUCTIONS = ("Pick the red hat.", "Find the blue ball.",
                 "Go to the large green key.")
@@ -58,11 +107,33 @@ def frame_reward(action):
   return move + 0.25 * strafe + 0.125 * look / 20 + 0.5 * fire
 
 
+def _abort_if_tensorflow(where):
+  """What the real module does next to TF is a segfault: die as hard."""
+  if "tensorflow" in sys.modules:
+    sys.stderr.write(
+        f"fake deepmind_lab: FATAL: {where} in a process that has imported "
+        "tensorflow. Real DeepMind Lab (OSMesa) segfaults in Lab.reset in "
+        "any process with tensorflow loaded; run DM Lab in TF-free worker "
+        "processes (ingraph_rl.environments.make_vector_env('dmlab:...')). "
+        "Aborting.\n")
+    sys.stderr.flush()
+    os.abort()
+
+
+def _spend_cpu_until(start, seconds):
+  """Spins this thread until it has used `seconds` of CPU since `start`
+  (a `time.thread_time()` reading): real work, like rendering."""
+  end = start + seconds
+  while time.thread_time() < end:
+    pass
+
+
 class Lab:
   """One fake DM Lab environment."""
 
   def __init__(self, level, observations, config=None, renderer="software",
                level_cache=None):
+    _abort_if_tensorflow("Lab(...)")
     if not isinstance(level, str) or level not in LEVELS:
       raise ValueError(f"Failed to open level {level!r}")
     config = {} if config is None else config
@@ -75,6 +146,8 @@ class Lab:
     self.level_cache = level_cache
     self.width = int(config.get("width", "320"))
     self.height = int(config.get("height", "240"))
+    self.frame_cpu_seconds = FRAME_CPU_SECONDS * (
+        self.width * self.height / REFERENCE_PIXELS)
     specs = {s["name"] for s in self.observation_spec()}
     if not isinstance(observations, list) or not all(
         isinstance(o, str) and o in specs for o in observations):
@@ -93,6 +166,7 @@ class Lab:
       raise RuntimeError("Environment already closed")
 
   def reset(self, episode=-1, seed=None):
+    _abort_if_tensorflow("Lab.reset")
     self._check_open()
     if not isinstance(episode, int) or isinstance(episode, bool):
       raise TypeError(f"episode must be an int, got {episode!r}")
@@ -103,6 +177,7 @@ class Lab:
                         f"{type(seed).__name__} {seed!r}")
     else:
       seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+    start = time.thread_time()
     self.reset_seeds.append(seed)
     self._rng = np.random.default_rng(seed)
     self._frame = self._rng.integers(0, 256, (self.height, self.width, 3),
@@ -112,6 +187,7 @@ class Lab:
     self._episode_length = self._length + seed % (self._jitter + 1)
     self._frames = 0
     self._running = True
+    _spend_cpu_until(start, self.frame_cpu_seconds)    # The first frame.
 
   def step(self, action, num_steps=1):
     self._check_open()
@@ -134,10 +210,12 @@ class Lab:
                      % 256)
     reward = 0.0
     for _ in range(num_steps):
+      start = time.thread_time()
       noise = self._rng.integers(0, 8, self._frame.shape, dtype=np.uint8)
       self._frame = self._frame + noise + shift     # uint8, wraps around.
       reward += frame_reward(action)
       self._frames += 1
+      _spend_cpu_until(start, self.frame_cpu_seconds)
       if self._frames >= self._episode_length:
         self._running = False
         break

@@ -1,0 +1,168 @@
+"""The env worker process of `WorkerVectorEnv` (see workers.py):
+
+    python -m ingraph_rl.environments.worker_main --fd=<socket fd> \
+        --parent_pid=<pid> --spec='{"env_id": ..., "num_envs": ..., ...}'
+
+It builds `make_vector_env(env_id, num_envs, seed, processes=False,
+**kwargs)`, sends a hello (num_envs, spaces, levels) and then answers the
+parent's commands until "close" or until the parent is gone. It imports
+neither tensorflow nor torch (DM Lab crashes next to tensorflow).
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+
+def _watch_parent(parent_pid, period_s=1.0):
+  """Exits this process once the parent is gone, even while an env call
+  blocks the main thread (a dead parent's socket EOF is seen only between
+  calls)."""
+  def loop():
+    while True:
+      time.sleep(period_s)
+      if os.getppid() != parent_pid:
+        os._exit(3)
+  threading.Thread(target=loop, daemon=True, name="parent-watch").start()
+
+
+class Server:
+  """Answers one parent's commands over `sock` for one vector env."""
+
+  def __init__(self, sock, spec):
+    from ingraph_rl.environments import workers
+    self.w = workers
+    self.sock, self.spec = sock, spec
+    self.env = None
+    self.layout = self.views = self.shm = None
+
+  def build(self):
+    from ingraph_rl.environments import make_vector_env
+    spec = self.spec
+    self.env = make_vector_env(spec["env_id"], spec["num_envs"],
+                               seed=spec["seed"], processes=False,
+                               **spec["kwargs"])
+    levels = getattr(self.env, "levels", None)
+    hello = {"num_envs": int(self.env.num_envs),
+             "observation_space": self.w.space_to_json(
+                 self.env.observation_space),
+             "action_space": self.w.space_to_json(self.env.action_space),
+             "levels": None if levels is None else list(levels)}
+    self.reply(os.getpid(), json.dumps(hello).encode())
+
+  def reply(self, arg=0, payload=b""):
+    self.w.send_message(self.sock, self.w.OK, arg, payload)
+
+  def attach(self, name, size):
+    self.layout = self.w.Layout(self.env.num_envs,
+                                self.env.observation_space,
+                                self.env.action_space, self.spec["text_bytes"])
+    if self.layout.size != size:
+      raise RuntimeError(f"the parent's layout has {size} bytes, ours "
+                         f"{self.layout.size}")
+    self.shm = self.w.attach_shared_memory(name)
+    # Both sides have it mapped: the name is no longer needed, and
+    # unlinking now leaves nothing behind whoever dies first.
+    self.w.unlink_shared_memory(self.shm)
+    self.views = self.layout.views(self.shm.buf)
+
+  def step(self):
+    views, layout = self.views, self.layout
+    result = self.env.step(views["actions"].copy())
+    layout.write_obs(views, "obs", result.obs)
+    done = (result.terminated | result.truncated).astype(bool)
+    if done.any():
+      layout.write_obs(views, "final", result.final_obs, rows=done)
+    views["rewards"][...] = result.rewards
+    views["terminated"][...] = result.terminated
+    views["truncated"][...] = result.truncated
+    views["episode_returns"][...] = result.episode_returns
+    views["episode_lengths"][...] = result.episode_lengths
+
+  def serve(self):
+    w = self.w
+    while True:
+      message = w.recv_message(self.sock)
+      if message is None:
+        return                        # The parent is gone.
+      code, arg, payload = message
+      try:
+        if code == w.STEP:
+          self.step()
+          self.reply()
+        elif code == w.RESET:
+          obs = self.env.reset(seed=None if arg < 0 else int(arg))
+          self.layout.write_obs(self.views, "obs", obs)
+          self.reply()
+        elif code == w.ATTACH:
+          self.attach(payload.decode(), arg)
+          self.reply()
+        elif code == w.MODULES:
+          self.reply(0, json.dumps(sorted(sys.modules)).encode())
+        elif code == w.CLOSE:
+          self.close()
+          return
+        else:
+          raise ValueError(f"unknown command {code}")
+      except Exception as e:          # pylint: disable=broad-except
+        w.send_message(self.sock, w.ERROR, 0,
+                       w.error_payload(e, traceback.format_exc()))
+
+  def close(self):
+    env, self.env = self.env, None
+    self.views = None
+    if env is not None:
+      env.close()
+    if self.shm is not None:
+      try:
+        self.shm.close()
+      except BufferError:
+        pass
+
+
+def main(argv=None):
+  # A terminal's Ctrl-C reaches the whole process group: the parent
+  # decides when its workers stop.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--fd", type=int, required=True)
+  parser.add_argument("--parent_pid", type=int, required=True)
+  parser.add_argument("--spec", required=True)
+  args = parser.parse_args(argv)
+  _watch_parent(args.parent_pid)
+  sock = socket.socket(fileno=args.fd)
+  spec = json.loads(args.spec)
+  from ingraph_rl.environments import workers
+  server = None
+  try:
+    server = Server(sock, spec)
+    server.build()
+  except BaseException as e:          # pylint: disable=broad-except
+    try:
+      workers.send_message(sock, workers.ERROR, 0, workers.error_payload(
+          e, traceback.format_exc()))
+    except OSError:
+      pass
+    if server is not None:
+      server.close()
+    return 1
+  try:
+    server.serve()
+  finally:
+    server.close()
+    try:
+      workers.send_message(sock, workers.OK)   # Closed.
+    except OSError:
+      pass
+    sock.close()
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
