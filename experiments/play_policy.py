@@ -3,40 +3,71 @@
     python experiments/play_policy.py --saved_model=runs/.../saved_policy \
         --env=CartPole-v1 --episodes=20
 
-Deliberately imports nothing from ingraph_rl: it shows (and the tests
-check) that the SavedModel stands alone. Prints one line per episode and
-ends with "mean_return <value>". Atari ids ("ALE/Pong-v5", "atari:pong")
-use ale-py's vector env with the preprocessing the actors used (84x84
-gray, 4 stacked frames, channels last).
+Imports nothing from ingraph_rl for gymnasium and Atari ids: it shows (and
+the tests check) that the SavedModel stands alone. Prints one line per
+episode and ends with "mean_return <value>". Atari ids ("ALE/Pong-v5",
+"atari:pong") use ale-py's vector env with the preprocessing the actors
+used (84x84 gray, 4 stacked frames, channels last). DM Lab ids
+("dmlab:<level>") step in ingraph_rl's env worker processes (DM Lab
+crashes in a process that imported tensorflow, like this one), with the
+actors' defaults (96x72 RGB, 4 action repeats, IMPALA's 9 actions); that
+needs only ingraph_rl's env layer, which imports no tensorflow.
 """
 
 import argparse
+import os
+import sys
 
 import numpy as np
 import tensorflow as tf
 
 
-def make_env(env_id, seed):
-  """(reset() -> obs [1, ...], step(action) -> (obs, reward, done))."""
-  if env_id.startswith("ALE/") or env_id.startswith("atari:"):
-    import gymnasium as gym
-    from ale_py.vector_env import AtariVectorEnv
-    game = env_id.split(":")[-1].split("/")[-1].split("-")[0]
-    game = "".join("_" + c.lower() if c.isupper() else c for c in game)
-    sticky = 0.25 if env_id.endswith("-v5") else 0.0
-    env = AtariVectorEnv(game.lstrip("_"), 1, repeat_action_probability=sticky,
-                         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+def make_atari_env(env_id, seed):
+  import gymnasium as gym
+  from ale_py.vector_env import AtariVectorEnv
+  game = env_id.split(":")[-1].split("/")[-1].split("-")[0]
+  game = "".join("_" + c.lower() if c.isupper() else c for c in game)
+  sticky = 0.25 if env_id.endswith("-v5") else 0.0
+  env = AtariVectorEnv(game.lstrip("_"), 1, repeat_action_probability=sticky,
+                       autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
-    def layout(obs):
-      return np.transpose(obs, (0, 2, 3, 1))
+  def layout(obs):
+    return np.transpose(obs, (0, 2, 3, 1))
 
-    def reset():
-      return layout(env.reset(seed=seed)[0])
+  def reset():
+    return layout(env.reset(seed=seed)[0])
 
-    def step(action):
-      obs, reward, term, trunc, _ = env.step(np.asarray(action))
-      return layout(obs), float(reward[0]), bool(term[0] or trunc[0])
-    return reset, step
+  def step(action):
+    obs, reward, term, trunc, _ = env.step(np.asarray(action))
+    return layout(obs), float(reward[0]), bool(term[0] or trunc[0])
+  return reset, step
+
+
+def make_dmlab_env(env_id, seed):
+  try:
+    from ingraph_rl.environments import make_vector_env
+  except ImportError:
+    # Run as a script (e.g. `python -I`): the checkout this file is in.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    from ingraph_rl.environments import make_vector_env
+  env = make_vector_env(env_id, 1, seed=seed)     # In a worker process.
+  first = [True]
+
+  def reset():
+    # Seeded once; later episodes continue the env's seed stream.
+    obs = env.reset(seed=seed if first[0] else None)
+    first[0] = False
+    return obs
+
+  def step(action):
+    result = env.step(np.asarray(action, np.int64).reshape(1))
+    return (result.obs, float(result.rewards[0]),
+            bool(result.terminated[0] or result.truncated[0]))
+  return reset, step
+
+
+def make_gymnasium_env(env_id, seed):
   import gymnasium as gym
   env = gym.make(env_id)
   seeds = iter(range(seed, seed + 1_000_000))
@@ -48,6 +79,23 @@ def make_env(env_id, seed):
     obs, reward, term, trunc, _ = env.step(int(action[0]))
     return np.asarray(obs)[None], float(reward), bool(term or trunc)
   return reset, step
+
+
+# (predicate on the env id, maker), first match wins.
+ENV_MAKERS = (
+    (lambda env_id: env_id.startswith("dmlab:"), make_dmlab_env),
+    (lambda env_id: env_id.startswith(("ALE/", "atari:")), make_atari_env),
+    (lambda env_id: True, make_gymnasium_env),
+)
+
+
+def make_env(env_id, seed):
+  """(reset() -> obs [1, ...] (a dict of them for Dict observations),
+  step(action [1]) -> (obs, reward, done))."""
+  for matches, maker in ENV_MAKERS:
+    if matches(env_id):
+      return maker(env_id, seed)
+  raise ValueError(f"no env maker for {env_id!r}")
 
 
 def main():

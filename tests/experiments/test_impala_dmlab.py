@@ -33,6 +33,19 @@ def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
                    out.stdout), out.stdout[-2000:]
   assert "[impala] dmlab:seekavoid_arena_01: 1 actors" in out.stdout
   assert (logdir / "saved_policy" / "saved_model.pb").exists()
+  # play_policy.py plays it, DM Lab in a worker process: from /, isolated
+  # (-I: no PYTHONPATH for the player itself; its workers get the shim).
+  play = subprocess.run(
+      [sys.executable, "-I", str(ROOT / "experiments" / "play_policy.py"),
+       f"--saved_model={logdir / 'saved_policy'}",
+       "--env=dmlab:seekavoid_arena_01", "--episodes=2", "--seed=3"],
+      cwd="/", env=dict(os.environ, PYTHONPATH=shim), capture_output=True,
+      text=True, timeout=120)
+  assert play.returncode == 0, play.stdout[-2000:] + play.stderr[-3000:]
+  lines = play.stdout.strip().splitlines()
+  assert [line.split()[:3] for line in lines[:2]] == [
+      ["episode", "0", "return"], ["episode", "1", "return"]]
+  assert lines[-1].startswith("mean_return ")
 
 
 def test_without_deepmind_lab_the_error_says_how_to_install(tmp_path):

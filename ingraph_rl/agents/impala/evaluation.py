@@ -1,6 +1,6 @@
-"""Greedy evaluation of IMPALA weights on a plain gymnasium env, stepped in
-Python (no queue, no stepper): what a trained policy scores, independent of
-the actors' sampling."""
+"""Greedy evaluation of IMPALA weights on a plain gymnasium env (or DM Lab
+in env worker processes), stepped in Python (no queue, no stepper): what a
+trained policy scores, independent of the actors' sampling."""
 
 import numpy as np
 
@@ -45,11 +45,61 @@ class GreedyPolicy:
             {k: v.numpy() for k, v in out["state"].items()})
 
 
+class _SingleEnv:
+  """gymnasium's single-env `reset` / `step` on a 1-env `VectorEnv` (its
+  same-step autoreset is never seen: an episode's env is not stepped after
+  its end)."""
+
+  def __init__(self, env):
+    self.env = env
+    self.observation_space = env.observation_space
+
+  @staticmethod
+  def _first(obs):
+    return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) \
+        else obs[0]
+
+  def reset(self, seed=None):
+    return self._first(self.env.reset(seed=seed)), {}
+
+  def step(self, action):
+    result = self.env.step(np.array([action], np.int64))
+    return (self._first(result.obs), float(result.rewards[0]),
+            bool(result.terminated[0]), bool(result.truncated[0]), {})
+
+  def close(self):
+    self.env.close()
+
+
+def make_eval_envs(env_id, num_episodes, seed=0, **make_kwargs):
+  """(`num_episodes` envs with gymnasium's single-env API, their
+  observation space). gymnasium ids: `gymnasium.make(env_id,
+  **make_kwargs)`; DM Lab ids: `make_vector_env(env_id, 1, seed + i,
+  **make_kwargs)` each (a worker process per env, as for the actors: DM
+  Lab crashes in a process that imported tensorflow)."""
+  from ingraph_rl.environments import is_dmlab_id, make_vector_env
+  if is_dmlab_id(env_id):
+    envs = []
+    try:
+      for i in range(num_episodes):
+        envs.append(_SingleEnv(make_vector_env(env_id, 1, seed=seed + i,
+                                               **make_kwargs)))
+    except BaseException:
+      for env in envs:
+        env.close()
+      raise
+    return envs, envs[0].observation_space
+  import gymnasium as gym
+  envs = [gym.make(env_id, **make_kwargs) for _ in range(num_episodes)]
+  return envs, from_gymnasium(envs[0].observation_space)
+
+
 def evaluate(config, weights, env_id, num_episodes, seed=0,
              **make_kwargs):
   """Returns of `num_episodes` greedy episodes (the `greedy_action`, argmax
-  of the logits) of `gymnasium.make(env_id, **make_kwargs)`; episode i
-  runs in its own env from `reset(seed=seed + i)`. The episodes run side
+  of the logits) of `gymnasium.make(env_id, **make_kwargs)` (DM Lab ids:
+  see `make_eval_envs`); episode i runs in its own env from
+  `reset(seed=seed + i)`. The episodes run side
   by side, one policy call per step for all of them; an LSTM's state is
   carried through an episode and reset at its first step, as the actors
   do.
@@ -57,11 +107,10 @@ def evaluate(config, weights, env_id, num_episodes, seed=0,
   `weights`: a learner's `get_weights()` output (tensors or arrays).
   Returns a float64 array [num_episodes].
   """
-  import gymnasium as gym
-  envs = [gym.make(env_id, **make_kwargs) for _ in range(num_episodes)]
+  envs, observation_space = make_eval_envs(env_id, num_episodes, seed,
+                                           **make_kwargs)
   try:
-    policy = GreedyPolicy(config, weights,
-                          from_gymnasium(envs[0].observation_space))
+    policy = GreedyPolicy(config, weights, observation_space)
     obs = np.stack([env.reset(seed=seed + i)[0]
                     for i, env in enumerate(envs)])
     state = policy.zero_state(num_episodes)
