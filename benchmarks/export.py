@@ -215,21 +215,27 @@ def impala_calls(aex, state_size):
     del explore   # The IMPALA policy always samples.
     obs = rng.integers(0, 256, (batch,) + OBS_SHAPE, dtype=np.uint8)
     state = rng.normal(size=(batch, state_size)).astype(np.float32)
+    reward = rng.normal(size=batch).astype(np.float32)
+    action = rng.integers(0, NUM_ACTIONS, batch).astype(np.int64)
     return {"observation": obs, "first": np.zeros(batch, bool),
+            "prev_reward": reward, "prev_action": action,
             "state_c": state, "state_h": state.copy(),
             # The executor's act takes [B, T=1] and a state dict.
             "obs_bt": obs[:, None], "first_bt": np.zeros((batch, 1), bool),
+            "last_bt": (reward[:, None], action[:, None]),
             "state": {"c": state, "h": state.copy()}}
 
   return {
       "make_inputs": make_inputs,
       "executor": lambda x: aex.execute(
-          "act", x["obs_bt"], x["state"], x["first_bt"])["action"].numpy()[
-              :, 0],
+          "act", x["obs_bt"], x["state"], x["first_bt"],
+          *x["last_bt"])["action"].numpy()[:, 0],
       "raw_function": lambda x: raw(
-          x["obs_bt"], x["state"], x["first_bt"])["action"].numpy()[:, 0],
+          x["obs_bt"], x["state"], x["first_bt"],
+          *x["last_bt"])["action"].numpy()[:, 0],
       "loaded": lambda sig, x: sig(
           observation=x["observation"], first=x["first"],
+          prev_reward=x["prev_reward"], prev_action=x["prev_action"],
           state_c=x["state_c"], state_h=x["state_h"])["action"].numpy(),
   }
 

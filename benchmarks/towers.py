@@ -114,7 +114,9 @@ class ImpalaUpdates:
         rewards=rng.normal(size=(b, steps)).astype(np.float32),
         dones=rng.uniform(size=(b, steps)) < 0.05,
         actions=rng.integers(0, NUM_ACTIONS, (b, steps)).astype(np.int64),
-        logits=rng.normal(size=(b, steps, NUM_ACTIONS)).astype(np.float32))
+        logits=rng.normal(size=(b, steps, NUM_ACTIONS)).astype(np.float32),
+        truncated=np.zeros((b, steps), bool),
+        bootstrap_value=np.zeros((b, steps), np.float32))
 
   def run(self, updates):
     for _ in range(updates):

@@ -60,6 +60,8 @@ NUM_ENVS = flags.DEFINE_integer("num_envs_per_actor", 8, "Envs each actor steps 
 ENV_PROCESSES = flags.DEFINE_bool("env_processes", False, "Step envs in subprocesses (gymnasium: one per env; others: one per actor).")
 TORSO = flags.DEFINE_enum("torso", "mlp", ["mlp", "small", "large"], "Network torso.")
 LSTM_UNITS = flags.DEFINE_integer("lstm_units", 0, "LSTM size (0: feed-forward).")
+FEED_REWARD_ACTION = flags.DEFINE_bool("feed_reward_action", True, "Feed the clipped last reward and one-hot last action to the core (scalable_agent).")
+BOOTSTRAP_ON_TRUNCATION = flags.DEFINE_bool("bootstrap_on_truncation", True, "Bootstrap returns from V(final observation) where a time limit truncates an episode.")
 CLIP_GRAD_NORM = flags.DEFINE_float("clip_grad_norm", 40.0, "Global-norm clip (0: off).")
 LR_DECAY = flags.DEFINE_bool("lr_decay", True, "Decay the learning rate linearly to 0 over the budget.")
 QUEUE_CAPACITY = flags.DEFINE_integer("queue_capacity", 32, "Rollouts the queue holds.")
@@ -78,8 +80,9 @@ EVAL_EPISODES = flags.DEFINE_integer(
 _ALL_FLAGS = [NUM_ACTORS, BATCH_SIZE, UNROLL_LENGTH, NUM_ACTION_REPEATS,
               ENTROPY_COST, BASELINE_COST, DISCOUNTING, REWARD_CLIPPING,
               LEARNING_RATE, TOTAL_FRAMES, DECAY, MOMENTUM, EPSILON, ENV,
-              NUM_ENVS, ENV_PROCESSES, TORSO, LSTM_UNITS, CLIP_GRAD_NORM,
-              LR_DECAY, QUEUE_CAPACITY, SEED]
+              NUM_ENVS, ENV_PROCESSES, TORSO, LSTM_UNITS, FEED_REWARD_ACTION,
+              BOOTSTRAP_ON_TRUNCATION, CLIP_GRAD_NORM, LR_DECAY,
+              QUEUE_CAPACITY, SEED]
 
 
 def make_config(num_actions, frames_per_update):
@@ -88,6 +91,8 @@ def make_config(num_actions, frames_per_update):
   return IMPALAConfig(
       num_actions=num_actions, torso=torso,
       lstm_units=LSTM_UNITS.value or None,
+      feed_reward_action=FEED_REWARD_ACTION.value,
+      bootstrap_on_truncation=BOOTSTRAP_ON_TRUNCATION.value,
       unroll_length=UNROLL_LENGTH.value, batch_size=BATCH_SIZE.value,
       discounting=DISCOUNTING.value, baseline_cost=BASELINE_COST.value,
       entropy_cost=ENTROPY_COST.value, reward_clipping=REWARD_CLIPPING.value,

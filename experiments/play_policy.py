@@ -110,16 +110,28 @@ def main():
   policy = tf.saved_model.load(args.saved_model)
   act = policy.signatures["action"]
   initial = policy.signatures["get_initial_state"]
+  # Older exports take no previous reward and action: feed what it takes.
+  inputs = set(act.structured_input_signature[1])
   key = "action" if args.sample else "greedy_action"
   reset, step = make_env(args.env, args.seed)
   returns = []
   for episode in range(args.episodes):
     obs, first, done, total = reset(), True, False, 0.0
+    reward, action = 0.0, 0        # What came with the first observation.
     state = initial(batch_size=tf.constant(1))
     while not done:
-      out = act(observation=tf.constant(obs), first=tf.constant([first]),
-                **state)
+      feed = dict(first=tf.constant([first]), **state)
+      if isinstance(obs, dict):    # Dict observations: one input per leaf.
+        feed.update({f"observation_{k}": tf.constant(v)
+                     for k, v in obs.items()})
+      else:
+        feed["observation"] = tf.constant(obs)
+      if "prev_reward" in inputs:
+        feed["prev_reward"] = tf.constant([reward], tf.float32)
+        feed["prev_action"] = tf.constant([action], tf.int64)
+      out = act(**feed)
       state = {"state_c": out["state_c"], "state_h": out["state_h"]}
+      action = int(out[key].numpy()[0])
       obs, reward, done = step(out[key].numpy())
       total += reward
       first = False

@@ -40,6 +40,20 @@ def tf_recording():
       _STATE.tape = previous
 
 
+@contextlib.contextmanager
+def tf_no_recording():
+  """Inside, nothing goes on the `tf_recording` tape: for control flow no
+  gradient flows through (while a tape records, TF builds the gradient
+  functions of every while loop and cond as they are made, which for an
+  env-stepping loop around a network costs seconds of build time)."""
+  tape = getattr(_STATE, "tape", None)
+  if tape is None:
+    yield
+    return
+  with tape.stop_recording():
+    yield
+
+
 @dataclasses.dataclass(eq=False)
 class TowerLoss:
   """A value merged from per-tower values: `merged` = combine(`losses`)."""

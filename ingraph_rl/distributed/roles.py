@@ -25,12 +25,13 @@ import tensorflow as tf
 from ingraph_rl.agents.impala.actor import IMPALAActor
 from ingraph_rl.agents.impala.driver import actor_config
 from ingraph_rl.agents.impala.learner import IMPALALearner
-from ingraph_rl.agents.impala.networks import make_network
+from ingraph_rl.agents.impala.networks import (make_network,
+                                               policy_input_spaces)
 from ingraph_rl.distributed.cluster import Task, task_from_flags
 from ingraph_rl.distributed.placement import PSExecutor
 from ingraph_rl.distributed.weights import PublishedWeights
 from ingraph_rl.executors.tensorflow import TFExecutor
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox
+from ingraph_rl.spaces import Dict, FloatBox
 
 EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
@@ -123,11 +124,9 @@ def network_weight_specs(config, observation_space):
   """{path: (shape, dtype)} of the learner's `get_weights()`, from a local
   copy of the network (actors know them without asking the learner)."""
   network = make_network(config, observation_space)
-  ranked = dict(add_batch_rank=True, add_time_rank=True)
-  executor = TFExecutor(network, {
-      "observations": observation_space.with_batch_rank().with_time_rank(),
-      "initial_state": network.state_space(),
-      "resets": BoolBox(**ranked)}, api_names=["unroll", "variables"])
+  spaces = policy_input_spaces(config, observation_space, network)
+  spaces["initial_state"] = spaces.pop("state")
+  executor = TFExecutor(network, spaces, api_names=["unroll", "variables"])
   return {p: (tuple(v.shape), v.dtype)
           for p, v in executor.execute("variables").items()}
 

@@ -26,7 +26,8 @@ What is exported, and why:
     optimizer step, priority update; returns the loss dict),
     `sync_target`, `get_weights`, `get_train_step`.
   - IMPALA (`export_impala_agent`): the actor's `action` (one step:
-    observation [B, ...], `first`, LSTM state) and `get_initial_state`,
+    observation [B, ...], `first`, `prev_reward`, `prev_action`, LSTM
+    state) and `get_initial_state`,
     the learner's `update` on a given batch of rollouts (its
     `update_from_batch` API), `get_weights`, `get_train_step`,
     `sync_weights` (learner weights -> actor, in one call) and
@@ -230,6 +231,42 @@ def api_signature(executor, api_name, name=None):
       jit_compile=executor.jit_compile or None)
 
 
+def impala_action_function(act, observation_space, state_size):
+  """The `action` signature of an exported IMPALA policy: one step of
+  `act` (an `IMPALAPolicy.act` root API function) with named inputs
+
+    observation [B, ...] (a Dict space: `observation_<key>` per leaf,
+      e.g. observation_RGB_INTERLEAVED uint8 and observation_INSTR string),
+    first bool [B]: the first step of an episode (the state is zeroed
+      before it),
+    prev_reward float32 [B], prev_action int64 [B]: the reward that came
+      with the observation and the action that led to it (0 at an
+      episode's first step after a reset),
+    state_c, state_h float32 [B, S] (S = 0 without an LSTM)
+
+  -> {"action", "greedy_action" int64 [B], "logits" [B, A], "value" [B],
+  "state_c", "state_h"}.
+  """
+  def step(x):
+    return x[:, None]                 # [B] -> [B, T = 1].
+
+  def action(observation, first, prev_reward, prev_action, state):
+    out = act(tf.nest.map_structure(step, observation), state, step(first),
+              step(prev_reward), step(prev_action))
+    return {"action": out["action"][:, 0],
+            "greedy_action": out["greedy_action"][:, 0],
+            "logits": out["logits"][:, 0], "value": out["values"][:, 0],
+            "state_c": out["state"]["c"], "state_h": out["state"]["h"]}
+
+  state = tf.TensorSpec([None, state_size], tf.float32)
+  return signature_function(action, {
+      "observation": observation_space.with_batch_rank().to_tensor_spec(),
+      "first": tf.TensorSpec([None], tf.bool),
+      "prev_reward": tf.TensorSpec([None], tf.float32),
+      "prev_action": tf.TensorSpec([None], tf.int64),
+      "state": {"c": state, "h": state}}, "action")
+
+
 def _describe(concrete):
   inputs = concrete.structured_input_signature[0]
   outputs = concrete.structured_outputs
@@ -392,14 +429,16 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
   given): call `sync_weights` after updates to act with the new ones.
 
   Signatures (batch dims open; S is the LSTM size, 0 without an LSTM):
-    action(observation [B, ...], first bool [B], state_c [B, S],
-           state_h [B, S]) -> {"action", "greedy_action" int64 [B],
-           "logits" [B, A], "value" [B], "state_c", "state_h"}; `first`
-           zeroes the state before the step (an episode starts).
+    action(observation [B, ...] (Dict observations: one input per leaf,
+           `observation_<key>`), first bool [B], prev_reward float32 [B],
+           prev_action int64 [B], state_c [B, S], state_h [B, S]) ->
+           {"action", "greedy_action" int64 [B], "logits" [B, A], "value"
+           [B], "state_c", "state_h"}: see `impala_action_function`.
     get_initial_state(batch_size int32 []) -> {"state_c", "state_h"}.
     update(rollouts_<field> [B, T + 1, ...]) -> the learner's loss dict;
-      fields as `rollout_space` (observations, actions, rewards, dones,
-      logits, initial_state_c / _h with an LSTM).
+      fields as `rollout_space` (observations (per leaf for Dict ones),
+      actions, rewards, dones, logits, truncated, bootstrap_value,
+      initial_state_c / _h with an LSTM).
     get_weights() -> the learner network's variables by path.
     get_train_step() -> {"train_step": int64}.
     sync_weights() -> {"train_step"}: copies the learner's weights into
@@ -415,22 +454,9 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
   actor = actor_executor.root
   state_size = actor.stepper.policy.network.state_size or 0
   obs_space = actor.env.observation_space
-  act = _body(actor_executor, "act")
   functions, skipped = {}, {}
-
-  @tf.function(autograph=False, input_signature=[
-      tf.TensorSpec([None] + list(obs_space.shape), obs_space.tf_dtype,
-                    name="observation"),
-      tf.TensorSpec([None], tf.bool, name="first"),
-      tf.TensorSpec([None, state_size], tf.float32, name="state_c"),
-      tf.TensorSpec([None, state_size], tf.float32, name="state_h")])
-  def action(observation, first, state_c, state_h):
-    out = act(observation[:, None], {"c": state_c, "h": state_h},
-              first[:, None])
-    return {"action": out["action"][:, 0],
-            "greedy_action": out["greedy_action"][:, 0],
-            "logits": out["logits"][:, 0], "value": out["values"][:, 0],
-            "state_c": out["state"]["c"], "state_h": out["state"]["h"]}
+  action = impala_action_function(_body(actor_executor, "act"), obs_space,
+                                  state_size)
 
   @tf.function(autograph=False, input_signature=[
       tf.TensorSpec([], tf.int32, name="batch_size")])

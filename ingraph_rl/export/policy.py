@@ -2,12 +2,18 @@
 
 Signatures (TF-Agents' PolicySaver names), batch dimension open:
 
-  action(observation [B, ...], first bool [B], state_c [B, S],
-         state_h [B, S]) -> {"action", "greedy_action" int64 [B],
-         "logits" [B, A], "value" [B], "state_c", "state_h"}
+  action(observation [B, ...], first bool [B], prev_reward float32 [B],
+         prev_action int64 [B], state_c [B, S], state_h [B, S]) ->
+         {"action", "greedy_action" int64 [B], "logits" [B, A], "value"
+         [B], "state_c", "state_h"}
       `first` marks the first step of an episode (the state is zeroed
-      before it). S is the LSTM size, 0 for a feed-forward policy: the
-      signature is the same for every network.
+      before it); `prev_reward` and `prev_action` are the reward that came
+      with the observation and the action that led to it (0 and 0 after a
+      reset), which the network takes as inputs. Dict observations (DM
+      Lab's frame and instruction) are one input per leaf,
+      `observation_<key>` (e.g. observation_RGB_INTERLEAVED uint8 [B, H,
+      W, 3], observation_INSTR string [B]). S is the LSTM size, 0 for a
+      feed-forward policy: the signature is the same for every network.
   get_initial_state(batch_size int32 []) -> {"state_c", "state_h"} zeros.
   get_train_step() -> {"train_step": int64 []} (learner updates at export).
 
@@ -15,7 +21,9 @@ Loading needs no ingraph_rl import:
 
     policy = tf.saved_model.load(path)
     state = policy.signatures["get_initial_state"](batch_size=tf.constant(1))
-    out = policy.signatures["action"](observation=obs, first=first, **state)
+    out = policy.signatures["action"](observation=obs, first=first,
+                                      prev_reward=reward, prev_action=action,
+                                      **state)
 
 The environment stepping (`tf.numpy_function`) is NOT part of the export:
 a SavedModel with it cannot run in another process.
@@ -24,10 +32,12 @@ a SavedModel with it cannot run in another process.
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.impala.networks import IMPALAPolicy, make_network
+from ingraph_rl.agents.impala.networks import (IMPALAPolicy, make_network,
+                                               policy_input_spaces)
 from ingraph_rl.core import Component, api
 from ingraph_rl.executors.tensorflow import TFExecutor
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox
+from ingraph_rl.export.agent import impala_action_function
+from ingraph_rl.spaces import Dict, FloatBox
 
 
 class _PolicyRoot(Component):
@@ -39,8 +49,9 @@ class _PolicyRoot(Component):
                                seed=config.seed)
 
   @api
-  def act(self, observations, state, resets):
-    return self.policy.act(observations, state, resets)
+  def act(self, observations, state, resets, last_rewards, last_actions):
+    return self.policy.act(observations, state, resets, last_rewards,
+                           last_actions)
 
   @api
   def set_weights(self, weights):
@@ -56,21 +67,8 @@ class _PolicyModule(tf.Module):
     self.policy_variables = executor.module     # Tracks variables, RNG.
     self.train_step = tf.Variable(int(train_step), dtype=tf.int64,
                                   trainable=False, name="train_step")
-    act = executor.function("act")
-    obs_spec = tf.TensorSpec([None] + list(observation_space.shape),
-                             observation_space.tf_dtype, name="observation")
-    state_spec = tf.TensorSpec([None, state_size], tf.float32)
-
-    @tf.function(input_signature=[
-        obs_spec, tf.TensorSpec([None], tf.bool, name="first"),
-        state_spec, state_spec])
-    def action(observation, first, state_c, state_h):
-      out = act(observation[:, None], {"c": state_c, "h": state_h},
-                first[:, None])
-      return {"action": out["action"][:, 0],
-              "greedy_action": out["greedy_action"][:, 0],
-              "logits": out["logits"][:, 0], "value": out["values"][:, 0],
-              "state_c": out["state"]["c"], "state_h": out["state"]["h"]}
+    action = impala_action_function(executor.function("act"),
+                                    observation_space, state_size)
 
     @tf.function(input_signature=[tf.TensorSpec([], tf.int32,
                                                  name="batch_size")])
@@ -95,12 +93,10 @@ def export_impala_policy(config, observation_space, weights, path,
   weights_space = Dict({p: FloatBox(tuple(v.shape),
                                     dtype=np.dtype(v.dtype.as_numpy_dtype))
                         for p, v in weights.items()})
-  state = root.policy.network.state_space()
-  executor = TFExecutor(root, {
-      "observations": observation_space.with_batch_rank().with_time_rank(),
-      "state": state,
-      "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
-      "weights": weights_space}, seed=config.seed)
+  network = root.policy.network
+  executor = TFExecutor(root, dict(
+      policy_input_spaces(config, observation_space, network),
+      weights=weights_space), seed=config.seed)
   executor.execute("set_weights", weights)
   module = _PolicyModule(executor, observation_space,
                          root.policy.network.state_size, train_step)

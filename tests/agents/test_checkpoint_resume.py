@@ -185,12 +185,15 @@ def rollouts(config, i):
   rng = np.random.default_rng(100 + i)
   b, steps, a = config["batch_size"], config["unroll_length"] + 1, \
       config["num_actions"]
+  dones = rng.uniform(size=(b, steps)) < 0.2
   batch = dict(
       observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
       rewards=rng.normal(size=(b, steps)).astype(np.float32),
-      dones=rng.uniform(size=(b, steps)) < 0.2,
+      dones=dones,
       actions=rng.integers(0, a, (b, steps)).astype(np.int64),
-      logits=rng.normal(size=(b, steps, a)).astype(np.float32))
+      logits=rng.normal(size=(b, steps, a)).astype(np.float32),
+      truncated=dones & (rng.uniform(size=(b, steps)) < 0.5),
+      bootstrap_value=rng.normal(size=(b, steps)).astype(np.float32))
   if config.get("lstm_units"):
     u = config["lstm_units"]
     batch["initial_state"] = {

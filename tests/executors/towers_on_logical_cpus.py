@@ -163,12 +163,15 @@ def rollouts(config, seed):
   rng = np.random.default_rng(seed)
   b, steps, a = config.batch_size, config.unroll_length + 1, \
       config.num_actions
+  dones = rng.uniform(size=(b, steps)) < 0.25
   batch = dict(
       observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
       rewards=rng.normal(0, 2, (b, steps)).astype(np.float32),
-      dones=rng.uniform(size=(b, steps)) < 0.25,
+      dones=dones,
       actions=rng.integers(0, a, (b, steps)).astype(np.int64),
-      logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32))
+      logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32),
+      truncated=dones & (rng.uniform(size=(b, steps)) < 0.5),
+      bootstrap_value=rng.normal(size=(b, steps)).astype(np.float32))
   if config.lstm_units:
     u = config.lstm_units
     batch["initial_state"] = {

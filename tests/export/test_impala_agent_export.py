@@ -2,7 +2,8 @@
 fresh process without ingraph_rl it acts with an LSTM state, updates on
 given rollouts, publishes the new weights to the actor, saves again, and
 matches the in-process actor and learner; the rollout queue comes back
-empty."""
+empty. The action signature takes the previous reward and action; the
+update signature the rollouts' truncation flags and bootstrap values."""
 
 import numpy as np
 import pytest
@@ -27,7 +28,9 @@ def play(act, update, sync, data, prefix):
     nonlocal state
     for t in range(n):
       res = act(data[prefix + "obs"][offset + t],
-                data[prefix + "first"][offset + t], state)
+                data[prefix + "first"][offset + t],
+                data[prefix + "prev_reward"][offset + t],
+                data[prefix + "prev_action"][offset + t], state)
       state = res["state"]
       out["action"].append(res["action"].tolist())
       out["logits"].append(res["logits"].tolist())
@@ -56,13 +59,15 @@ data = dict(np.load(data_file))
 def functions(agent):
   sig = agent.signatures
 
-  def act(obs, first, state):
+  def act(obs, first, prev_reward, prev_action, state):
     if state is None:
       state = sig["get_initial_state"](batch_size=tf.constant(len(obs)))
       state = {"c": state["state_c"], "h": state["state_h"]}
     res = sig["action"](observation=tf.constant(obs),
-                        first=tf.constant(first), state_c=state["c"],
-                        state_h=state["h"])
+                        first=tf.constant(first),
+                        prev_reward=tf.constant(prev_reward),
+                        prev_action=tf.constant(prev_action),
+                        state_c=state["c"], state_h=state["h"])
     out = {k: v.numpy() for k, v in res.items()}
     out["state"] = {"c": out["state_c"], "h": out["state_h"]}
     return out
@@ -90,11 +95,12 @@ print(json.dumps({"first": first, "second": second,
 
 
 def in_process(aex, lex, state_size):
-  def act(obs, first, state):
+  def act(obs, first, prev_reward, prev_action, state):
     if state is None:
       z = np.zeros((len(obs), state_size), np.float32)
       state = {"c": z, "h": z}
-    res = aex.execute("act", obs[:, None], state, first[:, None])
+    res = aex.execute("act", obs[:, None], state, first[:, None],
+                      prev_reward[:, None], prev_action[:, None])
     return {"action": res["action"].numpy()[:, 0],
             "logits": res["logits"].numpy()[:, 0],
             "value": res["values"].numpy()[:, 0],
@@ -119,6 +125,8 @@ def make_data(config, obs_space, prefix, num_batches, seed):
   data = {prefix + "obs": obs_space.with_batch_rank().sample(8, seed=seed)
           .reshape(4, 2, -1),
           prefix + "first": rng.random((4, 2)) < 0.3,
+          prefix + "prev_reward": rng.normal(size=(4, 2)).astype(np.float32),
+          prefix + "prev_action": rng.integers(0, 2, (4, 2)),
           prefix + "num_batches": np.int64(num_batches)}
   data[prefix + "first"][0] = True
   batches = [rollout_space(config, obs_space).with_batch_rank().sample(
@@ -154,6 +162,11 @@ def test_impala_agent_in_fresh_process(tmp_path, fresh_python):
   signatures = {"action", "get_initial_state", "update", "get_weights",
                 "get_train_step", "sync_weights", "queue_size"}
   assert set(result.exported) == signatures
+  described = result.metadata["signatures"]
+  assert {"prev_reward", "prev_action"} <= set(
+      described["action"]["inputs"])
+  assert {"rollouts_truncated", "rollouts_bootstrap_value"} <= set(
+      described["update"]["inputs"])
   assert result.exported["update"] == "learner.update_from_batch"
   assert "numpy_function" in result.skipped["actor.unroll"]
   assert "numpy_function" in result.skipped["actor.reset_env"]

@@ -12,7 +12,8 @@ unroll.
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.impala.networks import IMPALAPolicy, make_network
+from ingraph_rl.agents.impala.networks import (IMPALAPolicy, make_network,
+                                               policy_input_spaces)
 from ingraph_rl.components.env_stepping import EnvironmentStepper
 from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.core import Component, api, graph_fn
@@ -22,20 +23,26 @@ DEFAULT_QUEUE_NAME = "impala_rollouts"
 
 
 def _prepend(space, size):
-  """`space` (a Float/IntBox) with a leading dim `size`, bounds dropped: the
-  queue checks shapes and dtypes only."""
+  """`space` (a box, or a Dict of boxes) with a leading dim `size` on every
+  leaf, bounds dropped: the queue checks shapes and dtypes only."""
+  if isinstance(space, Dict):
+    return Dict({k: _prepend(s, size) for k, s in space.items()})
   return type(space)(shape=(size,) + tuple(space.shape), dtype=space.dtype)
 
 
 def rollout_space(config, observation_space):
-  """The space of ONE queued rollout (per env): [T + 1, ...] leaves and,
-  for an LSTM policy, "initial_state", the state before step 0."""
+  """The space of ONE queued rollout (per env): [T + 1, ...] leaves (the
+  `EnvironmentStepper`'s rollout fields; observations keep their Dict
+  structure) and, for an LSTM policy, "initial_state", the state before
+  step 0."""
   steps = config.unroll_length + 1
   fields = dict(observations=_prepend(observation_space, steps),
                 rewards=FloatBox((steps,)), dones=BoolBox((steps,)),
                 actions=IntBox(config.num_actions, shape=(steps,),
                                dtype=np.int64),
-                logits=FloatBox((steps, config.num_actions)))
+                logits=FloatBox((steps, config.num_actions)),
+                truncated=BoolBox((steps,)),
+                bootstrap_value=FloatBox((steps,)))
   if config.lstm_units:
     # Only recurrent policies queue a state: TF's queues crash on
     # zero-sized components.
@@ -46,11 +53,15 @@ def rollout_space(config, observation_space):
 
 class IMPALAActor(Component):
   """APIs:
-    act(observations [B, T, ...], state, resets [B, T]) -> the policy's
-      {"action", "greedy_action", "logits", "values", "state"}.
+    act(observations [B, T, ...], state, resets [B, T], last_rewards
+      float32 [B, T], last_actions int64 [B, T]) -> the policy's
+      {"action", "greedy_action", "logits", "values", "state"} (see
+      `IMPALANetwork.unroll` for the inputs).
     reset_env(seed) -> first observations.
     unroll() -> {"episodes", "return_sum", "length_sum", "env_steps",
-      "queue_size"}: one stepper unroll, enqueued as `num_envs` rollouts.
+      "episodes_per_env", "return_sum_per_env", "length_sum_per_env",
+      "queue_size"}: one stepper unroll, enqueued as `num_envs` rollouts
+      (the per-env stats are [num_envs], by env index).
     set_weights(weights): the learner's `get_weights()` output.
 
   >>> from ingraph_rl.agents.impala import IMPALAConfig
@@ -71,17 +82,16 @@ class IMPALAActor(Component):
     network = make_network(config, env.observation_space)
     self.stepper = EnvironmentStepper(
         env, IMPALAPolicy(network, seed=config.seed), network.state_space(),
-        config.num_actions, config.unroll_length)
+        config.num_actions, config.unroll_length,
+        bootstrap_on_truncation=config.bootstrap_on_truncation)
     self.record_space = rollout_space(config, env.observation_space)
     self.queue = FIFOQueue(self.record_space, config.queue_capacity,
                            shared_name=queue_name)
 
   def root_input_spaces(self, weights_space=None):
-    obs = self.env.observation_space.with_batch_rank().with_time_rank()
-    spaces = {"observations": obs,
-              "state": self.stepper.policy.network.state_space(),
-              "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
-              "seed": IntBox(1 << 30, low=-1)}
+    spaces = dict(policy_input_spaces(self.config, self.env.observation_space,
+                                      self.stepper.policy.network),
+                  seed=IntBox(1 << 30, low=-1))
     if weights_space is not None:
       spaces["weights"] = weights_space
     return spaces
@@ -98,8 +108,9 @@ class IMPALAActor(Component):
                       **executor_kwargs)
 
   @api
-  def act(self, observations, state, resets):
-    return self.stepper.act(observations, state, resets)
+  def act(self, observations, state, resets, last_rewards, last_actions):
+    return self.stepper.act(observations, state, resets, last_rewards,
+                            last_actions)
 
   @api
   def reset_env(self, seed):
@@ -119,7 +130,8 @@ class IMPALAActor(Component):
   def _graph_fn_batch_major(self, rollout):
     def swap(x):
       return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
-    out = {k: swap(v) for k, v in rollout.items() if k != "initial_state"}
+    out = {k: tf.nest.map_structure(swap, v) for k, v in rollout.items()
+           if k != "initial_state"}
     if "initial_state" in self.record_space:
       out["initial_state"] = rollout["initial_state"]
     return out

@@ -27,10 +27,19 @@ class IMPALAConfig:
   torso: a list spec of layers (default: MLP 64-64 tanh), or "small" /
     "large" for IMPALA's shallow and deep (ResNet) conv torsos.
   lstm_units: an LSTM on the torso (None: feed-forward).
+  feed_reward_action: feed the clipped last reward and the one-hot last
+    action to the LSTM (or the heads) beside the torso output, as
+    scalable_agent does.
+  bootstrap_on_truncation: where an episode is truncated (a time limit),
+    the return bootstraps from V(final observation) instead of 0.
+  Dict observations (a frame and a text leaf, DM Lab's RGB_INTERLEAVED and
+  INSTR) add scalable_agent's instruction encoder; see `make_network`.
   """
   num_actions: int
   torso: typing.Union[str, typing.Tuple[dict, ...]] = MLP_TORSO
   lstm_units: typing.Optional[int] = None
+  feed_reward_action: bool = True
+  bootstrap_on_truncation: bool = True
   unroll_length: int = 100
   batch_size: int = 32
   discounting: float = 0.99

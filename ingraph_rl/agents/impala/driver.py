@@ -18,12 +18,16 @@ import threading
 import time
 import uuid
 
+import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.agents.impala.actor import IMPALAActor
 from ingraph_rl.agents.impala.learner import IMPALALearner
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
+# The stepper's per-env unroll stats ([num_envs] each).
+PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env",
+                 "length_sum_per_env")
 
 
 def actor_config(config, index):
@@ -33,7 +37,10 @@ def actor_config(config, index):
 
 
 class EpisodeTotals:
-  """Thread-safe running totals of the actors' finished episodes."""
+  """Thread-safe running totals of the actors' finished episodes, overall
+  and per env: `take_per_env()` attributes them to (actor, env index),
+  e.g. to report per-level returns when actors' envs play different
+  levels."""
 
   def __init__(self):
     self._lock = threading.Lock()
@@ -42,20 +49,38 @@ class EpisodeTotals:
     self.length_sum = 0
     self.env_steps = 0
     self.unrolls = 0
+    self._per_env = {}
 
-  def add(self, stats):
+  def add(self, stats, actor=0):
+    """Adds an actor unroll's stats (`IMPALAActor.unroll`'s output)."""
+    per_env = [np.asarray(stats[k], np.float64) for k in PER_ENV_STATS
+               if k in stats]
     with self._lock:
       self.episodes += int(stats["episodes"])
       self.return_sum += float(stats["return_sum"])
       self.length_sum += int(stats["length_sum"])
       self.env_steps += int(stats["env_steps"])
       self.unrolls += 1
+      if len(per_env) == len(PER_ENV_STATS):
+        old = self._per_env.get(actor)
+        self._per_env[actor] = per_env if old is None else [
+            a + b for a, b in zip(old, per_env)]
 
   def take(self):
     """(episodes, return_sum, length_sum) since the last take."""
     with self._lock:
       out = (self.episodes, self.return_sum, self.length_sum)
       self.episodes, self.return_sum, self.length_sum = 0, 0.0, 0
+      return out
+
+  def take_per_env(self):
+    """{actor index: {"episodes", "return_sum", "length_sum"}: float64
+    arrays [num_envs] by env index} since the last `take_per_env`."""
+    with self._lock:
+      out = {actor: dict(zip(("episodes", "return_sum", "length_sum"),
+                             sums))
+             for actor, sums in self._per_env.items()}
+      self._per_env = {}
       return out
 
 
@@ -114,7 +139,7 @@ class IMPALADriver:
         if version != loaded:
           executor.execute("set_weights", weights)
           loaded = version
-        self.totals.add(executor.execute("unroll"))
+        self.totals.add(executor.execute("unroll"), actor=index)
     except _CLOSED:
       pass                            # The queue closed: shutting down.
     except Exception as e:            # pylint: disable=broad-except

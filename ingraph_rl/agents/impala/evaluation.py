@@ -4,8 +4,9 @@ trained policy scores, independent of the actors' sampling."""
 
 import numpy as np
 
-from ingraph_rl.agents.impala.networks import IMPALAPolicy, make_network
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox, from_gymnasium
+from ingraph_rl.agents.impala.networks import (IMPALAPolicy, make_network,
+                                               policy_input_spaces)
+from ingraph_rl.spaces import Dict, FloatBox, TextBox, from_gymnasium
 
 
 def weights_space(weights):
@@ -17,18 +18,18 @@ def weights_space(weights):
 
 class GreedyPolicy:
   """An `IMPALAPolicy` executor loaded with `weights`; `act(observations
-  [N, ...], state, resets [N])` -> (greedy actions [N], next state)."""
+  [N, ...], state, resets [N], last_rewards [N], last_actions [N])` ->
+  (greedy actions [N], next state). Observations may be dicts (a Dict
+  observation space)."""
 
   def __init__(self, config, weights, observation_space):
     from ingraph_rl.executors.tensorflow import TFExecutor
     weights = {k: np.asarray(v) for k, v in weights.items()}
     self.network = make_network(config, observation_space)
     self.observation_space = observation_space
-    spaces = {"observations":
-                  observation_space.with_batch_rank().with_time_rank(),
-              "state": self.network.state_space(),
-              "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
-              "weights": weights_space(weights)}
+    spaces = dict(policy_input_spaces(config, observation_space,
+                                      self.network),
+                  weights=weights_space(weights))
     self.executor = TFExecutor(IMPALAPolicy(self.network, seed=config.seed),
                                spaces, api_names=["act", "set_weights"],
                                seed=config.seed)
@@ -37,10 +38,16 @@ class GreedyPolicy:
   def zero_state(self, n):
     return self.network.zero_state(n)
 
-  def act(self, observations, state, resets):
-    obs = np.asarray(observations, self.observation_space.dtype)[:, None]
-    out = self.executor.execute("act", obs, state,
-                                np.asarray(resets, bool)[:, None])
+  def act(self, observations, state, resets, last_rewards, last_actions):
+    space = self.observation_space
+    obs = space.unflatten_value([
+        np.asarray(x, object if isinstance(s, TextBox) else s.dtype)[:, None]
+        for (_, s), x in zip(space.flatten(),
+                             space.flatten_value(observations))])
+    out = self.executor.execute(
+        "act", obs, state, np.asarray(resets, bool)[:, None],
+        np.asarray(last_rewards, np.float32)[:, None],
+        np.asarray(last_actions, np.int64)[:, None])
     return (out["greedy_action"].numpy()[:, 0],
             {k: v.numpy() for k, v in out["state"].items()})
 
@@ -117,14 +124,21 @@ def evaluate(config, weights, env_id, num_episodes, seed=0,
     resets = np.ones(num_episodes, bool)
     running = np.ones(num_episodes, bool)
     returns = np.zeros(num_episodes)
+    # The reward and action that came with each observation (0 after a
+    # reset, as in the actors).
+    last_rewards = np.zeros(num_episodes, np.float32)
+    last_actions = np.zeros(num_episodes, np.int64)
     while running.any():
-      actions, state = policy.act(obs, state, resets)
+      actions, state = policy.act(obs, state, resets, last_rewards,
+                                  last_actions)
       resets[:] = False
+      last_actions[:] = actions
       for i in np.flatnonzero(running):
         # Finished envs keep their last observation; their actions are
         # ignored.
         obs[i], reward, terminated, truncated, _ = envs[i].step(
             int(actions[i]))
+        last_rewards[i] = reward
         returns[i] += float(reward)
         running[i] = not (terminated or truncated)
     return returns

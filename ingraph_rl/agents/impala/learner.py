@@ -39,8 +39,12 @@ class IMPALALearner(Component):
       `update` raises `tf.errors.OutOfRangeError`: the shutdown path.
 
   Layout: rollouts are [B, T + 1, ...] (IMPALA's: see EnvironmentStepper).
-  The learner's outputs at step t (observation t) pair with the action,
-  behaviour logits, reward and done at t + 1; the value at T bootstraps.
+  The network sees at step t observation t, done t (resets), reward t and
+  action t (the last reward and action), as the actor did; its outputs
+  at step t pair with the action, behaviour logits, reward and done at
+  t + 1; the value at T bootstraps. With `bootstrap_on_truncation`, a
+  step t + 1 that truncated its episode adds discounting * (its recorded
+  bootstrap value, V(final observation)) to the clipped reward.
   """
 
   def __init__(self, config, observation_space, queue_name=DEFAULT_QUEUE_NAME,
@@ -108,14 +112,19 @@ class IMPALALearner(Component):
     """The loss and optimizer step on `batch` (what both updates share)."""
     state = batch["initial_state"] if self.config.lstm_units else \
         self._graph_fn_empty_state(batch)
-    out = self.network.unroll(self._graph_fn_observations(batch), state,
-                              self._graph_fn_resets(batch))
+    inputs = self._graph_fn_network_inputs(batch)
+    out = self.network.unroll(inputs["observations"], state,
+                              inputs["resets"], inputs["last_rewards"],
+                              inputs["last_actions"])
     tm = self._graph_fn_time_major(batch, out)
     rewards = tm["rewards"] if self.reward_clipping is None else \
         self.reward_clipping.call(tm["rewards"])
+    truncation_values = tm["truncation_values"] if \
+        self.config.bootstrap_on_truncation else None
     losses = self.loss.loss(tm["target_logits"], tm["behaviour_logits"],
                             tm["actions"], rewards, tm["dones"],
-                            tm["values"], tm["bootstrap_value"])
+                            tm["values"], tm["bootstrap_value"],
+                            truncation_values)
     stats = self.optimizer.step(losses["loss"], self.network.variables())
     return self._graph_fn_results(losses, stats["grad_norm"],
                                   self.get_train_step(), tm["rewards"])
@@ -142,18 +151,26 @@ class IMPALALearner(Component):
     """`space` per step, with batch and time ranks (batch-major)."""
     return space.with_batch_rank().with_time_rank()
 
-  @graph_fn(output_space=lambda self: self._ranked(self.observation_space))
-  def _graph_fn_observations(self, batch):
-    return tf.identity(batch["observations"])
+  def _network_inputs_space(self):
+    return Dict(observations=self._ranked(self.observation_space),
+                resets=self._ranked(BoolBox()),
+                last_rewards=self._ranked(FloatBox()),
+                last_actions=self._ranked(IntBox(self.config.num_actions,
+                                                 dtype=np.int64)))
+
+  @graph_fn(output_space=lambda self: self._network_inputs_space())
+  def _graph_fn_network_inputs(self, batch):
+    # What the actor's policy saw at each step (see EnvironmentStepper).
+    return {"observations": tf.nest.map_structure(tf.identity,
+                                                  batch["observations"]),
+            "resets": tf.identity(batch["dones"]),
+            "last_rewards": tf.identity(batch["rewards"]),
+            "last_actions": tf.identity(batch["actions"])}
 
   @graph_fn(output_space=lambda self: self.network.state_space())
   def _graph_fn_empty_state(self, batch):
     empty = tf.zeros([tf.shape(batch["rewards"])[0], 0])
     return {"c": empty, "h": empty}
-
-  @graph_fn(output_space=lambda self: self._ranked(BoolBox()))
-  def _graph_fn_resets(self, batch):
-    return tf.identity(batch["dones"])
 
   def _time_major_space(self):
     def tm(space):
@@ -164,7 +181,8 @@ class IMPALALearner(Component):
                 actions=tm(IntBox(a, dtype=np.int64)),
                 rewards=tm(FloatBox()), dones=tm(BoolBox()),
                 values=tm(FloatBox()),
-                bootstrap_value=FloatBox(add_batch_rank=True))
+                bootstrap_value=FloatBox(add_batch_rank=True),
+                truncation_values=tm(FloatBox()))
 
   @graph_fn(output_space=lambda self: self._time_major_space())
   def _graph_fn_time_major(self, batch, out):
@@ -176,7 +194,11 @@ class IMPALALearner(Component):
             "rewards": tm(batch["rewards"])[1:],
             "dones": tm(batch["dones"])[1:],
             "values": tm(out["values"])[:-1],
-            "bootstrap_value": out["values"][:, -1]}
+            "bootstrap_value": out["values"][:, -1],
+            # V(final observation) where step t + 1 truncated its episode.
+            "truncation_values": tf.where(tm(batch["truncated"])[1:],
+                                          tm(batch["bootstrap_value"])[1:],
+                                          0.0)}
 
   @graph_fn(needs_subtree=True)
   def _graph_fn_train_step(self):

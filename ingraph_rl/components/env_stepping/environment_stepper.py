@@ -2,18 +2,22 @@
 graph call (a `tf.while_loop`), returning an IMPALA-style rollout.
 
 The environment's state lives in variables between calls: the last
-observation, reward and done flags, the last action and its logits, the
-policy's recurrent state, and the running episode return and length. Env
-stepping goes through `tf.numpy_function` (see `environments/in_graph.py`),
-so the stepper is never part of an exported SavedModel.
+observation (one variable per leaf of a Dict observation, strings
+included), reward, done, truncation flags and bootstrap value, the last
+action and its logits, the policy's recurrent state, and the running
+episode return and length. Env stepping goes through `tf.numpy_function`
+(see `environments/in_graph.py`), so the stepper is never part of an
+exported SavedModel.
 """
 
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.core import Component, api, graph_fn, inline
+from ingraph_rl.core import Component, api, gradients, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
+from ingraph_rl.spaces import TextBox
+
 
 def tree_path(key):
   """A flattened space's key (a path tuple or a name) as a tuple."""
@@ -21,39 +25,66 @@ def tree_path(key):
 
 
 # Fields of a rollout, each time-major [T + 1, num_envs, ...].
-ROLLOUT_FIELDS = ("observations", "rewards", "dones", "actions", "logits")
+ROLLOUT_FIELDS = ("observations", "rewards", "dones", "actions", "logits",
+                  "truncated", "bootstrap_value")
+
+
+def _empty_strings(shape, dtype, rng):
+  del dtype, rng
+  out = np.empty(shape, dtype=object)
+  out.fill(b"")
+  return out
+
+
+def _nest_map(fn, *nests):
+  return tf.nest.map_structure(fn, *nests)
 
 
 class EnvironmentStepper(Component):
   """Steps a `VectorEnv` with a policy, `unroll_length` steps per call.
 
-  `policy` is a component with the API `act(observations [B, 1, ...],
-  state, resets [B, 1])` -> a dict with at least "action" [B, 1], "logits"
-  [B, 1, A] and "state" (a nest of [B, ...]); `state_space` is the state's
-  space (with a batch rank) and fixes the recurrent-state variables.
+  `policy` is a component with the APIs `act(observations [B, 1, ...],
+  state, resets [B, 1], last_rewards [B, 1], last_actions [B, 1])` -> a
+  dict with at least "action" [B, 1], "logits" [B, 1, A] and "state" (a
+  nest of [B, ...]), and (for `bootstrap_on_truncation`) `values(...)` (the
+  same arguments) -> [B, 1]. `state_space` is the state's space (with a
+  batch rank) and fixes the recurrent-state variables. Observations may be
+  a Dict (nest) of boxes, text leaves included.
+
+  The policy sees at step t observation t, the reward that came with it
+  and the action that led to it: exactly the rollout's rewards[t] and
+  actions[t], so a learner feeding those recomputes the actor's logits.
 
   APIs:
-    act(observations, state, resets): the policy's `act` (a root API
-      builds the policy's variables).
+    act(observations, state, resets, last_rewards, last_actions): the
+      policy's `act` (a root API builds the policy's variables).
     set_policy_weights(weights): the policy's `set_weights`.
     reset(seed) -> first observations [N, ...]: resets every env (seed < 0:
       unseeded) and the carried state (done flags True, so the policy's
-      state is zeroed before the first step).
+      state is zeroed before the first step; last reward and action 0).
     unroll() -> {"rollout", "stats"}:
       rollout: time-major [T + 1, N, ...] "observations", "rewards",
-        "dones" (terminated or truncated), "actions", "logits", and
-        "initial_state" (the policy state before step 0, [N, ...]).
+        "dones" (terminated or truncated), "actions", "logits",
+        "truncated" (the episode was cut short, not terminal: truncated
+        and not terminated), "bootstrap_value" (where truncated, with
+        `bootstrap_on_truncation`: the policy's value of the episode's
+        true last observation, `final_obs`, from the recurrent state after
+        the step, without a reset; else 0), and "initial_state" (the
+        policy state before step 0, [N, ...]).
         Index 0 is the last step of the previous unroll; at index t the
         action and logits are those that LED to observation t (chosen at
-        observation t - 1), and reward t and done t came with observation
-        t (IMPALA's layout). With same-step autoreset, observation t is the
-        first of a new episode where done t is True.
+        observation t - 1), and reward t, done t, truncated t and
+        bootstrap value t came with observation t (IMPALA's layout). With
+        same-step autoreset, observation t is the first of a new episode
+        where done t is True.
       stats: "episodes" (finished in this call), "return_sum",
-        "length_sum" (of those episodes), "env_steps" (N * T).
+        "length_sum" (of those episodes), "env_steps" (N * T), and per
+        env [N]: "episodes_per_env" int64, "return_sum_per_env" float32,
+        "length_sum_per_env" int64.
   """
 
   def __init__(self, env, policy, state_space, num_actions, unroll_length,
-               scope="environment_stepper"):
+               bootstrap_on_truncation=True, scope="environment_stepper"):
     super().__init__(scope=scope)
     if unroll_length < 1:
       raise BuildError(f"'{scope}': unroll_length must be >= 1, got "
@@ -63,6 +94,7 @@ class EnvironmentStepper(Component):
     self.state_space = state_space
     self.num_actions = int(num_actions)
     self.unroll_length = int(unroll_length)
+    self.bootstrap_on_truncation = bool(bootstrap_on_truncation)
     self.num_envs = env.num_envs
 
   variable_args = ()
@@ -70,34 +102,43 @@ class EnvironmentStepper(Component):
   def create_variables(self, input_spaces):
     n, obs = self.num_envs, self.env.observation_space
 
-    def var(name, shape, dtype):
-      return self.add_variable(name, shape, dtype, trainable=False)
+    def var(name, shape, dtype, initializer="zeros"):
+      return self.add_variable(name, shape, dtype, initializer,
+                               trainable=False)
 
-    self.last_obs = var("last_obs", (n,) + tuple(obs.shape), obs.dtype)
+    def name(prefix, key):
+      return "_".join((prefix,) + tuple(map(str, tree_path(key))))
+
+    self.obs_vars = {
+        key: var(name("last_obs", key), (n,) + tuple(space.shape),
+                 space.dtype, _empty_strings if isinstance(
+                     space, TextBox) else "zeros")
+        for key, space in obs.flatten()}
     self.last_reward = var("last_reward", (n,), np.float32)
     self.last_done = var("last_done", (n,), np.bool_)
     self.last_action = var("last_action", (n,), np.int64)
     self.last_logits = var("last_logits", (n, self.num_actions), np.float32)
+    self.last_truncated = var("last_truncated", (n,), np.bool_)
+    self.last_bootstrap = var("last_bootstrap_value", (n,), np.float32)
     self.episode_return = var("episode_return", (n,), np.float32)
     self.episode_length = var("episode_length", (n,), np.int32)
     self.state_vars = {
-        key: var("state_" + "_".join(map(str, tree_path(key))),
-                 (n,) + tuple(space.shape), space.dtype)
+        key: var(name("state", key), (n,) + tuple(space.shape), space.dtype)
         for key, space in self.state_space.flatten()}
 
-  def _state(self):
-    return self.state_space.unflatten_value(
-        [self.state_vars[k].read_value() for k, _ in
-         self.state_space.flatten()])
+  def _read(self, space, variables):
+    return space.unflatten_value([variables[k].read_value()
+                                  for k, _ in space.flatten()])
 
-  def _assign_state(self, state):
-    leaves = self.state_space.flatten_value(state)
-    return [self.state_vars[k].assign(v) for (k, _), v in
-            zip(self.state_space.flatten(), leaves)]
+  def _assign(self, space, variables, value):
+    leaves = space.flatten_value(value)
+    return [variables[k].assign(v) for (k, _), v in
+            zip(space.flatten(), leaves)]
 
   @api
-  def act(self, observations, state, resets):
-    return self.policy.act(observations, state, resets)
+  def act(self, observations, state, resets, last_rewards, last_actions):
+    return self.policy.act(observations, state, resets, last_rewards,
+                           last_actions)
 
   @api
   def set_policy_weights(self, weights):
@@ -109,77 +150,117 @@ class EnvironmentStepper(Component):
 
   @api
   def unroll(self):
-    return self._graph_fn_unroll(inline(self.act))
+    values = inline(self.policy.values) if self.bootstrap_on_truncation \
+        else None
+    return self._graph_fn_unroll(inline(self.act), values)
 
   @graph_fn
   def _graph_fn_reset(self, seed):
     obs = in_graph.tf_reset(self.env, seed)
     n = self.num_envs
-    ops = [self.last_obs.assign(obs),
-           self.last_reward.assign(tf.zeros([n])),
-           self.last_done.assign(tf.ones([n], tf.bool)),
-           self.last_action.assign(tf.zeros([n], tf.int64)),
-           self.last_logits.assign(tf.zeros([n, self.num_actions])),
-           self.episode_return.assign(tf.zeros([n])),
-           self.episode_length.assign(tf.zeros([n], tf.int32))]
+    ops = self._assign(self.env.observation_space, self.obs_vars, obs)
+    ops += [self.last_reward.assign(tf.zeros([n])),
+            self.last_done.assign(tf.ones([n], tf.bool)),
+            self.last_action.assign(tf.zeros([n], tf.int64)),
+            self.last_logits.assign(tf.zeros([n, self.num_actions])),
+            self.last_truncated.assign(tf.zeros([n], tf.bool)),
+            self.last_bootstrap.assign(tf.zeros([n])),
+            self.episode_return.assign(tf.zeros([n])),
+            self.episode_length.assign(tf.zeros([n], tf.int32))]
     ops += [v.assign(tf.zeros_like(v)) for v in self.state_vars.values()]
     with tf.control_dependencies(ops):
-      return tf.identity(obs)
+      return _nest_map(tf.identity, obs)
 
   @graph_fn
-  def _graph_fn_unroll(self, act):
-    T = self.unroll_length
-    first = {"observations": self.last_obs.read_value(),
+  def _graph_fn_unroll(self, act, values):
+    T, n = self.unroll_length, self.num_envs
+    obs_space = self.env.observation_space
+    first = {"observations": self._read(obs_space, self.obs_vars),
              "rewards": self.last_reward.read_value(),
              "dones": self.last_done.read_value(),
              "actions": self.last_action.read_value(),
-             "logits": self.last_logits.read_value()}
-    initial_state = self._state()
-    arrays = {k: tf.TensorArray(v.dtype, size=T, element_shape=v.shape)
-              for k, v in first.items()}
-    zero = tf.constant(0, tf.int64)
-    stats0 = {"episodes": zero, "return_sum": tf.constant(0.0),
-              "length_sum": zero}
+             "logits": self.last_logits.read_value(),
+             "truncated": self.last_truncated.read_value(),
+             "bootstrap_value": self.last_bootstrap.read_value()}
+    initial_state = self._read(self.state_space, self.state_vars)
+    arrays = _nest_map(lambda v: tf.TensorArray(
+        v.dtype, size=T, element_shape=v.shape), first)
+    zeros = {"episodes": tf.zeros([n], tf.int64),
+             "return_sum": tf.zeros([n]),
+             "length_sum": tf.zeros([n], tf.int64)}
 
-    def body(t, obs, done, state, ep_ret, ep_len, stats, arrays):
-      out = act(obs[:, None], state, done[:, None])
+    def step_in(x):
+      return x[:, None]               # [N] -> [N, T = 1].
+
+    def bootstrap_values(step, state, action):
+      # V(final_obs): the episode goes on from the post-step state, with
+      # the reward and action that came with final_obs.
+      truncated = step.truncated & ~step.terminated
+      if values is None:
+        return truncated, tf.zeros([n])
+
+      def value():
+        v = values(_nest_map(step_in, step.final_obs), state,
+                   tf.zeros([n, 1], tf.bool), step_in(step.rewards),
+                   step_in(action))[:, 0]
+        return tf.where(truncated, v, 0.0)
+      return truncated, tf.cond(tf.reduce_any(truncated), value,
+                                lambda: tf.zeros([n]))
+
+    def body(t, obs, done, reward, last_action, state, ep_ret, ep_len,
+             stats, arrays):
+      out = act(_nest_map(step_in, obs), state, step_in(done),
+                step_in(reward), step_in(last_action))
       action, logits = out["action"][:, 0], out["logits"][:, 0]
       step = in_graph.tf_step(self.env, action)
       new_done = step.terminated | step.truncated
+      truncated, bootstrap = bootstrap_values(step, out["state"], action)
       ep_ret = ep_ret + step.rewards
       ep_len = ep_len + 1
       ended = tf.cast(new_done, tf.int64)
-      stats = {"episodes": stats["episodes"] + tf.reduce_sum(ended),
-               "return_sum": stats["return_sum"] + tf.reduce_sum(
-                   tf.where(new_done, ep_ret, 0.0)),
-               "length_sum": stats["length_sum"] + tf.reduce_sum(
-                   tf.cast(ep_len, tf.int64) * ended)}
+      stats = {"episodes": stats["episodes"] + ended,
+               "return_sum": stats["return_sum"] +
+                             tf.where(new_done, ep_ret, 0.0),
+               "length_sum": stats["length_sum"] +
+                             tf.cast(ep_len, tf.int64) * ended}
       ep_ret = tf.where(new_done, 0.0, ep_ret)
       ep_len = tf.where(new_done, 0, ep_len)
       record = {"observations": step.obs, "rewards": step.rewards,
-                "dones": new_done, "actions": action, "logits": logits}
-      arrays = {k: arrays[k].write(t, record[k]) for k in arrays}
-      return (t + 1, step.obs, new_done, out["state"], ep_ret, ep_len, stats,
-              arrays)
+                "dones": new_done, "actions": action, "logits": logits,
+                "truncated": truncated, "bootstrap_value": bootstrap}
+      arrays = _nest_map(lambda a, x: a.write(t, x), arrays, record)
+      return (t + 1, step.obs, new_done, step.rewards, action, out["state"],
+              ep_ret, ep_len, stats, arrays)
 
     loop_vars = (tf.constant(0), first["observations"], first["dones"],
-                 initial_state, self.episode_return.read_value(),
-                 self.episode_length.read_value(), stats0, arrays)
-    (_, obs, done, state, ep_ret, ep_len, stats, arrays) = tf.while_loop(
-        lambda t, *_: t < T, body, loop_vars, parallel_iterations=1)
-    rollout = {k: tf.concat([first[k][None], arrays[k].stack()], 0)
-               for k in first}
-    last = {k: rollout[k][-1] for k in first}
-    ops = [self.last_obs.assign(obs), self.last_reward.assign(
-        last["rewards"]), self.last_done.assign(done),
-           self.last_action.assign(last["actions"]),
-           self.last_logits.assign(last["logits"]),
-           self.episode_return.assign(ep_ret),
-           self.episode_length.assign(ep_len)] + self._assign_state(state)
+                 first["rewards"], first["actions"], initial_state,
+                 self.episode_return.read_value(),
+                 self.episode_length.read_value(), zeros, arrays)
+    with gradients.tf_no_recording():    # No gradient goes through it.
+      (_, obs, done, _, _, state, ep_ret, ep_len, stats, arrays) = \
+          tf.while_loop(lambda t, *_: t < T, body, loop_vars,
+                        parallel_iterations=1)
+    rollout = _nest_map(lambda x, a: tf.concat([x[None], a.stack()], 0),
+                        first, arrays)
+    last = _nest_map(lambda x: x[-1], rollout)
+    ops = self._assign(obs_space, self.obs_vars, obs)
+    ops += [self.last_reward.assign(last["rewards"]),
+            self.last_done.assign(done),
+            self.last_action.assign(last["actions"]),
+            self.last_logits.assign(last["logits"]),
+            self.last_truncated.assign(last["truncated"]),
+            self.last_bootstrap.assign(last["bootstrap_value"]),
+            self.episode_return.assign(ep_ret),
+            self.episode_length.assign(ep_len)]
+    ops += self._assign(self.state_space, self.state_vars, state)
     with tf.control_dependencies(ops):
-      rollout = {k: tf.identity(v) for k, v in rollout.items()}
-      rollout["initial_state"] = tf.nest.map_structure(tf.identity,
-                                                       initial_state)
-      stats = dict(stats, env_steps=tf.constant(
-          self.num_envs * T, tf.int64))
-    return {"rollout": rollout, "stats": stats}
+      rollout = _nest_map(tf.identity, rollout)
+      rollout["initial_state"] = _nest_map(tf.identity, initial_state)
+      out_stats = {"episodes": tf.reduce_sum(stats["episodes"]),
+                   "return_sum": tf.reduce_sum(stats["return_sum"]),
+                   "length_sum": tf.reduce_sum(stats["length_sum"]),
+                   "env_steps": tf.constant(n * T, tf.int64),
+                   "episodes_per_env": tf.identity(stats["episodes"]),
+                   "return_sum_per_env": tf.identity(stats["return_sum"]),
+                   "length_sum_per_env": tf.identity(stats["length_sum"])}
+    return {"rollout": rollout, "stats": out_stats}

@@ -1,9 +1,12 @@
 """IMPALA actor and learner together (one process, one queue by its
-shared_name): on-policy rollouts give importance weights of exactly 1 and
-stale weights do not; the learner's loss equals a NumPy recomputation
-(network forward pass and IMPALA loss) of a batch fed by hand; the staging
-area trains on the batch staged one update earlier; published weights reach
-the actor; bad `act` input is named."""
+shared_name): on-policy rollouts give importance weights of exactly 1 (the
+learner feeds the network the last rewards and actions the actor did, and
+truncations bootstrap) and stale weights do not; the learner's loss equals
+a NumPy recomputation (network forward pass with the last reward and action
+and IMPALA loss with time-limit bootstraps) of a batch fed by hand; the
+staging area trains on the batch staged one update earlier; published
+weights reach the actor; bad `act` input is named; Dict observations with
+instructions (strings) go through actor, queue, staging and learner."""
 
 import uuid
 
@@ -18,6 +21,7 @@ from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
+from ingraph_rl.testing.instruction_env import InstructionVectorEnv
 
 OBS = FloatBox((4,))      # CartPole's observation shape.
 LOSS_KEYS = ("loss", "pg_loss", "baseline_loss", "entropy_loss", "mean_vs",
@@ -56,6 +60,8 @@ ACTOR_CONFIGS = {
     # Short episodes: resets inside the rollouts, so the learner has to
     # zero the LSTM state where the actor did.
     "lstm": dict(lstm_units=6),
+    "lstm_no_reward_action": dict(lstm_units=6, feed_reward_action=False,
+                                  bootstrap_on_truncation=False),
 }
 
 
@@ -113,16 +119,23 @@ def test_act_names_a_bad_argument():
   state = {"c": np.zeros((2, 0), np.float32),
            "h": np.zeros((2, 0), np.float32)}
   resets = np.zeros((2, 1), bool)
+  rewards, actions = np.zeros((2, 1), np.float32), np.zeros((2, 1), np.int64)
   good = np.zeros((2, 1, 4), np.float32)
-  out = to_numpy(actor.execute("act", good, state, resets))
+  out = to_numpy(actor.execute("act", good, state, resets, rewards, actions))
   assert out["greedy_action"].shape == (2, 1)
   with pytest.raises(SpaceError) as e:
-    actor.execute("act", np.zeros((2, 1, 5), np.float32), state, resets)
+    actor.execute("act", np.zeros((2, 1, 5), np.float32), state, resets,
+                  rewards, actions)
   assert "argument 'observations'" in str(e.value)
   assert "API method 'act'" in str(e.value)
   with pytest.raises(SpaceError) as e:
-    actor.execute("act", good, state, np.zeros((2, 1), np.float32))
+    actor.execute("act", good, state, np.zeros((2, 1), np.float32), rewards,
+                  actions)
   assert "argument 'resets'" in str(e.value)
+  with pytest.raises(SpaceError) as e:
+    actor.execute("act", good, state, resets, rewards,
+                  actions.astype(np.float32))
+  assert "argument 'last_actions'" in str(e.value)
   env.close()
 
 
@@ -142,16 +155,22 @@ def feeder(config, name):
 def hand_made(config, seed):
   """`batch_size` random rollouts: off-policy behaviour logits (so the
   importance weights are clipped at places), rewards beyond [-1, 1] (so
-  clipping matters), episode ends, random LSTM initial states."""
+  clipping matters), episode ends (some of them truncations, with
+  bootstrap values), random LSTM initial states."""
   rng = np.random.default_rng(seed)
   b, steps, a = config.batch_size, config.unroll_length + 1, \
       config.num_actions
+  dones = rng.uniform(size=(b, steps)) < 0.25
+  truncated = dones & (rng.uniform(size=(b, steps)) < 0.5)
   batch = dict(
       observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
       rewards=rng.normal(0, 2, (b, steps)).astype(np.float32),
-      dones=rng.uniform(size=(b, steps)) < 0.25,
+      dones=dones,
       actions=rng.integers(0, a, (b, steps)).astype(np.int64),
-      logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32))
+      logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32),
+      truncated=truncated,
+      bootstrap_value=np.where(truncated, rng.normal(2, 1, (b, steps)),
+                               0.0).astype(np.float32))
   if config.lstm_units:
     u = config.lstm_units
     batch["initial_state"] = {
@@ -164,14 +183,19 @@ def sigmoid(x):
   return 1.0 / (1.0 + np.exp(-x))
 
 
-def numpy_network(w, observations, initial_state, resets):
-  """The default MLP torso (2 x 64 tanh), the optional LSTM (gates i, f, g,
-  o; state zeroed before a step where resets is True), policy and value
-  heads; float64, batch-major [B, T, ...]."""
+def numpy_network(w, observations, initial_state, resets, last_rewards=None,
+                  last_actions=None, num_actions=None):
+  """The default MLP torso (2 x 64 tanh), beside it (with `last_rewards`)
+  the last reward clipped to [-1, 1] and the one-hot last action, the
+  optional LSTM (gates i, f, g, o; state zeroed before a step where resets
+  is True), policy and value heads; float64, batch-major [B, T, ...]."""
   w = {k: np.asarray(v, np.float64) for k, v in w.items()}
   h = np.tanh(observations @ w["torso/dense_0/kernel"] +
               w["torso/dense_0/bias"])
   h = np.tanh(h @ w["torso/dense_1/kernel"] + w["torso/dense_1/bias"])
+  if last_rewards is not None:
+    h = np.concatenate([h, np.clip(last_rewards, -1.0, 1.0)[..., None],
+                        np.eye(num_actions)[last_actions]], -1)
   if "lstm/kernel" in w:
     c, hh = (np.asarray(initial_state[k], np.float64) for k in ("c", "h"))
     outs = []
@@ -229,19 +253,26 @@ def numpy_impala_loss(target_logits, behaviour_logits, actions, rewards,
 
 def expected_results(config, weights, batch):
   """The learner's update results, recomputed: the network over all T + 1
-  steps of each rollout (from its initial state, resets = dones); its
-  outputs at step t pair with action, behaviour logits, reward and done
-  t + 1 (IMPALA's layout); the value at T bootstraps."""
+  steps of each rollout (from its initial state, resets = dones, last
+  rewards and actions = rewards and actions); its outputs at step t pair
+  with action, behaviour logits, reward and done t + 1 (IMPALA's layout);
+  the value at T bootstraps; a truncation at t + 1 adds discounting * its
+  bootstrap value to the (clipped) reward."""
   state = batch.get("initial_state")
+  feed = (batch["rewards"].astype(np.float64), batch["actions"],
+          config.num_actions) if config.feed_reward_action else ()
   logits, values = numpy_network(
       weights, batch["observations"].astype(np.float64), state,
-      batch["dones"].astype(np.float64))
+      batch["dones"].astype(np.float64), *feed)
   tm = lambda x: np.swapaxes(x, 0, 1)
   rewards = batch["rewards"].astype(np.float64)
   if config.reward_clipping == "abs_one":
     rewards = np.clip(rewards, -1.0, 1.0)
   else:
     assert config.reward_clipping == "none"
+  if config.bootstrap_on_truncation:
+    rewards = rewards + config.discounting * np.where(
+        batch["truncated"], batch["bootstrap_value"], 0.0)
   out = numpy_impala_loss(
       tm(logits)[:-1], tm(batch["logits"].astype(np.float64))[1:],
       tm(batch["actions"])[1:], tm(rewards)[1:],
@@ -263,10 +294,18 @@ HAND_CONFIG = dict(num_actions=3, unroll_length=5, batch_size=3,
                    baseline_cost=0.4, learning_rate=0.01)
 
 
-@pytest.mark.parametrize("lstm_units", [None, 4], ids=["mlp", "lstm"])
-def test_update_matches_numpy_recomputation(lstm_units):
-  config = IMPALAConfig(use_staging=False, lstm_units=lstm_units,
-                        reward_clipping="abs_one", **HAND_CONFIG)
+UPDATE_CONFIGS = {
+    "mlp": dict(),
+    "lstm": dict(lstm_units=4),
+    "lstm_no_reward_action": dict(lstm_units=4, feed_reward_action=False),
+    "no_bootstrap": dict(bootstrap_on_truncation=False),
+}
+
+
+@pytest.mark.parametrize("kind", list(UPDATE_CONFIGS))
+def test_update_matches_numpy_recomputation(kind):
+  config = IMPALAConfig(use_staging=False, reward_clipping="abs_one",
+                        **UPDATE_CONFIGS[kind], **HAND_CONFIG)
   name = queue_name()
   learner = IMPALALearner(config, OBS, name).build()
   feed = feeder(config, name)
@@ -336,3 +375,56 @@ def test_learner_builds_when_a_feature_size_equals_the_rollout_length(
     config):
   IMPALALearner(IMPALAConfig(num_actions=2, batch_size=2, **config), OBS,
                 queue_name()).build()
+
+
+# --- Dict observations with instructions --------------------------------------
+
+
+def test_dict_observations_with_instructions_end_to_end():
+  """DM Lab-style observations (uint8 frame + instruction string, from
+  `InstructionVectorEnv`, with a time limit) through the whole pipeline:
+  the actor's act and unroll, the queue and the staging area (string
+  components), the learner's unroll (rho == 1 on the batch collected with
+  its weights) and gradients that reach the instruction encoder."""
+  config = IMPALAConfig(num_actions=3, torso="small", lstm_units=16,
+                        unroll_length=6, batch_size=4, queue_capacity=12,
+                        use_staging=True, learning_rate=0.05, seed=2)
+  env = InstructionVectorEnv(4, seed=5, frame_shape=(36, 48, 3),
+                             max_episode_steps=4)
+  name = queue_name()
+  learner = IMPALALearner(config, env.observation_space, name).build()
+  actor = IMPALAActor(config, env, name).build(
+      IMPALALearner.weights_space(learner))
+  try:
+    weights = numpy_weights(learner)
+    assert weights["instruction_encoder/embedding/embeddings"].shape == \
+        (1000, 20)
+    assert weights["lstm/kernel"].shape[0] == 256 + 1 + 3 + 64 + 16
+    actor.execute("set_weights", learner.execute("get_weights"))
+
+    # act on a batch of dict observations: the instruction matters.
+    frames = np.zeros((3, 1, 36, 48, 3), np.uint8)
+    text = np.array([["go left"], ["go right"], [""]], object)
+    zero = np.zeros((3, 16), np.float32)
+    out = to_numpy(actor.execute(
+        "act", {"RGB_INTERLEAVED": frames, "INSTR": text},
+        {"c": zero, "h": zero}, np.ones((3, 1), bool),
+        np.zeros((3, 1), np.float32), np.zeros((3, 1), np.int64)))
+    assert out["logits"].shape == (3, 1, 3)
+    assert np.abs(out["logits"][0] - out["logits"][1]).max() > 1e-4
+
+    actor.execute("reset_env", 5)
+    stats = to_numpy(actor.execute("unroll"))
+    assert stats["episodes"] == 4 and stats["queue_size"] == 4
+    np.testing.assert_array_equal(stats["episodes_per_env"], 1)
+    assert int(learner.execute("prime")) == 1        # Staged: strings too.
+    actor.execute("unroll")
+    first = scalars(learner.execute("update"))       # The staged batch.
+    assert abs(first["mean_rho"] - 1.0) < 1e-5
+    assert int(learner.execute("queue_size")) == 0   # The next is staged.
+    new = numpy_weights(learner)
+    for path in ("instruction_encoder/embedding/embeddings",
+                 "instruction_encoder/lstm/kernel", "torso/conv2d_0/kernel"):
+      assert not np.array_equal(new[path], weights[path]), path
+  finally:
+    learner.execute("close_queue")

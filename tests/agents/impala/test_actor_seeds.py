@@ -17,14 +17,15 @@ def test_actors_sample_differently_from_the_same_inputs():
     obs = np.zeros((64, 1, 4), np.float32)
     state = driver.learner.network.zero_state(64)
     resets = np.ones((64, 1), bool)
+    last = (np.zeros((64, 1), np.float32), np.zeros((64, 1), np.int64))
     actions = []
     for executor in driver.actor_executors:
       executor.execute("set_weights", weights)
-      out = executor.execute("act", obs, state, resets)
+      out = executor.execute("act", obs, state, resets, *last)
       actions.append(out["action"].numpy())
       # Same weights and inputs: the same logits.
       assert out["logits"].numpy().std() < 1.0
-    logits = [e.execute("act", obs, state, resets)["logits"].numpy()
+    logits = [e.execute("act", obs, state, resets, *last)["logits"].numpy()
               for e in driver.actor_executors]
     np.testing.assert_array_equal(logits[0], logits[1])
     assert (actions[0] != actions[1]).any()

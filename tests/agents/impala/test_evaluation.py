@@ -1,5 +1,6 @@
 """`evaluate` (ingraph_rl/agents/impala/evaluation.py): greedy returns of
-hand-set weights equal a plain-Python run of the policy they encode."""
+hand-set weights equal a plain-Python run of the policy they encode, a
+policy that also looks at the last action (fed as the actors feed it)."""
 
 import gymnasium as gym
 import numpy as np
@@ -10,34 +11,42 @@ from ingraph_rl.agents.impala.evaluation import evaluate
 
 def test_greedy_returns_match_a_python_rollout():
   # One tanh unit sees theta (the pole angle); action 1 (push right) has
-  # the logit 10 * unit, action 0 logit 0. So the greedy action is 1
-  # exactly when theta > 0: a policy that balances for a while, with
-  # returns that differ per episode.
+  # the logit 10 * unit, action 0 logit 0; the one-hot last action adds
+  # 0.5 to the logit of the same action (the features are torso (3),
+  # clipped last reward, one-hot last action (2)). So the greedy action is
+  # 1 when 10 tanh(theta) beats the pull of the last one: a policy that
+  # balances for a while, with returns that differ per episode.
   config = IMPALAConfig(num_actions=2, torso=(
       {"type": "dense", "units": 3, "activation": "tanh"},))
   kernel = np.zeros((4, 3), np.float32)
   kernel[2, 0] = 1.0
-  head = np.zeros((3, 2), np.float32)
+  head = np.zeros((6, 2), np.float32)
   head[0, 1] = 10.0
+  head[4, 0] = head[5, 1] = 0.5
   weights = {"torso/dense_0/kernel": kernel,
              "torso/dense_0/bias": np.zeros(3, np.float32),
              "policy_head/kernel": head,
              "policy_head/bias": np.zeros(2, np.float32),
-             "value_head/kernel": np.zeros((3, 1), np.float32),
+             "value_head/kernel": np.zeros((6, 1), np.float32),
              "value_head/bias": np.zeros(1, np.float32)}
   returns = evaluate(config, weights, "CartPole-v1", 5, seed=30,
                      max_episode_steps=300)
   expected = []
+  sticky = 0
   for i in range(5):
     env = gym.make("CartPole-v1", max_episode_steps=300)
     obs, _ = env.reset(seed=30 + i)
-    total, done = 0.0, False
+    total, done, last = 0.0, False, 0     # Action 0 after a reset.
     while not done:
-      obs, reward, terminated, truncated, _ = env.step(
-          int(obs[2] > 0))
+      push = 10.0 * np.tanh(np.float32(obs[2])) + 0.5 * last > \
+          0.5 * (1 - last)
+      sticky += push != (obs[2] > 0)
+      last = int(push)
+      obs, reward, terminated, truncated, _ = env.step(last)
       total += reward
       done = terminated or truncated
     expected.append(total)
     env.close()
   np.testing.assert_array_equal(returns, expected)
   assert len(set(expected)) > 1 and max(expected) > 20   # Not trivial.
+  assert sticky > 0           # The last action changed some actions.

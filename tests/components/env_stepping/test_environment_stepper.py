@@ -1,20 +1,25 @@
 """`EnvironmentStepper` against plain-Python gymnasium stepping: the rollouts
-it records (observations, rewards, dones) equal a replay of its recorded
-actions on freshly seeded `gymnasium.make` envs (same-step autoreset done by
-hand), consecutive unrolls overlap by one step, the episode stats equal the
-replay's, an LSTM policy's carried state and logits are reproduced by a
-learner-style recomputation, and `reset(seed)` resets all carried state."""
+it records (observations, rewards, dones, truncation flags) equal a replay
+of its recorded actions on freshly seeded `gymnasium.make` envs (same-step
+autoreset done by hand), consecutive unrolls overlap by one step, the
+episode stats (totals and per env) equal the replay's, an LSTM policy's
+carried state and logits are reproduced by a learner-style recomputation
+(which needs the recorded rewards and actions as the network's last reward
+and action), the recorded bootstrap values of truncated episodes are the
+network's values of their true final observations, and `reset(seed)`
+resets all carried state."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 from ingraph_rl.agents.impala import IMPALAConfig, IMPALAPolicy, make_network
+from ingraph_rl.agents.impala.networks import policy_input_spaces
 from ingraph_rl.components.env_stepping import (ROLLOUT_FIELDS,
                                                 EnvironmentStepper)
 from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
 from ingraph_rl.executors.tensorflow import TFExecutor
-from ingraph_rl.spaces import BoolBox, IntBox
+from ingraph_rl.spaces import IntBox
 from ingraph_rl.testing.component_test import to_numpy
 
 ENV_ID = "CartPole-v1"
@@ -23,18 +28,17 @@ NUM_ENVS = 3
 NUM_UNROLLS = 8     # 48 steps per env: random CartPole episodes end often.
 
 
-def build(seed, lstm_units=None, **make_kwargs):
+def build(seed, lstm_units=None, config_kwargs=None, **make_kwargs):
   """A stepper executor over `NUM_ENVS` CartPoles seeded `seed + i`."""
-  config = IMPALAConfig(num_actions=2, unroll_length=T, lstm_units=lstm_units)
+  config = IMPALAConfig(num_actions=2, unroll_length=T, lstm_units=lstm_units,
+                        **(config_kwargs or {}))
   env = GymnasiumVectorEnv(ENV_ID, NUM_ENVS, seed=seed, **make_kwargs)
   network = make_network(config, env.observation_space)
-  stepper = EnvironmentStepper(env, IMPALAPolicy(network, seed=seed),
-                               network.state_space(), 2, T)
-  spaces = {"observations":
-                env.observation_space.with_batch_rank().with_time_rank(),
-            "state": network.state_space(),
-            "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
-            "seed": IntBox(1 << 30, low=-1)}
+  stepper = EnvironmentStepper(
+      env, IMPALAPolicy(network, seed=seed), network.state_space(), 2, T,
+      bootstrap_on_truncation=config.bootstrap_on_truncation)
+  spaces = dict(policy_input_spaces(config, env.observation_space, network),
+                seed=IntBox(1 << 30, low=-1))
   ex = TFExecutor(stepper, spaces, api_names=["act", "reset", "unroll"])
   return ex, env
 
@@ -56,15 +60,17 @@ class PythonReplay:
     self.lengths = np.zeros(NUM_ENVS, np.int64)
 
   def step(self, actions):
-    """-> obs, rewards, terminated, truncated, and the (return, length) of
-    each episode that ended."""
-    obs, rewards, term, trunc, ended = [], [], [], [], []
+    """-> obs, rewards, terminated, truncated, the (env, return, length) of
+    each episode that ended, and the final observations (the true last
+    one where an episode ended, else obs)."""
+    obs, final, rewards, term, trunc, ended = [], [], [], [], [], []
     for i, (env, a) in enumerate(zip(self.envs, actions)):
       o, r, te, tr, _ = env.step(int(a))
+      final.append(o)
       self.returns[i] += r
       self.lengths[i] += 1
       if te or tr:
-        ended.append((self.returns[i], self.lengths[i]))
+        ended.append((i, self.returns[i], self.lengths[i]))
         self.returns[i], self.lengths[i] = 0.0, 0
         o, _ = env.reset()
       obs.append(o)
@@ -72,26 +78,33 @@ class PythonReplay:
       term.append(te)
       trunc.append(tr)
     return (np.stack(obs), np.array(rewards, np.float32), np.array(term),
-            np.array(trunc), ended)
+            np.array(trunc), ended, np.stack(final))
 
   def replay(self, outs):
     """Replays the actions of consecutive stepper unrolls `outs`; returns,
     per unroll, the expected {"observations", "rewards", "dones"} [T, N]
-    (indices 1..T of the rollout), terminated and truncated flags, and the
-    expected stats."""
+    (indices 1..T of the rollout), terminated and truncated flags, the
+    final observations, and the expected stats (totals and per env)."""
     expected = []
     for out in outs:
       steps = [self.step(a) for a in out["rollout"]["actions"][1:]]
       ended = [e for s in steps for e in s[4]]
+      per_env = np.zeros((3, NUM_ENVS))
+      for i, r, n in ended:
+        per_env[:, i] += (1, r, n)
       expected.append({
           "observations": np.stack([s[0] for s in steps]),
           "rewards": np.stack([s[1] for s in steps]),
           "terminated": np.stack([s[2] for s in steps]),
           "truncated": np.stack([s[3] for s in steps]),
           "dones": np.stack([s[2] | s[3] for s in steps]),
+          "final_obs": np.stack([s[5] for s in steps]),
           "stats": {"episodes": len(ended),
-                    "return_sum": sum(r for r, _ in ended),
-                    "length_sum": sum(n for _, n in ended)}})
+                    "return_sum": sum(r for _, r, _ in ended),
+                    "length_sum": sum(n for _, _, n in ended),
+                    "episodes_per_env": per_env[0],
+                    "return_sum_per_env": per_env[1],
+                    "length_sum_per_env": per_env[2]}})
     return expected
 
 
@@ -123,6 +136,12 @@ def test_rollouts_match_python_replay(replayed):
     for field in ("observations", "rewards", "dones"):
       np.testing.assert_array_equal(rollout[field][1:], exp[field],
                                     err_msg=f"unroll {k}: {field}")
+    # Truncated: cut short, not terminal (a terminal last step is not
+    # bootstrapped).
+    np.testing.assert_array_equal(rollout["truncated"][1:],
+                                  exp["truncated"] & ~exp["terminated"])
+    np.testing.assert_array_equal(
+        rollout["bootstrap_value"][1:][~rollout["truncated"][1:]], 0.0)
   # The data covers what it is meant to: episodes end inside unrolls, by
   # termination (natural ends) or by truncation (the TimeLimit).
   terminated = np.concatenate([e["terminated"] for e in expected])
@@ -144,6 +163,8 @@ def test_first_unroll_starts_from_reset(replayed):
   np.testing.assert_array_equal(rollout["rewards"][0], 0.0)
   np.testing.assert_array_equal(rollout["actions"][0], 0)
   np.testing.assert_array_equal(rollout["logits"][0], 0.0)
+  assert not rollout["truncated"][0].any()
+  np.testing.assert_array_equal(rollout["bootstrap_value"][0], 0.0)
 
 
 def test_unrolls_overlap_by_one_step(replayed):
@@ -185,6 +206,12 @@ def test_episode_stats_match_python_replay(replayed):
     np.testing.assert_allclose(stats["return_sum"],
                                exp["stats"]["return_sum"], rtol=1e-6)
     assert int(stats["env_steps"]) == NUM_ENVS * T
+    for key in ("episodes_per_env", "length_sum_per_env"):
+      assert stats[key].dtype == np.int64
+      np.testing.assert_array_equal(stats[key], exp["stats"][key])
+    np.testing.assert_allclose(stats["return_sum_per_env"],
+                               exp["stats"]["return_sum_per_env"],
+                               rtol=1e-6)
     total += exp["stats"]["episodes"]
   # Some episodes span unroll boundaries (lengths > T), so the carried
   # per-env return and length are exercised.
@@ -211,14 +238,19 @@ def batch_major(x):
   return np.swapaxes(x, 0, 1)
 
 
-def recompute(ex, rollout, steps, resets=None):
+def recompute(ex, rollout, steps, resets=None, shift=0):
   """Runs the policy's `act` over the first `steps` recorded observations
   from the rollout's initial state, resets = the recorded dones (done t:
-  observation t starts an episode, so the state is zeroed before it)."""
+  observation t starts an episode, so the state is zeroed before it), last
+  rewards and actions = the recorded ones (`shift` 1: one step late)."""
   obs = batch_major(rollout["observations"][:steps])
   if resets is None:
     resets = batch_major(rollout["dones"][:steps])
-  return to_numpy(ex.execute("act", obs, rollout["initial_state"], resets))
+  late = lambda x: np.concatenate([np.zeros_like(x[:shift]), x])[:steps]
+  return to_numpy(ex.execute(
+      "act", obs, rollout["initial_state"], resets,
+      batch_major(late(rollout["rewards"])),
+      batch_major(late(rollout["actions"]))))
 
 
 def test_lstm_state_carries_over_between_unrolls(lstm):
@@ -248,11 +280,15 @@ def test_lstm_recomputation_reproduces_behaviour_logits(lstm):
     np.testing.assert_allclose(logits[:, :T],
                                batch_major(rollout["logits"][1:]),
                                rtol=1e-5, atol=1e-6, err_msg=f"unroll {k}")
-  # The comparison can tell: resets one step late give other logits.
+  # The comparison can tell: resets one step late give other logits, and
+  # so do last rewards and actions one step late.
   rollout = outs[1]["rollout"]
   late = batch_major(np.concatenate(
       [np.zeros_like(rollout["dones"][:1]), rollout["dones"][:T]]))
   wrong = recompute(ex, rollout, T + 1, resets=late)["logits"]
+  assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() \
+      > 1e-4
+  wrong = recompute(ex, rollout, T + 1, shift=1)["logits"]
   assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() \
       > 1e-4
 
@@ -267,6 +303,7 @@ def test_reset_resets_carried_state(lstm):
   carried = {k.split("/")[-1]: v.numpy() for k, v in ex.variables().items()
              if k.startswith("environment_stepper/")}
   assert (carried["episode_length"] > 0).any()
+  assert carried["last_reward"].any() and carried["last_action"].any()
   assert (carried["episode_return"] > 0).any()
   assert not carried["last_done"].all()
   assert np.abs(carried["state_h"]).max() > 1e-3
@@ -281,6 +318,8 @@ def test_reset_resets_carried_state(lstm):
   np.testing.assert_array_equal(first["rewards"][0], 0.0)
   np.testing.assert_array_equal(first["actions"][0], 0)
   np.testing.assert_array_equal(first["logits"][0], 0.0)
+  assert not first["truncated"][0].any()
+  np.testing.assert_array_equal(first["bootstrap_value"][0], 0.0)
   for key in ("c", "h"):
     np.testing.assert_array_equal(first["initial_state"][key], 0.0)
   # Episode returns and lengths restart from the reset: the stats match a
@@ -294,3 +333,55 @@ def test_reset_resets_carried_state(lstm):
     np.testing.assert_allclose(out["stats"]["return_sum"],
                                exp["stats"]["return_sum"], rtol=1e-6)
   assert sum(e["stats"]["episodes"] for e in expected) >= NUM_ENVS
+
+
+# --- time limits --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lstm_units", [None, 8], ids=["mlp", "lstm"])
+def test_bootstrap_values_are_values_of_the_true_final_observations(
+    lstm_units):
+  """A 5-step TimeLimit: where the stepper recorded a truncation at index
+  t + 1, its bootstrap value is the policy's value of the episode's true
+  last observation (the replay's, before its reset), acted on from the
+  state after observation t without a reset, with reward t + 1 and action
+  t + 1 as the last reward and action."""
+  seed, limit = 21, 5
+  ex, env = build(seed, lstm_units, max_episode_steps=limit)
+  ex.execute("reset", seed)
+  outs = unrolls(ex, 4)
+  env.close()
+  expected = PythonReplay(seed, max_episode_steps=limit).replay(outs)
+  checked = 0
+  for out, exp in zip(outs, expected):
+    rollout = out["rollout"]
+    truncated = rollout["truncated"][1:]
+    np.testing.assert_array_equal(truncated, exp["truncated"] &
+                                  ~exp["terminated"])
+    for t in np.flatnonzero(truncated.any(axis=1)):
+      state = recompute(ex, rollout, t + 1)["state"]
+      values = to_numpy(ex.execute(
+          "act", exp["final_obs"][t][:, None], state,
+          np.zeros((NUM_ENVS, 1), bool), rollout["rewards"][t + 1][:, None],
+          rollout["actions"][t + 1][:, None]))["values"][:, 0]
+      where = truncated[t]
+      np.testing.assert_allclose(rollout["bootstrap_value"][t + 1][where],
+                                 values[where], rtol=1e-5, atol=1e-6)
+      # The true final observation, not the next episode's first one.
+      assert not np.allclose(exp["final_obs"][t][where],
+                             rollout["observations"][t + 1][where])
+      checked += where.sum()
+    np.testing.assert_array_equal(rollout["bootstrap_value"][1:][~truncated],
+                                  0.0)
+  assert checked >= NUM_ENVS * 3
+
+
+def test_without_bootstrap_on_truncation_the_values_are_zero():
+  ex, env = build(4, config_kwargs=dict(bootstrap_on_truncation=False),
+                  max_episode_steps=3)
+  ex.execute("reset", 4)
+  outs = unrolls(ex, 2)
+  env.close()
+  assert sum(o["rollout"]["truncated"].sum() for o in outs) >= NUM_ENVS
+  for out in outs:
+    np.testing.assert_array_equal(out["rollout"]["bootstrap_value"], 0.0)
