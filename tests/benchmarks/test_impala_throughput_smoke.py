@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -58,3 +60,34 @@ def test_quick_run_writes_contract_json(tmp_path):
   # The summary line comes last.
   last = out.stdout.strip().splitlines()[-1]
   assert last.startswith("impala_throughput [quick]")
+
+
+# ~35 s on 2 shared cores (a learner, a driver and env worker processes to
+# build): with the other benchmark smokes of that size, in make test-all.
+@pytest.mark.slow
+def test_quick_dmlab_run_uses_the_fake_in_env_workers(tmp_path):
+  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
+  env.pop("PYTHONPATH", None)        # No deepmind_lab but the fake's shim.
+  out = subprocess.run(
+      [sys.executable, "-m", "benchmarks.impala_throughput", "--quick",
+       "--env=dmlab:seekavoid_arena_01", "--num_actors=1",
+       "--envs_per_actor=2", "--unroll_length=5", "--batch_size=2"],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-3000:]
+  doc = json.loads((tmp_path / "impala_throughput.json").read_text())
+  cfg = doc["config"]["envs"]["dmlab_seekavoid_arena_01"]
+  assert cfg["kind"] == "dmlab" and cfg["frames_per_env_step"] == 4
+  assert "FAKE deepmind_lab" in cfg["deepmind_lab"]
+  assert "1.6 ms" in cfg["deepmind_lab"]
+  cases = {r["case"] for r in doc["results"]}
+  for phase in ("raw", "actors_only", "end_to_end"):
+    assert f"dmlab_seekavoid_arena_01/native/actors_1/{phase}" in cases
+  ratio = doc["ratios"]["dmlab_fake_actors_only_over_raw"]
+  assert isinstance(ratio, float) and ratio > 0
+  assert ratio == doc["ratios"][
+      "dmlab_seekavoid_arena_01_native_best_actors_only_over_best_raw"]
+  verdict = doc["config"]["targets_verdict"]
+  assert set(verdict["dmlab_seekavoid_arena_01_native_actors_only_over_raw"
+                     " >= 0.7"].values()) <= {"met", "MISSED"}
+  c = cfg["configs"]["native/actors_1"]
+  assert c["drained_rollouts"] > 0 and c["learner_updates_run"] > 0
