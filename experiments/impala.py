@@ -7,9 +7,10 @@ a few minutes on 2 cores); flagfiles hold the other setups:
     python -m experiments.impala --flagfile=experiments/flagfiles/impala_dmlab.cfg
 
 Actors are threads in this process, each stepping its own vector env (in
-subprocesses with --env_processes) in one graph call per unroll and
-enqueueing rollouts; the learner trains on batches of them (V-trace,
-RMSProp) and publishes its weights, which actors load before each unroll.
+env worker processes with --env_processes; DM Lab always) in one graph
+call per unroll and enqueueing rollouts; the learner trains on batches of
+them (V-trace, RMSProp) and publishes its weights, which actors load
+before each unroll.
 
 Under --logdir (default runs/{env}__impala__{seed}__{time}): TensorBoard
 scalars with CleanRL's names, checkpoints every --checkpoint_every_minutes
@@ -57,7 +58,7 @@ EPSILON = flags.DEFINE_float("epsilon", 0.01, "RMSProp epsilon.")
 # Ours.
 ENV = flags.DEFINE_string("env", "CartPole-v1", "gymnasium id, ALE/<Game>-v5, atari:<game> or dmlab:<level>.")
 NUM_ENVS = flags.DEFINE_integer("num_envs_per_actor", 8, "Envs each actor steps together.")
-ENV_PROCESSES = flags.DEFINE_bool("env_processes", False, "Step envs in subprocesses (gymnasium: one per env; others: one per actor).")
+ENV_PROCESSES = flags.DEFINE_bool("env_processes", False, "Step envs in env worker processes (shared memory; gymnasium: one per env, Atari: one per actor). DM Lab always steps in workers, one per env.")
 TORSO = flags.DEFINE_enum("torso", "mlp", ["mlp", "small", "large"], "Network torso.")
 LSTM_UNITS = flags.DEFINE_integer("lstm_units", 0, "LSTM size (0: feed-forward).")
 FEED_REWARD_ACTION = flags.DEFINE_bool("feed_reward_action", True, "Feed the clipped last reward and one-hot last action to the core (scalable_agent).")
@@ -150,11 +151,15 @@ class Progress:
 
 def play_in_fresh_process(saved_policy, episodes):
   """Mean greedy return of the SavedModel, played by
-  experiments/play_policy.py in a subprocess that cannot import ingraph_rl."""
+  experiments/play_policy.py in a subprocess that cannot import ingraph_rl
+  (for DM Lab: only its TF-free env layer, for the env workers)."""
   script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                         "play_policy.py")
   env = dict(os.environ)
-  env.pop("PYTHONPATH", None)
+  if env_kind(ENV.value) != "dmlab":
+    env.pop("PYTHONPATH", None)
+  # Else the player (isolated by -I) steps DM Lab in env workers, which
+  # find deepmind_lab where this process's workers did.
   out = subprocess.run(
       [sys.executable, "-I", script, f"--saved_model={saved_policy}",
        f"--env={ENV.value}", f"--episodes={episodes}",
@@ -229,10 +234,7 @@ class Run:
                f"({(frames - start) / max(elapsed, 1e-9):.0f} fps), "
                f"{train_step} updates; last training return "
                f"{last_return:.1f}")
-    if EVAL_EPISODES.value and evaluate and env_kind(ENV.value) == "dmlab":
-      summary += ("\n[impala] not played in a fresh process: "
-                  "play_policy.py has no DM Lab env")
-    elif EVAL_EPISODES.value and evaluate:
+    if EVAL_EPISODES.value and evaluate:
       mean = play_in_fresh_process(saved_policy, EVAL_EPISODES.value)
       with self.writer.as_default(step=frames):
         tf.summary.scalar("eval/episodic_return", mean)

@@ -33,6 +33,8 @@ def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
                    out.stdout), out.stdout[-2000:]
   assert "[impala] dmlab:seekavoid_arena_01: 1 actors" in out.stdout
   assert (logdir / "saved_policy" / "saved_model.pb").exists()
+  assert re.search(r"greedy return of the exported policy in a fresh "
+                   r"process: -?\d+\.\d over 20 episodes", out.stdout)
   # play_policy.py plays it, DM Lab in a worker process: from /, isolated
   # (-I: no PYTHONPATH for the player itself; its workers get the shim).
   play = subprocess.run(
