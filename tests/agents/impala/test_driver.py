@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.agents.impala import IMPALAConfig
-from ingraph_rl.agents.impala.driver import IMPALADriver
+from ingraph_rl.agents.impala.driver import EpisodeTotals, IMPALADriver
 from ingraph_rl.agents.impala.evaluation import evaluate
 from ingraph_rl.environments import make_vector_env
 
@@ -106,6 +106,40 @@ def test_run_stops_at_its_frame_budget(background):
   assert not any(t.is_alive() for t in driver._threads)
   assert impala_threads() == []
   assert driver.totals.unrolls > 0 and driver.actor_errors == []
+
+
+def test_episode_totals_per_env():
+  """Totals as before, and per (actor, env index) since the last take."""
+  totals = EpisodeTotals()
+
+  def stats(episodes, returns, lengths):
+    return {"episodes": sum(episodes), "return_sum": sum(returns),
+            "length_sum": sum(lengths), "env_steps": 6,
+            "episodes_per_env": np.array(episodes, np.int64),
+            "return_sum_per_env": np.array(returns, np.float32),
+            "length_sum_per_env": np.array(lengths, np.int64)}
+
+  totals.add(stats([1, 0, 2], [3.0, 0.0, 5.5], [4, 0, 9]), actor=0)
+  totals.add(stats([0, 1, 1], [0.0, -1.0, 2.0], [0, 7, 3]), actor=0)
+  totals.add(stats([1, 1], [1.0, 2.0], [5, 6]), actor=1)
+  assert totals.take() == (7, 12.5, 34)
+  per_env = totals.take_per_env()
+  np.testing.assert_array_equal(per_env[0]["episodes"], [1, 1, 3])
+  np.testing.assert_array_equal(per_env[0]["return_sum"], [3.0, -1.0, 7.5])
+  np.testing.assert_array_equal(per_env[0]["length_sum"], [4, 7, 12])
+  np.testing.assert_array_equal(per_env[1]["return_sum"], [1.0, 2.0])
+  assert totals.take_per_env() == {}
+
+
+def test_actor_unrolls_report_per_env_stats(background):
+  driver = small_driver(num_envs=3, num_actors=1)
+  updates = []
+  background(lambda: driver.run(400, lambda out, frames: updates.append(
+      frames))).finish(timeout=60)
+  per_env = driver.totals.take_per_env()
+  assert set(per_env) == {0} and per_env[0]["episodes"].shape == (3,)
+  assert (per_env[0]["episodes"] > 0).all()      # CartPole ends often.
+  assert impala_threads() == []
 
 
 # The learning run: 2 actors x 8 envs; the learning rate decays linearly to
