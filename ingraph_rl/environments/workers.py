@@ -51,7 +51,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 import uuid
 import weakref
