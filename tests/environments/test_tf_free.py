@@ -49,3 +49,11 @@ def test_in_graph_stepping_is_not_re_exported():
   for name in ("tf_step", "tf_reset", "torch_step", "torch_reset",
                "step_shapes", "step_dtypes"):
     assert not hasattr(environments, name), name
+
+
+def test_package_docstring_example_runs():
+  import doctest
+
+  import ingraph_rl.environments as environments
+  failures, tried = doctest.testmod(environments)
+  assert tried >= 3 and failures == 0
