@@ -35,6 +35,7 @@ from ingraph_rl.agents.impala.driver import IMPALADriver
 from ingraph_rl.agents.impala.environments import (env_kind, make_actor_env,
                                                    num_action_repeats_for)
 from ingraph_rl.distributed import roles
+from ingraph_rl.environments import dmlab_set_name
 from ingraph_rl.export import export_impala_policy
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
@@ -176,9 +177,14 @@ def run_dir_path():
 
 
 def env_factory(i):
-  """Actor i's vector env (seed + 1000 i)."""
+  """Actor i's vector env (seed + 1000 i). On a DM Lab level set
+  ("dmlab:dmlab30"), actor i's envs continue the level cycle after actor
+  i - 1's, so the actors together run every level."""
+  kwargs = {"level_offset": i * NUM_ENVS.value} \
+      if dmlab_set_name(ENV.value) else {}
   return make_actor_env(ENV.value, NUM_ENVS.value, SEED.value + 1000 * i,
-                        NUM_ACTION_REPEATS.value, ENV_PROCESSES.value)
+                        NUM_ACTION_REPEATS.value, ENV_PROCESSES.value,
+                        **kwargs)
 
 
 def probe_env():

@@ -57,3 +57,15 @@ def test_dmlab_always_steps_in_workers():
     assert env.step(np.zeros(2, np.int64)).obs.shape == (2, 12, 16, 3)
   finally:
     env.close()
+
+
+def test_actors_continue_the_level_cycle_of_a_level_set():
+  from ingraph_rl.environments import dmlab30
+  env = make_actor_env("dmlab:dmlab30", 2, seed=0, level_offset=29,
+                       lab_module="ingraph_rl.testing.fake_deepmind_lab",
+                       width=16, height=12)
+  try:
+    assert env.levels == dmlab30.env_levels(2, offset=29)
+    assert env.levels[1].endswith("rooms_collect_good_objects_train")
+  finally:
+    env.close()
