@@ -213,3 +213,74 @@ def mean_capped_human_normalized_score(level_returns, cap=100.0):
     score = human_normalized_score(level, returns)
     scores.append(score if cap is None else min(score, cap))
   return float(np.mean(scores))
+
+
+def score_report(level_stats, cap=100.0):
+  """The per-level table and the mean capped score of some DMLab-30 levels.
+
+  `level_stats`: {level (train or test name, short or full path): {
+  "mean_return": float or None (no episodes), "episodes": int, ...}}; the
+  other keys are kept. Returns a JSON-able dict:
+
+    {"levels": {short name: {..., "mean_return", "episodes",
+                "scoring_level", "human_normalized_score" (None without
+                episodes), "capped_score"}},     # in the paper's order
+     "num_levels": levels with a score,
+     "complete": every DMLab-30 level has a score,
+     "cap": cap,
+     "mean_capped_hns": mean of the capped scores of the scored levels
+       (the DMLab-30 figure where "complete"; None without scores),
+     "mean_hns": the same uncapped}
+
+  ValueError for a level that is not in DMLab-30, or two entries scored
+  as the same test level.
+  """
+  rows, seen = {}, {}
+  for level, stats in level_stats.items():
+    name = scoring_level(level)
+    if name in seen:
+      raise ValueError(f"levels {seen[name]!r} and {level!r} are both "
+                       f"scored as {name!r}")
+    seen[name] = level
+    row = dict(stats, scoring_level=name)
+    mean = row.get("mean_return")
+    if mean is None or not row.get("episodes"):
+      row.update(mean_return=None, human_normalized_score=None,
+                 capped_score=None)
+    else:
+      score = human_normalized_score(name, [mean])
+      row.update(mean_return=float(mean), human_normalized_score=score,
+                 capped_score=min(score, cap))
+    rows[short_name(level)] = row
+  order = sorted(rows, key=lambda k: TEST_LEVELS.index(
+      rows[k]["scoring_level"]))
+  scored = [rows[k] for k in order if rows[k]["capped_score"] is not None]
+  return {
+      "levels": {k: rows[k] for k in order},
+      "num_levels": len(scored),
+      "complete": len(scored) == len(TEST_LEVELS),
+      "cap": cap,
+      "mean_capped_hns": float(np.mean([r["capped_score"] for r in scored]))
+                         if scored else None,
+      "mean_hns": float(np.mean([r["human_normalized_score"]
+                                 for r in scored])) if scored else None}
+
+
+def format_report(report):
+  """`score_report`'s table as text: one line per level, then the mean."""
+  width = max([len(k) for k in report["levels"]] + [5])
+  lines = [f"{'level':<{width}}  {'mean return':>11}  {'episodes':>8}  "
+           f"{'HNS':>8}"]
+  for name, row in report["levels"].items():
+    mean, score = row["mean_return"], row["human_normalized_score"]
+    lines.append(f"{name:<{width}}  "
+                 f"{'-' if mean is None else f'{mean:.2f}':>11}  "
+                 f"{row['episodes']:>8}  "
+                 f"{'-' if score is None else f'{score:.1f}':>8}")
+  mean = report["mean_capped_hns"]
+  what = ("DMLab-30" if report["complete"] else
+          f"{report['num_levels']} of {len(TEST_LEVELS)} levels, not the "
+          f"DMLab-30 figure")
+  lines.append(f"mean capped human-normalized score (cap {report['cap']:g}, "
+               f"{what}): {'-' if mean is None else f'{mean:.2f}'}")
+  return "\n".join(lines)

@@ -110,3 +110,66 @@ def test_mean_capped_score_errors_name_the_levels():
 def test_docstring_examples():
   failures, tried = doctest.testmod(dmlab30)
   assert tried >= 3 and failures == 0
+
+
+def test_score_report_of_all_levels_gives_the_dmlab30_figure():
+  returns = _at(0.5)
+  returns["rooms_watermaze"] = 54.0 + 2 * (54.0 - 4.065)    # HNS 300.
+  del returns["rooms_collect_good_objects_test"]
+  # A train level is scored as its test entry (human 10, random 0.073).
+  returns["rooms_collect_good_objects_train"] = 5.0
+  report = dmlab30.score_report({
+      dmlab30.level_path(k): {"mean_return": v, "episodes": 3, "extra": k}
+      for k, v in returns.items()})
+  assert report["complete"] and report["num_levels"] == 30
+  assert list(report["levels"])[:2] == [
+      "rooms_collect_good_objects_train",
+      "rooms_exploit_deferred_effects_test"]
+  row = report["levels"]["rooms_collect_good_objects_train"]
+  assert row["scoring_level"] == "rooms_collect_good_objects_test"
+  assert row["extra"] == "rooms_collect_good_objects_train"
+  assert row["human_normalized_score"] == pytest.approx(
+      100 * (5.0 - 0.073) / (10.0 - 0.073))
+  watermaze = report["levels"]["rooms_watermaze"]
+  assert watermaze["human_normalized_score"] == pytest.approx(300.0)
+  assert watermaze["capped_score"] == 100.0
+  # 28 levels at 50, watermaze capped at 100, rooms_collect at 49.63.
+  expected = (28 * 50.0 + 100.0 + row["human_normalized_score"]) / 30
+  assert report["mean_capped_hns"] == pytest.approx(expected)
+  assert report["mean_capped_hns"] == pytest.approx(
+      dmlab30.mean_capped_human_normalized_score(returns))
+  assert report["mean_hns"] == pytest.approx(expected + 200.0 / 30)
+  text = dmlab30.format_report(report)
+  assert text.splitlines()[0].split() == ["level", "mean", "return",
+                                          "episodes", "HNS"]
+  assert "rooms_watermaze" in text and " 300.0" in text
+  assert text.splitlines()[-1].endswith(
+      f"(cap 100, DMLab-30): {expected:.2f}")
+
+
+def test_score_report_of_some_levels():
+  report = dmlab30.score_report({
+      "rooms_watermaze": {"mean_return": 29.0325, "episodes": 2},
+      "explore_goal_locations_small": {"mean_return": None, "episodes": 0},
+      "language_execute_random_task": {"mean_return": -5.913,
+                                       "episodes": 1}})
+  assert not report["complete"] and report["num_levels"] == 2
+  assert list(report["levels"]) == ["rooms_watermaze",
+                                    "language_execute_random_task",
+                                    "explore_goal_locations_small"]
+  assert report["levels"]["explore_goal_locations_small"][
+      "human_normalized_score"] is None
+  assert report["mean_capped_hns"] == pytest.approx(25.0)   # (50 + 0) / 2.
+  assert report["mean_hns"] == pytest.approx(25.0)
+  assert dmlab30.format_report(report).splitlines()[-1].endswith(
+      "(cap 100, 2 of 30 levels, not the DMLab-30 figure): 25.00")
+  assert dmlab30.score_report({})["mean_capped_hns"] is None
+  with pytest.raises(ValueError, match="both scored as"):
+    dmlab30.score_report({
+        "rooms_collect_good_objects_train": {"mean_return": 1.0,
+                                             "episodes": 1},
+        "rooms_collect_good_objects_test": {"mean_return": 1.0,
+                                            "episodes": 1}})
+  with pytest.raises(ValueError, match="not a DMLab-30 level"):
+    dmlab30.score_report({"seekavoid_arena_01": {"mean_return": 1.0,
+                                                 "episodes": 1}})
