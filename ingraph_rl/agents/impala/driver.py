@@ -13,6 +13,7 @@ full queue gets `CancelledError` and a learner blocked on an empty one gets
 `OutOfRangeError`; every thread then exits, and the envs are closed.
 """
 
+import collections
 import dataclasses
 import threading
 import time
@@ -40,9 +41,9 @@ class EpisodeTotals:
   """Thread-safe running totals of the actors' finished episodes, overall
   and per env: `take_per_env()` attributes them to (actor, env index),
   e.g. to report per-level returns when actors' envs play different
-  levels."""
+  levels; `take_episodes()` also lists them per (unroll, env)."""
 
-  def __init__(self):
+  def __init__(self, max_groups=100_000):
     self._lock = threading.Lock()
     self.episodes = 0
     self.return_sum = 0.0
@@ -50,6 +51,8 @@ class EpisodeTotals:
     self.env_steps = 0
     self.unrolls = 0
     self._per_env = {}
+    # Bounded: groups nobody takes (the newest are kept).
+    self._groups = collections.deque(maxlen=max_groups)
 
   def add(self, stats, actor=0):
     """Adds an actor unroll's stats (`IMPALAActor.unroll`'s output)."""
@@ -65,12 +68,29 @@ class EpisodeTotals:
         old = self._per_env.get(actor)
         self._per_env[actor] = per_env if old is None else [
             a + b for a, b in zip(old, per_env)]
+        episodes, returns, lengths = per_env
+        for env in np.flatnonzero(episodes):
+          self._groups.append((actor, int(env), int(episodes[env]),
+                               float(returns[env]), int(lengths[env])))
 
   def take(self):
     """(episodes, return_sum, length_sum) since the last take."""
     with self._lock:
       out = (self.episodes, self.return_sum, self.length_sum)
       self.episodes, self.return_sum, self.length_sum = 0, 0.0, 0
+      return out
+
+  def take_episodes(self):
+    """What `take()` returns and the episodes' groups, taken together:
+    (episodes, return_sum, length_sum, groups), groups being [(actor, env
+    index, episodes, return_sum, length_sum)], one per env that finished
+    episodes in an unroll, in the order the unrolls came (groups are kept
+    only for unrolls with per-env stats)."""
+    with self._lock:
+      out = (self.episodes, self.return_sum, self.length_sum,
+             list(self._groups))
+      self.episodes, self.return_sum, self.length_sum = 0, 0.0, 0
+      self._groups.clear()
       return out
 
   def take_per_env(self):
@@ -169,19 +189,24 @@ class IMPALADriver:
       raise RuntimeError(f"actor {index} failed: {error!r}") from error
     return out
 
-  def run(self, total_frames, on_update=None, poll_s=0.25):
-    """Trains until the learner consumed `total_frames` env frames (or
-    `stop()` / Ctrl-C). The learner runs in its own thread, so this
-    (main) thread stays responsive to KeyboardInterrupt.
+  def run(self, total_frames, on_update=None, poll_s=0.25,
+          max_seconds=None):
+    """Trains until the learner consumed `total_frames` env frames, or
+    until `max_seconds` passed since this call (checked before each
+    update), or `stop()` / Ctrl-C. The learner runs in its own thread,
+    so this (main) thread stays responsive to KeyboardInterrupt.
 
     `on_update(result_dict_of_numpy, frames)` runs after every update, in
     the learner thread. Returns the frames trained on.
     """
     state = {"frames": 0, "error": None}
+    deadline = None if max_seconds is None else \
+        time.monotonic() + max_seconds
 
     def learn():
       try:
-        while not self._stop.is_set() and state["frames"] < total_frames:
+        while not self._stop.is_set() and state["frames"] < total_frames \
+            and (deadline is None or time.monotonic() < deadline):
           out = {k: v.numpy() for k, v in self.update().items()}
           state["frames"] += int(out["frames"])
           if on_update is not None:

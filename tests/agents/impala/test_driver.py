@@ -131,6 +131,47 @@ def test_episode_totals_per_env():
   assert totals.take_per_env() == {}
 
 
+def test_episode_totals_groups_per_unroll_and_env():
+  """`take_episodes`: the totals and, per unroll, each env that finished
+  episodes, taken together."""
+  totals = EpisodeTotals()
+  per_env = lambda k, r, n: {
+      "episodes": sum(k), "return_sum": sum(r), "length_sum": sum(n),
+      "env_steps": 6, "episodes_per_env": np.array(k, np.int64),
+      "return_sum_per_env": np.array(r, np.float32),
+      "length_sum_per_env": np.array(n, np.int64)}
+  totals.add(per_env([1, 0, 2], [3.0, 0.0, 5.5], [4, 0, 9]), actor=1)
+  totals.add(per_env([0, 1, 1], [0.0, -1.0, 2.0], [0, 7, 3]), actor=0)
+  # Without per-env stats: in the totals, in no group.
+  totals.add({"episodes": 1, "return_sum": 4.0, "length_sum": 2,
+              "env_steps": 6})
+  assert totals.take_episodes() == (6, 13.5, 25, [
+      (1, 0, 1, 3.0, 4), (1, 2, 2, 5.5, 9), (0, 1, 1, -1.0, 7),
+      (0, 2, 1, 2.0, 3)])
+  assert totals.take_episodes() == (0, 0.0, 0, [])
+  assert totals.take() == (0, 0.0, 0)
+  # Untaken groups are bounded: the newest are kept.
+  totals = EpisodeTotals(max_groups=3)
+  for i in range(5):
+    totals.add(per_env([1], [float(i)], [1]))
+  assert [g[3] for g in totals.take_episodes()[3]] == [2.0, 3.0, 4.0]
+
+
+def test_run_stops_after_max_seconds(background):
+  driver = small_driver()
+  updates = []
+  start = time.monotonic()
+  frames = background(lambda: driver.run(
+      10 ** 9, lambda out, frames: updates.append(time.monotonic()),
+      max_seconds=2.0)).finish(timeout=60)
+  took = time.monotonic() - start
+  assert 2.0 <= took < 2.0 + STOP_S, took
+  assert frames == len(updates) * 4 * 5 and len(updates) >= 3
+  # No update started after the deadline (one may end after it).
+  assert updates[-2] < start + 2.2
+  assert impala_threads() == []
+
+
 def test_actor_unrolls_report_per_env_stats(background):
   driver = small_driver(num_envs=3, num_actors=1)
   updates = []
