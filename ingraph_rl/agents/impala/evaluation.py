@@ -101,6 +101,29 @@ def make_eval_envs(env_id, num_episodes, seed=0, **make_kwargs):
   return envs, from_gymnasium(envs[0].observation_space)
 
 
+def _stack(observations):
+  """One env's observations after another -> a batch [N, ...] (dicts of
+  them for Dict observations; strings in object arrays, where a longer
+  string fits later)."""
+  if isinstance(observations[0], dict):
+    return {k: _stack([o[k] for o in observations]) for k in observations[0]}
+  values = [np.asarray(o) for o in observations]
+  if values[0].dtype.kind not in "USO":
+    return np.stack(values)
+  out = np.empty((len(values),) + values[0].shape, object)
+  for i, value in enumerate(values):
+    out[i] = value.item() if value.ndim == 0 else value
+  return out
+
+
+def _set_row(batch, i, observation):
+  if isinstance(batch, dict):
+    for k, v in batch.items():
+      _set_row(v, i, observation[k])
+  else:
+    batch[i] = observation
+
+
 def evaluate(config, weights, env_id, num_episodes, seed=0,
              **make_kwargs):
   """Returns of `num_episodes` greedy episodes (the `greedy_action`, argmax
@@ -112,14 +135,15 @@ def evaluate(config, weights, env_id, num_episodes, seed=0,
   do.
 
   `weights`: a learner's `get_weights()` output (tensors or arrays).
+  Observations may be Dicts (DM Lab's frame and instruction).
   Returns a float64 array [num_episodes].
   """
   envs, observation_space = make_eval_envs(env_id, num_episodes, seed,
                                            **make_kwargs)
   try:
     policy = GreedyPolicy(config, weights, observation_space)
-    obs = np.stack([env.reset(seed=seed + i)[0]
-                    for i, env in enumerate(envs)])
+    obs = _stack([env.reset(seed=seed + i)[0]
+                  for i, env in enumerate(envs)])
     state = policy.zero_state(num_episodes)
     resets = np.ones(num_episodes, bool)
     running = np.ones(num_episodes, bool)
@@ -136,8 +160,9 @@ def evaluate(config, weights, env_id, num_episodes, seed=0,
       for i in np.flatnonzero(running):
         # Finished envs keep their last observation; their actions are
         # ignored.
-        obs[i], reward, terminated, truncated, _ = envs[i].step(
+        new_obs, reward, terminated, truncated, _ = envs[i].step(
             int(actions[i]))
+        _set_row(obs, i, new_obs)
         last_rewards[i] = reward
         returns[i] += float(reward)
         running[i] = not (terminated or truncated)

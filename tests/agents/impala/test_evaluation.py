@@ -50,3 +50,45 @@ def test_greedy_returns_match_a_python_rollout():
   np.testing.assert_array_equal(returns, expected)
   assert len(set(expected)) > 1 and max(expected) > 20   # Not trivial.
   assert sticky > 0           # The last action changed some actions.
+
+
+def test_dict_observations_match_a_rollout_env_by_env():
+  """DM Lab's Dict observations (frame + instruction; the fake DM Lab in
+  worker processes): `evaluate` batches the episodes, and each one's
+  return equals that of the same policy playing its env alone."""
+  from ingraph_rl.agents.impala import IMPALALearner
+  from ingraph_rl.agents.impala.evaluation import GreedyPolicy
+  from ingraph_rl.environments import make_vector_env
+
+  level = "dmlab:contributed/dmlab30/language_select_located_object"
+  fake = dict(lab_module="ingraph_rl.testing.fake_deepmind_lab", width=16,
+              height=12, instructions=True)
+  probe = make_vector_env(level, 1, **fake)
+  space = probe.observation_space
+  probe.close()
+  config = IMPALAConfig(num_actions=9, torso=(
+      {"type": "flatten"},
+      {"type": "dense", "units": 8, "activation": "tanh"}), seed=4)
+  learner = IMPALALearner(config, space, queue_name="eval_dict_test")
+  weights = {k: v.numpy() * 3.0 for k, v in
+             learner.build().execute("get_weights").items()}
+  returns = evaluate(config, weights, level, 3, seed=11, **fake)
+
+  policy = GreedyPolicy(config, weights, space)
+  expected, texts = [], set()
+  for i in range(3):
+    env = make_vector_env(level, 1, seed=11 + i, **fake)
+    obs, state = env.reset(seed=11 + i), policy.zero_state(1)
+    first, reward, action, total, done = True, 0.0, 0, 0.0, False
+    while not done:
+      texts.add(obs["INSTR"][0])
+      actions, state = policy.act(obs, state, [first], [reward], [action])
+      step = env.step(actions)
+      obs, reward, action = step.obs, float(step.rewards[0]), int(actions[0])
+      total += reward
+      first, done = False, bool(step.terminated[0] or step.truncated[0])
+    expected.append(total)
+    env.close()
+  np.testing.assert_array_equal(returns, expected)
+  assert len(set(expected)) > 1             # Episodes differ.
+  assert len(texts) > 1                     # So do their instructions.
