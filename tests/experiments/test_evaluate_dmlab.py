@@ -1,0 +1,147 @@
+"""experiments/evaluate_dmlab.py end to end on the fake DM Lab (a shim on
+the env workers' PYTHONPATH): a tiny exported LSTM policy plays the test
+variants of three levels; the JSON's per-episode returns equal an
+independent replay with the SavedModel, and its scores equal the IMPALA
+paper's formula with the paper's numbers written out here."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ingraph_rl.agents.impala import IMPALAConfig, IMPALALearner
+from ingraph_rl.environments import make_vector_env
+from ingraph_rl.export import export_impala_policy
+from ingraph_rl.spaces import Dict, IntBox, TextBox
+from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "experiments" / "evaluate_dmlab.py"
+# Test level: (its index in the DMLab-30 table, human, random score).
+PAPER = {"rooms_collect_good_objects_test": (0, 10.0, 0.073),
+         "language_select_located_object": (6, 280.7, 1.929),
+         "rooms_watermaze": (3, 54.0, 4.065)}
+SEED, EPISODES = 5, 2
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+  space = Dict(RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
+               INSTR=TextBox())
+  config = IMPALAConfig(num_actions=9, lstm_units=4, seed=2, torso=(
+      {"type": "flatten"},
+      {"type": "dense", "units": 8, "activation": "tanh"}))
+  learner = IMPALALearner(config, space, queue_name="evaluate_dmlab_test")
+  weights = learner.build().execute("get_weights")
+  weights = {k: v.numpy() * 3.0 for k, v in weights.items()}  # Decisive.
+  # Often forward (+1 a frame): a score above the cap somewhere.
+  weights["policy_head/bias"][0] += 1.5
+  weights = {k: tf.constant(v) for k, v in weights.items()}
+  return export_impala_policy(config, space, weights,
+                              str(tmp_path_factory.mktemp("p") / "policy"),
+                              train_step=7)
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory):
+  return write_deepmind_lab_shim(tmp_path_factory.mktemp("shim"))
+
+
+def evaluate(policy_dir, shim, output, *extra):
+  env = dict(os.environ, PYTHONPATH=shim)
+  out = subprocess.run(
+      [sys.executable, str(SCRIPT), f"--saved_model={policy_dir}",
+       f"--episodes={EPISODES}", f"--seed={SEED}", f"--output={output}",
+       *extra], cwd="/", env=env, capture_output=True, text=True,
+      timeout=300)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+  with open(output) as f:
+    return json.load(f), out.stdout
+
+
+def replay(policy_dir, level, seed, episodes):
+  """`episodes` greedy episode returns of the SavedModel on `level`, one
+  env in a worker process (the fake by module name), fed step by step."""
+  policy = tf.saved_model.load(policy_dir)
+  act = policy.signatures["action"]
+  env = make_vector_env(f"dmlab:contributed/dmlab30/{level}", 1, seed=seed,
+                        width=16, height=12, instructions=True,
+                        lab_module="ingraph_rl.testing.fake_deepmind_lab")
+  try:
+    obs = env.reset()
+    state = policy.signatures["get_initial_state"](
+        batch_size=tf.constant(1))
+    first, reward, action, total, returns = True, 0.0, 0, 0.0, []
+    while len(returns) < episodes:
+      out = act(observation_RGB_INTERLEAVED=tf.constant(obs[
+                    "RGB_INTERLEAVED"]),
+                observation_INSTR=tf.constant(obs["INSTR"].astype(str)),
+                first=tf.constant([first]),
+                prev_reward=tf.constant([reward], tf.float32),
+                prev_action=tf.constant([action], tf.int64),
+                state_c=state["state_c"], state_h=state["state_h"])
+      state = {"state_c": out["state_c"], "state_h": out["state_h"]}
+      action = int(out["greedy_action"].numpy()[0])
+      step = env.step(np.array([action]))
+      obs, reward = step.obs, float(step.rewards[0])
+      total += reward
+      first = bool(step.terminated[0] or step.truncated[0])
+      if first:
+        returns.append(total)
+        total, reward, action = 0.0, 0.0, 0
+    return returns
+  finally:
+    env.close()
+
+
+def test_scores_three_levels_as_an_independent_replay(policy_dir, shim,
+                                                      tmp_path):
+  # A train name is played (and scored) as its test variant.
+  report, stdout = evaluate(
+      policy_dir, shim, tmp_path / "scores.json",
+      "--levels=rooms_collect_good_objects_train,"
+      "language_select_located_object,contributed/dmlab30/rooms_watermaze",
+      "--parallel=2")
+  assert list(report["levels"]) == ["rooms_collect_good_objects_test",
+                                    "rooms_watermaze",
+                                    "language_select_located_object"]
+  assert report["actions"] == "greedy" and report["train_step"] == 7
+  assert report["episodes_per_level"] == EPISODES
+  assert report["num_levels"] == 3 and not report["complete"]
+  capped = []
+  for level, (index, human, random) in PAPER.items():
+    row = report["levels"][level]
+    assert row["seed"] == SEED + index
+    assert row["level"] == f"contributed/dmlab30/{level}"
+    expected = replay(policy_dir, level, SEED + index, EPISODES)
+    assert row["returns"] == expected, level
+    assert row["episodes"] == EPISODES
+    assert row["mean_return"] == pytest.approx(np.mean(expected))
+    score = 100.0 * (np.mean(expected) - random) / (human - random)
+    assert row["human_normalized_score"] == pytest.approx(score)
+    capped.append(min(score, 100.0))
+  assert report["mean_capped_hns"] == pytest.approx(np.mean(capped))
+  # The episodes differ, and a score is capped (rooms_collect: human 10).
+  assert len({r for row in report["levels"].values()
+              for r in row["returns"]}) > 2
+  assert max(row["human_normalized_score"] for row in
+             report["levels"].values()) > 100.0
+  lines = stdout.strip().splitlines()
+  assert lines[1].split() == ["level", "mean", "return", "episodes", "HNS"]
+  assert lines[2].split()[0] == "rooms_collect_good_objects_test"
+  assert lines[-2].endswith(f"(cap 100, 3 of 30 levels, not the DMLab-30 "
+                            f"figure): {np.mean(capped):.2f}")
+
+
+def test_sample_plays_sampled_actions(policy_dir, shim, tmp_path):
+  level = "rooms_watermaze"
+  report, _ = evaluate(policy_dir, shim, tmp_path / "s.json",
+                       f"--levels={level}", "--sample")
+  assert report["actions"] == "sampled"
+  greedy = replay(policy_dir, level, SEED + 3, EPISODES)
+  assert report["levels"][level]["returns"] != greedy
