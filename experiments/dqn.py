@@ -5,7 +5,15 @@ vector steps: act, env step, observe, update, sync) or, for comparison, a
 Python-driven loop (`--loop=python`). Logs TensorBoard scalars with CleanRL's
 names under `--logdir` (default `runs/{env}__dqn__{seed}__{time}`), keeps
 checkpoints there (a rerun with the same `--logdir` resumes), and ends with a
-greedy evaluation.
+greedy evaluation. Training stops at --total_env_steps or, after the train
+call that passes it, --max_train_seconds.
+
+`charts/episodic_return` is the mean return of the episodes that ended in
+one train call, `charts/episodes` how many they were, and
+`charts/episodic_return_last100` the mean of the last 100: the in-graph
+loop reports only per-call totals, so a call's k episodes count k times at
+their mean (exact once a call's episodes are all in the window or all
+out). The last line printed states that mean and the run's wall time.
 """
 
 import os
@@ -22,10 +30,12 @@ from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.environments import is_atari_id, make_vector_env
 from ingraph_rl.utils.checkpoints import CheckpointSaver
+from ingraph_rl.utils.episode_stats import RecentEpisodes
 
 ENV = flags.DEFINE_string("env", "CartPole-v1", "gymnasium id, ALE/... or atari:<game>.")
 NUM_ENVS = flags.DEFINE_integer("num_envs", 4, "Environments stepped together.")
 TOTAL_ENV_STEPS = flags.DEFINE_integer("total_env_steps", 60_000, "Training budget in env steps.")
+MAX_TRAIN_SECONDS = flags.DEFINE_float("max_train_seconds", None, "Also stop training after this much wall time from its start (checked after each train call; then checkpoint and evaluate as usual); default: no limit.")
 STEPS_PER_CALL = flags.DEFINE_integer("steps_per_call", 250, "Vector steps per in-graph train call.")
 LOOP = flags.DEFINE_enum("loop", "in_graph", ["in_graph", "python"], "Training loop.")
 LEARNING_RATE = flags.DEFINE_float("learning_rate", 2.5e-4, "Adam learning rate.")
@@ -50,7 +60,8 @@ EVAL_EPISODES = flags.DEFINE_integer("eval_episodes", 20, "Greedy evaluation epi
 _ALL_FLAGS = [ENV, NUM_ENVS, TOTAL_ENV_STEPS, STEPS_PER_CALL, LOOP,
               LEARNING_RATE, REPLAY_SIZE, BATCH_SIZE, LEARNING_STARTS,
               UPDATE_EVERY, TARGET_SYNC_EVERY, EPSILON_STEPS, EPSILON_FINAL,
-              DISCOUNT, N_STEP, DUELING, DOUBLE_Q, PRIORITIZED, SEED]
+              DISCOUNT, N_STEP, DUELING, DOUBLE_Q, PRIORITIZED, SEED,
+              MAX_TRAIN_SECONDS]
 
 
 def make_config(num_actions, atari):
@@ -112,6 +123,7 @@ def evaluate(executor, env_id, episodes, seed):
 
 def main(argv):
   del argv
+  wall_start = time.time()
   atari = is_atari_id(ENV.value)
   run_dir = LOGDIR.value or os.path.join(
       "runs", f"{ENV.value.replace('/', '_')}__dqn__{SEED.value}__"
@@ -144,7 +156,10 @@ def main(argv):
   counter = {"vector_steps": int(vector_steps)}
   env_steps = counter["vector_steps"] * env.num_envs
   last_save, start, start_steps = time.time(), time.time(), env_steps
-  while env_steps < TOTAL_ENV_STEPS.value:
+  recent = RecentEpisodes(100)
+  while env_steps < TOTAL_ENV_STEPS.value and (
+      MAX_TRAIN_SECONDS.value is None or
+      time.time() - start < MAX_TRAIN_SECONDS.value):
     t0 = time.time()
     if LOOP.value == "in_graph":
       stats = {k: v.numpy() for k, v in
@@ -155,26 +170,31 @@ def main(argv):
     done_steps = int(stats["env_steps"]) - env_steps
     env_steps = int(stats["env_steps"])
     sps = done_steps / max(time.time() - t0, 1e-9)
+    recent.add(stats["return_sum"], stats["episodes"])
     with writer.as_default(step=env_steps):
       if stats["episodes"]:
         tf.summary.scalar("charts/episodic_return",
                           stats["return_sum"] / stats["episodes"])
         tf.summary.scalar("charts/episodic_length",
                           stats["length_sum"] / stats["episodes"])
+        tf.summary.scalar("charts/episodes", stats["episodes"])
+        tf.summary.scalar("charts/episodic_return_last100", recent.mean)
       if stats["updates"]:
         tf.summary.scalar("losses/td_loss",
                           stats["loss_sum"] / stats["updates"])
       tf.summary.scalar("charts/SPS", sps)
     mean_return = stats["return_sum"] / max(stats["episodes"], 1)
-    logging.info("env steps %d  SPS %.0f  episodes %d  mean return %.1f",
-                 env_steps, sps, stats["episodes"], mean_return)
+    logging.info("env steps %d  SPS %.0f  episodes %d  mean return %.1f  "
+                 "last100 %.1f", env_steps, sps, stats["episodes"],
+                 mean_return, recent.mean)
     if time.time() - last_save > 60 * CHECKPOINT_MINUTES.value:
       vector_steps.assign(env_steps // env.num_envs)
       manager.save(checkpoint_number=env_steps)
       last_save = time.time()
+  train_s = time.time() - start
   vector_steps.assign(env_steps // env.num_envs)
   manager.save(checkpoint_number=env_steps)
-  total_sps = (env_steps - start_steps) / max(time.time() - start, 1e-9)
+  total_sps = (env_steps - start_steps) / max(train_s, 1e-9)
   eval_return = evaluate(executor, ENV.value, EVAL_EPISODES.value, SEED.value)
   with writer.as_default(step=env_steps):
     tf.summary.scalar("eval/episodic_return", eval_return)
@@ -182,7 +202,11 @@ def main(argv):
   env.close()
   print(f"dqn: {env_steps} env steps at {total_sps:.0f} SPS; greedy eval "
         f"return {eval_return:.1f} over {EVAL_EPISODES.value} episodes\n"
-        f"logs and checkpoints: {run_dir}")
+        f"logs and checkpoints: {run_dir}\n"
+        f"dqn: last-100 training return {recent.mean:.2f} ({recent.count} "
+        f"of {recent.total_episodes} episodes); wall time "
+        f"{time.time() - wall_start:.1f} s (training {train_s:.1f} s)",
+        flush=True)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,12 @@ CleanRL names, checkpoints, and resuming from --logdir."""
 import glob
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -33,12 +36,59 @@ def scalar_tags(logdir):
   return tags
 
 
+def scalars(logdir, tag):
+  """[(step, value)] of `tag`, in step order."""
+  points = []
+  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == tag:
+          points.append((event.step, float(tf.make_ndarray(value.tensor))))
+  return sorted(points)
+
+
+SUMMARY = re.compile(r"last-100 training return (-?[\d.]+) \((\d+) of (\d+) "
+                     r"episodes\); wall time ([\d.]+) s \(training ([\d.]+) "
+                     r"s\)$")
+
+
+def test_time_budget_and_last100_return(tmp_path):
+  logdir = str(tmp_path / "budget")
+  out = run(logdir, 10 ** 8, extra=["--max_train_seconds=4"])
+  last = out.stdout.strip().splitlines()[-1]
+  match = SUMMARY.search(last)
+  assert last.startswith("dqn: ") and match, last
+  last100, count, total = float(match[1]), int(match[2]), int(match[3])
+  wall, train = float(match[4]), float(match[5])
+  # Stopped by the clock (after the call that passed 4 s), then saved and
+  # evaluated as usual.
+  steps = int(re.search(r"dqn: (\d+) env steps", out.stdout)[1])
+  assert 4.0 <= train < 60.0 and wall > train and steps < 10 ** 8
+  assert tf.train.latest_checkpoint(os.path.join(logdir, "checkpoints")) \
+      .endswith(f"ckpt-{steps}")
+  assert "greedy eval return" in out.stdout
+  # Per call: the mean return and its episodes; the last-100 mean counts a
+  # call's k episodes k times at their mean.
+  means = scalars(logdir, "charts/episodic_return")
+  counts = scalars(logdir, "charts/episodes")
+  rolling = scalars(logdir, "charts/episodic_return_last100")
+  assert [p[0] for p in means] == [p[0] for p in counts] == \
+      [p[0] for p in rolling]
+  assert sum(n for _, n in counts) == total > 100 and count == 100
+  episodes = []
+  for (_, mean), (_, n), (_, value) in zip(means, counts, rolling):
+    episodes += [mean] * int(n)
+    assert value == pytest.approx(np.mean(episodes[-100:]), rel=1e-5)
+  assert last100 == pytest.approx(rolling[-1][1], abs=0.006)
+
+
 def test_runs_logs_checkpoints_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 2000)
   assert "dqn: 2000 env steps" in out.stdout
   assert f"logs and checkpoints: {logdir}" in out.stdout
-  assert {"charts/episodic_return", "charts/SPS", "losses/td_loss",
+  assert {"charts/episodic_return", "charts/episodes",
+          "charts/episodic_return_last100", "charts/SPS", "losses/td_loss",
           "eval/episodic_return"} <= scalar_tags(logdir)
   assert tf.train.latest_checkpoint(os.path.join(logdir, "checkpoints"))
   out = run(logdir, 2800)
