@@ -32,6 +32,33 @@ def _fans(shape):
   return shape[-2] * receptive, shape[-1] * receptive
 
 
+UNIFORM_INITIALIZERS = ("glorot_uniform", "he_uniform")
+
+
+def _uniform_limit(name, shape):
+  fan_in, fan_out = _fans(shape)
+  if name == "glorot_uniform":
+    return math.sqrt(6.0 / (fan_in + fan_out))
+  return math.sqrt(6.0 / fan_in)          # he_uniform: for ReLU layers.
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaled:
+  """A named uniform initializer times `scale`, e.g. a near-uniform initial
+  policy: `Dense(6, kernel_initializer=Scaled("glorot_uniform", 0.01))`."""
+  name: str
+  scale: float
+
+  def __post_init__(self):
+    if self.name not in UNIFORM_INITIALIZERS:
+      raise BuildError(f"Scaled: unknown initializer {self.name!r}; known: "
+                       f"{UNIFORM_INITIALIZERS}")
+
+  def __call__(self, shape, dtype, rng):
+    limit = self.scale * _uniform_limit(self.name, shape)
+    return rng.uniform(-limit, limit, size=shape).astype(dtype)
+
+
 def initial_value(spec, rng):
   """NumPy initial value of `spec`, or None for all-zero (the backend makes
   zeros itself, so a 7 GB replay buffer is never built in NumPy first)."""
@@ -41,14 +68,9 @@ def initial_value(spec, rng):
       return None
     if init == "ones":
       return np.ones(shape, dtype)
-    fan_in, fan_out = _fans(shape)
-    if init == "glorot_uniform":
-      limit = math.sqrt(6.0 / (fan_in + fan_out))
-    elif init == "he_uniform":
-      limit = math.sqrt(6.0 / fan_in)
-    else:
+    if init not in UNIFORM_INITIALIZERS:
       raise BuildError(f"{spec.path}: unknown initializer {init!r}")
-    return rng.uniform(-limit, limit, size=shape).astype(dtype)
+    return Scaled(init, 1.0)(shape, dtype, rng)
   if callable(init):
     value = np.asarray(init(shape, dtype, rng), dtype)
   else:

@@ -20,6 +20,7 @@ from ingraph_rl.components.preprocessing import (Cast, Divide,
                                                 PreprocessorStack)
 from ingraph_rl.components.distributions import Categorical
 from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.core.variables import Scaled
 from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, TextBox
 from ingraph_rl.utils.lazy import F, torch
@@ -85,7 +86,10 @@ class IMPALANetwork(Synchronizable):
     self.instruction_encoder = instruction_encoder
     self.lstm = LSTM(self.lstm_units, scope="lstm") if self.lstm_units \
         else None
-    self.policy_head = Dense(self.num_actions, scope="policy_head")
+    # A near-uniform initial policy (logits ~0.01x Glorot's).
+    self.policy_head = Dense(self.num_actions, scope="policy_head",
+                             kernel_initializer=Scaled("glorot_uniform",
+                                                       0.01))
     self.value_head = Dense(1, scope="value_head")
 
   @property
