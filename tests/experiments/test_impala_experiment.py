@@ -12,6 +12,7 @@ import sys
 import time
 
 import psutil
+import pytest
 import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -47,7 +48,8 @@ def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
                    r"process: \d+\.\d over 2 episodes", out)
   assert f"logs (TensorBoard): {logdir}" in out
   assert f"SavedModel: {logdir}/saved_policy" in out
-  assert {"charts/episodic_return", "charts/SPS", "losses/total_loss",
+  assert {"charts/episodic_return", "charts/episodes",
+          "charts/episodic_return_last100", "charts/SPS", "losses/total_loss",
           "losses/policy_loss", "losses/value_loss", "losses/entropy",
           "eval/episodic_return"} <= scalar_tags(logdir)
   checkpoints = os.path.join(logdir, "checkpoints")
@@ -58,6 +60,66 @@ def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
   assert "resumed from" in out and "at frame 16000" in out
   # The update count continues from the checkpoint: 150 in all.
   assert re.search(r"\[impala\] 24000 frames \(\d+ fps\), 150 updates", out)
+
+
+def scalars(logdir, tag):
+  """[(step, value)] of `tag`, in step order."""
+  points = []
+  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == tag:
+          points.append((event.step, float(tf.make_ndarray(value.tensor))))
+  return sorted(points)
+
+
+SUMMARY = re.compile(r"^\[impala\] last-100 training return (-?[\d.]+) "
+                     r"\((\d+) of (\d+) episodes\); wall time ([\d.]+) s "
+                     r"\(training ([\d.]+) s\)$")
+
+
+def test_time_budget_and_last100_return(tmp_path):
+  logdir = str(tmp_path / "budget")
+  out = run(logdir, 10 ** 9, extra=["--max_train_seconds=5"])
+  match = SUMMARY.search(out.strip().splitlines()[-1])
+  assert match, out[-2000:]
+  last100, count, total = float(match[1]), int(match[2]), int(match[3])
+  wall, train = float(match[4]), float(match[5])
+  # Stopped by the clock, then checkpointed, exported and evaluated.
+  frames = int(re.search(r"\[impala\] (\d+) frames \(", out)[1])
+  assert 5.0 <= train < 20.0 and wall > train and 0 < frames < 10 ** 9
+  assert tf.train.latest_checkpoint(os.path.join(logdir, "checkpoints")) \
+      .endswith(f"ckpt-{frames}")
+  assert "greedy return of the exported policy in a fresh process" in out
+  means = scalars(logdir, "charts/episodic_return")
+  counts = scalars(logdir, "charts/episodes")
+  rolling = scalars(logdir, "charts/episodic_return_last100")
+  assert [p[0] for p in means] == [p[0] for p in counts] == \
+      [p[0] for p in rolling]
+  assert sum(n for _, n in counts) == total > 100 and count == 100
+  assert last100 == pytest.approx(rolling[-1][1], abs=0.006)
+  # A point's episodes enter the window per (unroll, env), in an order the
+  # points do not show: where the window starts inside a point, only the
+  # points after it are known, and the rest of the window's episodes are
+  # CartPole returns (1 to 500).
+  seen, sums, exact = [], [], 0
+  for (_, mean), (_, n), (_, value) in zip(means, counts, rolling):
+    seen.append(int(n))
+    sums.append(mean * n)
+    if sum(seen) <= 100:
+      exact += 1
+      assert value == pytest.approx(sum(sums) / sum(seen), rel=1e-5)
+      continue
+    full = inside = 0.0
+    for k in range(len(seen) - 1, -1, -1):
+      if inside + seen[k] > 100:
+        break
+      inside += seen[k]
+      full += sums[k]
+    rest = 100 - inside                    # Episodes of point k in it.
+    assert (full + rest) / 100 - 1e-3 <= value <= \
+        (full + 500 * rest) / 100 + 1e-3
+  assert exact >= 1 and len(seen) > exact
 
 
 def test_ctrl_c_stops_everything_within_10_s(tmp_path):
