@@ -259,11 +259,11 @@ def evaluate_levels_in_fresh_process(saved_policy, episodes, output):
   this process's did)."""
   script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                         "evaluate_dmlab.py")
+  repeats = num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)
   out = subprocess.run(
       [sys.executable, "-I", script, f"--saved_model={saved_policy}",
        "--levels=dmlab30", f"--episodes={episodes}",
-       f"--seed={SEED.value + 10_000}",
-       f"--num_action_repeats={num_action_repeats_for(ENV.value, NUM_ACTION_REPEATS.value)}",
+       f"--seed={SEED.value + 10_000}", f"--num_action_repeats={repeats}",
        f"--output={output}"],
       capture_output=True, text=True, cwd="/", timeout=4 * 3600)
   if out.returncode:

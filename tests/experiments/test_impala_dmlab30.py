@@ -42,8 +42,8 @@ def test_dmlab30_training_logs_scores_per_level(tmp_path):
       [sys.executable, "-m", "experiments.impala", "--env=dmlab:dmlab30",
        "--num_actors=2", "--num_envs_per_actor=15", "--torso=small",
        "--unroll_length=10", "--batch_size=15",
-       "--total_environment_frames=4200", "--queue_capacity=30", "--eval_episodes=1",
-       "--log_every_seconds=0", f"--logdir={logdir}"],
+       "--total_environment_frames=4200", "--queue_capacity=30",
+       "--eval_episodes=1", "--log_every_seconds=0", f"--logdir={logdir}"],
       cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
           [str(ROOT), shim])), capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
