@@ -66,12 +66,15 @@ def test_dict_observations_match_a_rollout_env_by_env():
   probe = make_vector_env(level, 1, **fake)
   space = probe.observation_space
   probe.close()
-  config = IMPALAConfig(num_actions=9, torso=(
+  config = IMPALAConfig(num_actions=9, lstm_units=4, torso=(
       {"type": "flatten"},
       {"type": "dense", "units": 8, "activation": "tanh"}), seed=4)
   learner = IMPALALearner(config, space, queue_name="eval_dict_test")
-  weights = {k: v.numpy() * 3.0 for k, v in
-             learner.build().execute("get_weights").items()}
+  # Random weights of the learner's shapes, large enough that actions
+  # change with the frames (not the near-uniform initial policy).
+  rng = np.random.default_rng(0)
+  weights = {k: rng.normal(0.0, 2.0 / np.sqrt(v.shape[0]), v.shape).astype(
+      np.float32) for k, v in learner.build().execute("get_weights").items()}
   returns = evaluate(config, weights, level, 3, seed=11, **fake)
 
   policy = GreedyPolicy(config, weights, space)
