@@ -231,12 +231,15 @@ def results_path(name):
   return RESULTS_DIR / f"{name}.json"
 
 
-def write_results(name, quick, config, rows, ratios):
+def write_results(name, quick, config, rows, ratios, extra=None):
   """Writes `benchmarks/results/<name>.json` in the contract's format and
-  returns its path."""
+  returns its path. A ratio may be None (not reached); `extra` adds
+  top-level keys (e.g. learning curves)."""
   doc = {"benchmark": name, "quick": bool(quick), "machine": machine_info(),
          "config": config, "results": [r.to_json() for r in rows],
-         "ratios": {k: _num(v) for k, v in ratios.items()}}
+         "ratios": {k: None if v is None else _num(v)
+                    for k, v in ratios.items()}}
+  doc.update(extra or {})
   RESULTS_DIR.mkdir(parents=True, exist_ok=True)
   path = results_path(name)
   tmp = path.with_suffix(".json.tmp")
@@ -262,7 +265,8 @@ def format_table(rows, ratios):
   if ratios:
     lines.append("")
     width = max(len(k) for k in ratios)
-    lines += [f"{k.ljust(width)}  {_fmt(v)}" for k, v in ratios.items()]
+    lines += [f"{k.ljust(width)}  {'-' if v is None else _fmt(v)}"
+              for k, v in ratios.items()]
   return "\n".join(lines)
 
 
