@@ -5,31 +5,15 @@ components involved: an API calling a component outside its subtree, a
 graph function called from another component, records used across root APIs.
 """
 
-import threading
 import time
 
 import tree
 
+from ingraph_rl.core import context
 from ingraph_rl.core.meta_graph import (ApiCall, GraphFnNode, InlineApi,
                                         MetaGraph, OpRecord, RootApi,
                                         is_record)
 from ingraph_rl.errors import AssemblyError
-
-_STATE = threading.local()
-
-
-def current(component=None, what=None):
-  """The running assembly; a clear error when there is none."""
-  asm = getattr(_STATE, "assembly", None)
-  if asm is None:
-    where = f" ('{component.path}'.{what})" if component is not None else ""
-    raise AssemblyError(
-        f"API methods and graph functions{where} run only while an "
-        f"executor assembles the component; build it with "
-        f"TFExecutor(component, input_spaces) or TorchExecutor(...) and call "
-        f"executor.execute(api_name, ...)")
-  return asm
-
 
 class Assembly:
   """Records one MetaGraph. Use `assemble(root)`."""
@@ -186,16 +170,15 @@ def inline(bound_api):
   callable's positional arguments, in order.
   """
   component, method = bound_api.args
-  return current(component, method.name).inline_api(component, method)
+  return context.current(component, method.name).inline_api(component,
+                                                            method)
 
 
 def assemble(root, input_spaces, api_names=None):
   """Builds the MetaGraph of `root`. Returns (meta_graph, seconds)."""
   start = time.perf_counter()
-  prev = getattr(_STATE, "assembly", None)
   asm = Assembly(root)
-  _STATE.assembly = asm
-  try:
+  with context.assembling(asm):
     methods = root.api_methods()
     names = api_names if api_names is not None else [
         n for n in methods if n not in root.internal_apis()]
@@ -206,7 +189,5 @@ def assemble(root, input_spaces, api_names=None):
             f"'{root.path}' has no API method '{name}'; it has "
             f"{sorted(methods)}")
       apis[name] = asm.assemble_root_api(methods[name], input_spaces)
-  finally:
-    _STATE.assembly = prev
   meta = MetaGraph(root, apis, asm.api_calls, asm.num_records)
   return meta, time.perf_counter() - start

@@ -27,8 +27,10 @@ import re
 import numpy as np
 
 from ingraph_rl.core import decorators
+from ingraph_rl.core.builder import infer_leaf_space
 from ingraph_rl.core.variables import VariableSpec
 from ingraph_rl.errors import AssemblyError, BuildError, SpaceError
+from ingraph_rl.spaces import BoxSpace, Dict
 
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -207,7 +209,6 @@ class Component:
                    rank=None):
     """Checks an input space and raises a SpaceError naming this component
     and the argument."""
-    from ingraph_rl.spaces import BoxSpace
     space = input_spaces.get(arg)
     problems = []
     if space is None:
@@ -246,8 +247,6 @@ class Component:
   def subtree_variable_space(self):
     """Dict space of `variables()`, in TF layout in every backend (the
     torch mirror may store some variables permuted)."""
-    from ingraph_rl.core.builder import infer_leaf_space
-    from ingraph_rl.spaces import Dict
     prefix = len(self.path) + 1
     return Dict({spec.path[prefix:]: infer_leaf_space(spec.dtype, spec.shape,
                                                       [])

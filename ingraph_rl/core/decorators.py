@@ -21,6 +21,8 @@ register a torch body beside it:
 import functools
 import inspect
 
+from ingraph_rl.core import context
+
 
 class ApiMethod:
   """Descriptor made by `@api`. Calling it on a component records an API
@@ -59,8 +61,7 @@ class ApiMethod:
 
 
 def _call_api(component, method, *args, **kwargs):
-  from ingraph_rl.core import assembly
-  return assembly.current(component, method.name).call_api(
+  return context.current(component, method.name).call_api(
       component, method, args, kwargs)
 
 
@@ -80,7 +81,7 @@ class GraphFn:
       handling), so it serves as the torch body too.
     needs_subtree: the body reads variables of sub-components, so it waits
       until the whole subtree has made its variables.
-    needs_gradients: the body calls `core.gradients.tf_gradients`; the TF
+    needs_gradients: the body calls `executors.gradients.tf_gradients`; the TF
       executor records the whole root API on a gradient tape.
     output_space: `f(component) -> Space` (or `f(component, in_spaces)`,
       given the spaces of the call's inputs in order) declaring the
@@ -113,8 +114,7 @@ class GraphFn:
 
 
 def _call_graph_fn(component, fn, *args, **kwargs):
-  from ingraph_rl.core import assembly
-  return assembly.current(component, fn.name).call_graph_fn(
+  return context.current(component, fn.name).call_graph_fn(
       component, fn, args, kwargs)
 
 

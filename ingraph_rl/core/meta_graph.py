@@ -11,6 +11,7 @@ import typing
 
 import tree
 
+from ingraph_rl.core import context
 from ingraph_rl.errors import AssemblyError
 
 
@@ -31,8 +32,7 @@ class OpRecord:
     self.label = label        # Human-readable origin, for errors and DOT.
 
   def __getitem__(self, key):
-    from ingraph_rl.core import assembly  # Cycle: assembly records nodes.
-    return assembly.current().record_getitem(self, key)
+    return context.current().record_getitem(self, key)
 
   def __iter__(self):
     raise AssemblyError(

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from ingraph_rl.environments.vector_env import StepResult
 from ingraph_rl.errors import SpaceError
+from ingraph_rl.executors.tf_spaces import tf_dtype
 from ingraph_rl.spaces import BoxSpace, ContainerSpace, TextBox
 
 
@@ -65,7 +66,7 @@ def _nest(env, leaves):
 def step_dtypes(env):
   """TF dtypes of the `StepResult` fields, in field order (obs and
   final_obs: a nest like the observation)."""
-  obs = _nest(env, [leaf.tf_dtype for _, leaf in _leaves(env)])
+  obs = _nest(env, [tf_dtype(leaf) for _, leaf in _leaves(env)])
   return StepResult(obs, tf.float32, tf.bool, tf.bool, obs, tf.float32,
                     tf.int32)
 
@@ -91,7 +92,7 @@ def tf_step(env, actions, name="env_step"):
             _np_leaves(env, r.final_obs) +
             [r.episode_returns, r.episode_lengths])
 
-  obs_dtypes = [leaf.tf_dtype for _, leaf in leaves]
+  obs_dtypes = [tf_dtype(leaf) for _, leaf in leaves]
   dtypes = obs_dtypes + [tf.float32, tf.bool, tf.bool] + obs_dtypes + \
       [tf.float32, tf.int32]
   outputs = tf.numpy_function(_step, [actions], dtypes, stateful=True,
@@ -125,7 +126,7 @@ def tf_reset(env, seed=None, name="env_reset"):
     def fn(seed):
       seed = int(seed)
       return _np_leaves(env, env.reset(seed=None if seed < 0 else seed))
-  obs = tf.numpy_function(fn, inputs, [leaf.tf_dtype for _, leaf in leaves],
+  obs = tf.numpy_function(fn, inputs, [tf_dtype(leaf) for _, leaf in leaves],
                           stateful=True, name=name)
   if not isinstance(obs, (list, tuple)):
     obs = [obs]                 # Eagerly, one output comes back bare.

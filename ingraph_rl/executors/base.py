@@ -10,10 +10,10 @@ import tree
 
 from ingraph_rl.core.assembly import assemble
 from ingraph_rl.core.builder import Builder
-from ingraph_rl.core.checks import space_error_from
 from ingraph_rl.core.meta_graph import OpRecord
 from ingraph_rl.core.variables import VariableRegistry
 from ingraph_rl.errors import AssemblyError, SpaceError
+from ingraph_rl.executors.checks import space_error_from
 from ingraph_rl.spaces import Space
 
 

@@ -44,11 +44,13 @@ How the towers come about (while each tower API is traced into its
    `update_priorities` as B values, matching its B indices); other leaves
    (scalars) are combined by `loss_reduction`, or by the first matching
    pattern of `output_reductions`.
-5. Gradients. The step gets the merged loss. `core.gradients.tf_gradients`
-   recognizes it (`tf_tower_losses`): it differentiates each tower's loss
-   on that tower's device and combines the gradients as the losses were
-   combined, on each variable's device: exactly the gradient of the merged
-   loss. The optimizer clips and applies them once.
+5. Gradients. The step gets the merged loss. `executors.gradients.
+   tf_gradients` hands it to its `TowerLoss` (registered with
+   `tf_gradient_overrides`), which differentiates each tower's loss on that
+   tower's device and combines the gradients as the losses were combined,
+   on each variable's device: exactly the gradient of the merged loss (the
+   gradient of a mean of losses is the mean of their gradients). The
+   optimizer clips and applies them once, without knowing about towers.
 
 Reductions. "mean" suits losses that average over the batch (DQN's): the
 mean of K tower means over B/K samples each is the mean over B. "sum"
@@ -83,15 +85,17 @@ run as towers too, planned with the root API's spaces, so that API must be
 built as well). TF executor only.
 """
 
+import dataclasses
 import fnmatch
+import typing
 
 import tensorflow as tf
 import tree
 
-from ingraph_rl.core import gradients
-from ingraph_rl.core.checks import tf_check
 from ingraph_rl.core.meta_graph import OpRecord
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors import gradients
+from ingraph_rl.executors.checks import tf_check
 
 REDUCTIONS = ("mean", "sum", "first")
 
@@ -343,7 +347,8 @@ class TowerPlan:
   def replay(self, args):
     """Traces the API with towers (inside its tf.function); returns its
     outputs."""
-    with gradients.tf_recording(), gradients.tf_tower_losses({}) as registry:
+    with gradients.tf_recording(), \
+        gradients.tf_gradient_overrides({}) as registry:
       return _TowerTrace(self, registry).run(args)
 
 
@@ -479,7 +484,7 @@ class _TowerTrace:
         self._check_unbatched(record, name, shape, leaves[0])
         rule = self.strategy.reduction_for(name)
         merged = _reduce(rule, leaves)
-      self.registry[id(merged)] = gradients.TowerLoss(
+      self.registry[id(merged)] = TowerLoss(
           merged, leaves, self.strategy.devices, rule)
       out.append(merged)
     return tree.unflatten_as(struct, out)
@@ -496,6 +501,47 @@ class _TowerTrace:
           f"{list(build_shape)} on the whole batch but {list(shape)} in a "
           f"tower, yet its space has no batch rank, so towers cannot merge "
           f"it; declare the graph function's output_space with a batch rank")
+
+
+@dataclasses.dataclass(eq=False)
+class TowerLoss:
+  """A value merged from per-tower values: `merged` = combine(`losses`).
+
+  Registered with `gradients.tf_gradient_overrides`, it gives
+  `tf_gradients(merged, variables)`: the gradients of each tower's loss,
+  taken on its tower's device, combined on each variable's device the way
+  the losses were combined.
+  """
+
+  merged: typing.Any
+  losses: list  # One tensor per tower.
+  devices: list  # The tower devices, in the same order.
+  combine: str  # "mean", "sum" or "first".
+
+  def gradients(self, tape, variables):
+    if self.combine not in ("mean", "sum"):
+      raise BuildError(
+        f"the loss handed to the optimizer merges its towers with "
+        f"'{self.combine}'; a loss must merge with 'mean' or 'sum' (see "
+        f"MultiTowerStrategy's loss_reduction and output_reductions)"
+      )
+    flat = tree.flatten(variables)
+    per_tower = []
+    for loss, device in zip(self.losses, self.devices):
+      with tf.device(device):
+        per_tower.append(tape.gradient(loss, flat))
+    out = []
+    for i, var in enumerate(flat):
+      grads = [g[i] for g in per_tower if g[i] is not None]
+      if not grads:
+        out.append(None)
+        continue
+      with tf.device(getattr(var, "device", None) or None):
+        total = tf.add_n([tf.convert_to_tensor(g) for g in grads])
+        if self.combine == "mean":
+          total = total / tf.cast(len(self.losses), total.dtype)
+      out.append(total)
+    return tree.unflatten_as(variables, out)
 
 
 def _resolve(value, nest):

@@ -25,12 +25,13 @@ import tree
 # FuncGraph is what tf.function traces into; used bare for the build pass.
 from tensorflow.python.framework import func_graph
 
-from ingraph_rl.core import gradients
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
 from ingraph_rl.core.meta_graph import inline_apis_in
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors import gradients
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+from ingraph_rl.executors.tf_spaces import tensor_spec
 from ingraph_rl.executors.strategies import (DefaultStrategy,
                                              DeviceMapStrategy, Strategy)
 
@@ -158,7 +159,7 @@ class TFExecutor(Executor):
       for rec, space in inputs:
         placeholders = tree.map_structure(
             lambda spec: tf.compat.v1.placeholder(spec.dtype, spec.shape),
-            space.to_tensor_spec())
+            tensor_spec(space))
         root_values[rec.id] = (space, placeholders)
       with gradients.tf_recording():
         builder.run(root_values)
@@ -185,7 +186,7 @@ class TFExecutor(Executor):
       fn = tf.function(
           self._api_body(rapi), jit_compile=self.jit_compile or None,
           autograph=self.autograph,
-          input_signature=[self.input_spaces[a].to_tensor_spec()
+          input_signature=[tensor_spec(self.input_spaces[a])
                            for a in rapi.arg_names])
       if self.trace_at_build:
         fn.get_concrete_function()

@@ -13,12 +13,13 @@ import numpy as np
 import torch
 import tree
 
-from ingraph_rl.core import checks
 from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
 from ingraph_rl.core.meta_graph import inline_apis_in
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.executors import checks
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+from ingraph_rl.executors.torch_spaces import numpy_dtype, torch_dtype
 from ingraph_rl.spaces import TextBox
 
 # Two (batch, time) sizes for the build passes; products differ too, so
@@ -37,10 +38,6 @@ class _Pair:
 def _split(nest, which):
   return tree.map_structure(
       lambda x: getattr(x, which) if isinstance(x, _Pair) else x, nest)
-
-
-def _torch_dtype_to_numpy(dtype):
-  return torch.empty((), dtype=dtype).numpy().dtype
 
 
 def to_torch(value, space):
@@ -70,7 +67,7 @@ class TorchExecutor(Executor):
     perm = spec.torch_permutation
     if init is None:
       shape = spec.shape if perm is None else tuple(spec.shape[i] for i in perm)
-      var = torch.zeros(shape, dtype=_numpy_to_torch(spec.dtype))
+      var = torch.zeros(shape, dtype=torch_dtype(spec.dtype))
     else:
       var = torch.from_numpy(_c_array(
           init if perm is None else np.transpose(init, perm)))
@@ -127,7 +124,7 @@ class TorchExecutor(Executor):
         shape_a, shape_b, dtype = a.shape, b.shape, a.dtype
       elif isinstance(a, torch.Tensor):
         shape_a, shape_b = tuple(a.shape), tuple(b.shape)
-        dtype = _torch_dtype_to_numpy(a.dtype)
+        dtype = numpy_dtype(a.dtype)
       else:
         raise BuildError(f"a torch body returned {a!r}; return tensors")
       shape = [x if x == y else None for x, y in zip(shape_a, shape_b)]
@@ -220,7 +217,3 @@ def _c_array(x):
 def _leading(space):
   leaves = [s for _, s in space.flatten()]
   return leaves[0].num_leading_ranks if leaves else 0
-
-
-def _numpy_to_torch(dtype):
-  return torch.from_numpy(np.zeros((), dtype)).dtype

@@ -19,13 +19,15 @@ the same way (a single tensor is named by `SINGLE_OUTPUT_NAMES`, e.g.
 (-1), as in the executor's input signatures.
 
 What is exported, and why:
-  - DQN (`DQNAgent.build`): `action` (get_actions: preprocessing, Q-network,
+  - DQN (`DQNBuilder(config).make_agent(...).build()`): `action`
+    (get_actions: preprocessing, Q-network,
     epsilon-greedy with an `explore` input; the schedule's step and the
     exploration RNG are saved state), `observe` (insert into the replay or
     prioritized replay; n-step windows included), `update` (sample, loss,
     optimizer step, priority update; returns the loss dict),
     `sync_target`, `get_weights`, `get_train_step`.
-  - IMPALA (`export_impala_agent`): the actor's `action` (one step:
+  - Actor-learner agents (`export_actor_learner`, e.g. IMPALA): the
+    actor's `action` (one step:
     observation [B, ...], `first`, `prev_reward`, `prev_action`, LSTM
     state) and `get_initial_state`,
     the learner's `update` on a given batch of rollouts (its
@@ -42,8 +44,9 @@ What is exported, and why:
     `unroll` fills that queue, so in a loaded agent they would block.
   - State: every variable of the executors (weights, optimizer slots and
     step, replay buffers, sum/min trees, n-step windows, schedule steps) and
-    resources (tf.random.Generator states, the IMPALA rollout queue and
-    staging area). Queues and staging areas are re-created EMPTY on load.
+    resources (tf.random.Generator states, an actor-learner's rollout
+    queue and staging area). Queues and staging areas are re-created EMPTY
+    on load.
 
 Custom ops: prioritized replay uses the C++ segment-tree ops when they are
 built (`segment_tree.DEFAULT_IMPL == "custom_op"`). Such a SavedModel needs
@@ -77,6 +80,7 @@ from absl import logging
 
 import ingraph_rl
 from ingraph_rl.errors import ExportError
+from ingraph_rl.executors.tf_spaces import tensor_spec
 
 FORMAT_VERSION = 1
 # Versions this code reads: a newer writer may use signatures we don't know.
@@ -223,7 +227,7 @@ def _body(executor, api_name):
 
 def api_signature(executor, api_name, name=None):
   """`signature_function` of a built TFExecutor's root API."""
-  arg_specs = {a: executor.input_spaces[a].to_tensor_spec()
+  arg_specs = {a: tensor_spec(executor.input_spaces[a])
                for a in executor.apis[api_name].arg_spaces}
   return signature_function(
       _body(executor, api_name), arg_specs, name or api_name,
@@ -231,9 +235,10 @@ def api_signature(executor, api_name, name=None):
       jit_compile=executor.jit_compile or None)
 
 
-def impala_action_function(act, observation_space, state_size):
-  """The `action` signature of an exported IMPALA policy: one step of
-  `act` (an `IMPALAPolicy.act` root API function) with named inputs
+def policy_action_function(act, observation_space, state_space):
+  """The `action` signature of an exported policy: one step of `act` (a
+  policy's `act` root API function: see `runners.builder`, e.g. IMPALA's)
+  with named inputs
 
     observation [B, ...] (a Dict space: `observation_<key>` per leaf,
       e.g. observation_RGB_INTERLEAVED uint8 and observation_INSTR string),
@@ -242,10 +247,11 @@ def impala_action_function(act, observation_space, state_size):
     prev_reward float32 [B], prev_action int64 [B]: the reward that came
       with the observation and the action that led to it (0 at an
       episode's first step after a reset),
-    state_c, state_h float32 [B, S] (S = 0 without an LSTM)
+    state_<key> per leaf of `state_space` (IMPALA's: state_c, state_h
+      float32 [B, S], S = 0 without an LSTM)
 
   -> {"action", "greedy_action" int64 [B], "logits" [B, A], "value" [B],
-  "state_c", "state_h"}.
+  "state_<key>"...}.
   """
   def step(x):
     return x[:, None]                 # [B] -> [B, T = 1].
@@ -253,18 +259,38 @@ def impala_action_function(act, observation_space, state_size):
   def action(observation, first, prev_reward, prev_action, state):
     out = act(tf.nest.map_structure(step, observation), state, step(first),
               step(prev_reward), step(prev_action))
-    return {"action": out["action"][:, 0],
-            "greedy_action": out["greedy_action"][:, 0],
-            "logits": out["logits"][:, 0], "value": out["values"][:, 0],
-            "state_c": out["state"]["c"], "state_h": out["state"]["h"]}
+    result = {"action": out["action"][:, 0],
+              "greedy_action": out["greedy_action"][:, 0],
+              "logits": out["logits"][:, 0], "value": out["values"][:, 0]}
+    result.update(flat_outputs({"state": out["state"]}))
+    return result
 
-  state = tf.TensorSpec([None, state_size], tf.float32)
   return signature_function(action, {
-      "observation": observation_space.with_batch_rank().to_tensor_spec(),
+      "observation": tensor_spec(observation_space.with_batch_rank()),
       "first": tf.TensorSpec([None], tf.bool),
       "prev_reward": tf.TensorSpec([None], tf.float32),
       "prev_action": tf.TensorSpec([None], tf.int64),
-      "state": {"c": state, "h": state}}, "action")
+      "state": tensor_spec(state_space)}, "action")
+
+
+def initial_state_function(state_space):
+  """The `get_initial_state(batch_size int32 [])` signature: zeros of the
+  policy's state, one output per leaf (`state_<key>`)."""
+  leaves = _flat_specs({"state": tensor_spec(state_space)})
+
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec([], tf.int32, name="batch_size")])
+  def get_initial_state(batch_size):
+    return {name: tf.zeros([batch_size] + spec.shape[1:].as_list(),
+                           spec.dtype) for name, spec in leaves}
+
+  return get_initial_state
+
+
+def _state_shapes(state_space):
+  """{state input name: per-row shape} (export metadata)."""
+  return {name: spec.shape[1:].as_list() for name, spec in
+          _flat_specs({"state": tensor_spec(state_space)})}
 
 
 def _describe(concrete):
@@ -375,7 +401,8 @@ def export_agent(executor, path, apis=None, *, signature_names=None,
   of ONE SavedModel at `path`, with all its variables and resources.
 
   Args:
-    executor: a built `TFExecutor` (e.g. `DQNAgent(...).build()`).
+    executor: a built `TFExecutor` (e.g. `DQNBuilder(config).make_agent(
+      observation_space).build()`).
     path: the SavedModel directory to write.
     apis: root API names to export; None: every built API, skipping (and
       recording) the ones that step an environment. A named API that steps
@@ -418,27 +445,30 @@ def export_agent(executor, path, apis=None, *, signature_names=None,
                            skipped, require_plain_tf=require_plain_tf)
 
 
-def export_impala_agent(actor_executor, learner_executor, path, *,
-                        require_plain_tf=False):
-  """Writes an IMPALA actor and learner as ONE SavedModel at `path`.
+def export_actor_learner(actor_executor, learner_executor, path, *,
+                         name="agent", require_plain_tf=False):
+  """Writes an actor and a learner of an actor-learner agent (see
+  `runners.builder`; e.g. IMPALA's) as ONE SavedModel at `path`.
 
-  `actor_executor`: `IMPALAActor.build(weights_space)` (with `set_weights`
-  for `sync_weights`); `learner_executor`:
-  `IMPALALearner.build(update_from_batch=True)`. Both keep their own
+  `actor_executor`: the built actor root (`builder.make_actor(...)
+  .build()`); `learner_executor`: the learner root built with
+  `builder.make_learner(..., update_from_batch=True)`. Both keep their own
   variables (as in training: the actor acts with the weights it was last
   given): call `sync_weights` after updates to act with the new ones.
+  `name`: the agent's name in the metadata (`builder.name`).
 
-  Signatures (batch dims open; S is the LSTM size, 0 without an LSTM):
+  Signatures (batch dims open; for IMPALA S is the LSTM size, 0 without an
+  LSTM):
     action(observation [B, ...] (Dict observations: one input per leaf,
            `observation_<key>`), first bool [B], prev_reward float32 [B],
            prev_action int64 [B], state_c [B, S], state_h [B, S]) ->
            {"action", "greedy_action" int64 [B], "logits" [B, A], "value"
-           [B], "state_c", "state_h"}: see `impala_action_function`.
+           [B], "state_c", "state_h"}: see `policy_action_function`.
     get_initial_state(batch_size int32 []) -> {"state_c", "state_h"}.
     update(rollouts_<field> [B, T + 1, ...]) -> the learner's loss dict;
-      fields as `rollout_space` (observations (per leaf for Dict ones),
-      actions, rewards, dones, logits, truncated, bootstrap_value,
-      initial_state_c / _h with an LSTM).
+      fields as the builder's `record_space` (IMPALA: observations (per
+      leaf for Dict ones), actions, rewards, dones, logits, truncated,
+      bootstrap_value, initial_state_c / _h with an LSTM).
     get_weights() -> the learner network's variables by path.
     get_train_step() -> {"train_step": int64}.
     sync_weights() -> {"train_step"}: copies the learner's weights into
@@ -449,20 +479,14 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
   _check_tf_executor(learner_executor)
   if "update_from_batch" not in learner_executor.apis:
     raise ExportError("the learner has no 'update_from_batch' API: build it "
-                      "with IMPALALearner.build(update_from_batch=True)",
-                      api="update_from_batch")
-  actor = actor_executor.root
-  state_size = actor.stepper.policy.network.state_size or 0
-  obs_space = actor.env.observation_space
+                      "with builder.make_learner(..., update_from_batch="
+                      "True)", api="update_from_batch")
+  state_space = actor_executor.input_spaces["state"]
+  obs_space = actor_executor.input_spaces["observations"].strip_ranks()
   functions, skipped = {}, {}
-  action = impala_action_function(_body(actor_executor, "act"), obs_space,
-                                  state_size)
-
-  @tf.function(autograph=False, input_signature=[
-      tf.TensorSpec([], tf.int32, name="batch_size")])
-  def get_initial_state(batch_size):
-    zeros = tf.zeros([batch_size, state_size])
-    return {"state_c": zeros, "state_h": zeros}
+  action = policy_action_function(_body(actor_executor, "act"), obs_space,
+                                  state_space)
+  get_initial_state = initial_state_function(state_space)
 
   functions["action"] = ("actor.act", action)
   functions["get_initial_state"] = ("actor (zeros of the policy state)",
@@ -488,8 +512,7 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
                                  sync_weights)
   else:
     skipped["actor.set_weights"] = (
-        "the actor was built without set_weights (IMPALAActor.build("
-        "IMPALALearner.weights_space(learner_executor))): no sync_weights")
+        "the actor was built without set_weights: no sync_weights")
 
   queue_fed = ("the learner's queue is filled only by the actor's unroll, "
                "which steps an environment and is not exported: in a "
@@ -507,16 +530,16 @@ def export_impala_agent(actor_executor, learner_executor, path, *,
       continue
     nodes = env_stepping_ops(actor_executor.function(api))
     skipped[f"actor.{api}"] = _env_stepping_reason(api, nodes) if nodes \
-        else "not part of an exported IMPALA agent"
+        else "not part of an exported actor-learner agent"
   for sig, (label, fn) in functions.items():
     nodes = env_stepping_ops(fn)
     if nodes:   # Never expected: the guard for future edits.
       raise ExportError(_env_stepping_reason(label, nodes), api=label)
   return write_saved_model(
-      path, "impala", {"actor": actor_executor.module,
-                       "learner": learner_executor.module},
+      path, name, {"actor": actor_executor.module,
+                   "learner": learner_executor.module},
       functions, skipped, require_plain_tf=require_plain_tf,
-      extra_metadata={"state_size": state_size})
+      extra_metadata={"state": _state_shapes(state_space)})
 
 
 # --- loading -----------------------------------------------------------------

@@ -23,7 +23,8 @@ def value_shape_and_dtype(value):
   shape = getattr(value, "shape", None)
   dtype = getattr(value, "dtype", None)
   if shape is not None and dtype is not None:
-    # tf.Tensor / tf.Variable / torch.Tensor.
+    # tf.Tensor / tf.Variable / torch.Tensor, by duck typing (spaces import
+    # no backend).
     if hasattr(dtype, "as_numpy_dtype"):
       dtype = np.dtype(dtype.as_numpy_dtype)
       shape = tuple(shape.as_list()) if shape.rank is not None else None
@@ -43,8 +44,13 @@ def value_shape_and_dtype(value):
 
 
 def _torch_to_numpy_dtype(dtype):
-  import torch
-  return torch.empty((), dtype=dtype).numpy().dtype
+  """The NumPy dtype of a torch dtype, by its name ("torch.float32" ->
+  float32); object for one NumPy lacks (bfloat16)."""
+  name = str(dtype).rpartition(".")[2]
+  try:
+    return np.dtype(name)
+  except TypeError:
+    return np.dtype(object)
 
 
 class BoxSpace(Space):
@@ -114,16 +120,6 @@ class BoxSpace(Space):
   def high(self):
     return self._high
 
-  @property
-  def tf_dtype(self):
-    import tensorflow as tf
-    return tf.string if self._dtype.kind in "OUS" else tf.as_dtype(self._dtype)
-
-  @property
-  def torch_dtype(self):
-    import torch
-    return torch.from_numpy(np.zeros((), self._dtype)).dtype
-
   def full_shape(self, size=None):
     """Concrete shape with leading dims from `size`; None for unknown."""
     lead = (None,) * self.num_leading_ranks if size is None else \
@@ -152,10 +148,6 @@ class BoxSpace(Space):
     if len(leaves) != 1:
       raise SpaceError(f"expected 1 leaf for {self!r}, got {len(leaves)}")
     return leaves[0]
-
-  def to_tensor_spec(self, name=None):
-    import tensorflow as tf
-    return tf.TensorSpec(self.full_shape(), self.tf_dtype, name=name)
 
   def _sample_shape(self, size):
     """Full shape of a sampled value: `size` gives the leading dims (for a

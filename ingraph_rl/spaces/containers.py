@@ -39,9 +39,6 @@ class ContainerSpace(Space):
       out.extend(((key,) + path, leaf) for path, leaf in child.flatten())
     return out
 
-  def to_tensor_spec(self, name=None):
-    return tree.map_structure(lambda s: s.to_tensor_spec(), self.structure())
-
   def sample(self, size=None, seed=None):
     rng = seed if isinstance(seed, np.random.Generator) else \
         np.random.default_rng(seed)

@@ -4,6 +4,7 @@ batch and time ranks. Concrete spaces live in `box.py` and `containers.py`."""
 import abc
 
 import numpy as np
+import tree
 
 from ingraph_rl.errors import SpaceError
 
@@ -123,22 +124,16 @@ class Space(abc.ABC):
 
   def flatten_value(self, value):
     """The leaves of `value` in the order of `flatten()`."""
-    import tree
     # Only down to the boxes: a leaf may be a (nested) python list.
     return tree.flatten_up_to(self.structure(), value, check_types=False)
 
   def unflatten_value(self, leaves):
     """Inverse of `flatten_value`."""
-    import tree
     return tree.unflatten_as(self.structure(), list(leaves))
 
   @abc.abstractmethod
   def structure(self):
     """The nest of box spaces (a Box is its own structure)."""
-
-  @abc.abstractmethod
-  def to_tensor_spec(self, name=None):
-    """Nest of `tf.TensorSpec` with `None` for batch and time dims."""
 
   def __ne__(self, other):
     return not self == other

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.core.checks import tf_check, torch_check
 from ingraph_rl.errors import SpaceError
+from ingraph_rl.executors.checks import tf_check, torch_check
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.executors.torch import TorchExecutor
 from ingraph_rl.spaces import FloatBox

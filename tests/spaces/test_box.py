@@ -9,6 +9,8 @@ import torch
 import tree
 
 from ingraph_rl.errors import SpaceError
+from ingraph_rl.executors.tf_spaces import tensor_spec, tf_dtype
+from ingraph_rl.executors.torch_spaces import numpy_dtype, torch_dtype
 from ingraph_rl.spaces import (BoolBox, BoxSpace, FloatBox, IntBox, TextBox,
                                describe_value)
 
@@ -271,14 +273,14 @@ def test_flatten_value_round_trips(space_size, seed):
 def test_tensor_spec_matches_sampled_value(space_size, seed):
   space, size = space_size
   value = space.sample(size, seed=seed)
-  spec = space.to_tensor_spec(name="x")
+  spec = tensor_spec(space, name="x")
   assert isinstance(spec, tf.TensorSpec)
   assert spec.name == "x"
   n = space.num_leading_ranks
   assert spec.shape.as_list() == [None] * n + list(space.shape)
   expected_dtype = tf.string if isinstance(space, TextBox) else \
       tf.as_dtype(space.dtype)
-  assert spec.dtype == expected_dtype == space.tf_dtype
+  assert spec.dtype == expected_dtype == tf_dtype(space)
   assert spec.is_compatible_with(tf.convert_to_tensor(value))
 
 
@@ -643,12 +645,14 @@ def test_torch_tensors_are_checked_by_dtype_and_shape():
 
 
 def test_framework_dtypes():
-  assert FloatBox().tf_dtype == tf.float32
-  assert FloatBox(dtype=np.float64).torch_dtype == torch.float64
-  assert IntBox(3).tf_dtype == tf.int32 and IntBox(3).torch_dtype == torch.int32
-  assert IntBox(3, dtype=np.uint8).tf_dtype == tf.uint8
-  assert BoolBox().tf_dtype == tf.bool and BoolBox().torch_dtype == torch.bool
-  assert TextBox().tf_dtype == tf.string
+  assert tf_dtype(FloatBox()) == tf.float32
+  assert torch_dtype(FloatBox(dtype=np.float64)) == torch.float64
+  assert tf_dtype(IntBox(3)) == tf.int32 and torch_dtype(IntBox(3)) == torch.int32
+  assert tf_dtype(IntBox(3, dtype=np.uint8)) == tf.uint8
+  assert tf_dtype(BoolBox()) == tf.bool and torch_dtype(BoolBox()) == torch.bool
+  assert tf_dtype(TextBox()) == tf.string
+  assert numpy_dtype(torch.uint8) == np.uint8
+  assert numpy_dtype(torch_dtype(np.int16)) == np.int16
   assert TextBox().dtype == np.dtype(object)
 
 

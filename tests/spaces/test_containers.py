@@ -9,6 +9,7 @@ import torch
 import tree
 
 from ingraph_rl.errors import SpaceError
+from ingraph_rl.executors.tf_spaces import tensor_spec
 from ingraph_rl.spaces import (BoolBox, ContainerSpace, Dict,
                                FloatBox, IntBox, TextBox, Tuple)
 
@@ -239,7 +240,7 @@ def test_flatten_value_round_trips(space_size, seed):
 def test_tensor_spec_matches_sampled_value(space_size, seed):
   space, size = space_size
   value = space.sample(size, seed=seed)
-  spec = space.to_tensor_spec()
+  spec = tensor_spec(space)
   tree.assert_same_structure(spec, value)
   n = space.num_leading_ranks
   for (path, box), s, leaf in zip(space.flatten(), tree.flatten(spec),

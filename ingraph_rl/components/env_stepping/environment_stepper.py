@@ -13,9 +13,10 @@ exported SavedModel.
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.core import Component, api, gradients, graph_fn, inline
+from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors import gradients
 from ingraph_rl.spaces import TextBox
 
 

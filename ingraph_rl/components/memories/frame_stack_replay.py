@@ -7,8 +7,8 @@ import tree
 from ingraph_rl import spaces as sp
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
-from ingraph_rl.core.checks import tf_check, torch_check
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.executors.checks import tf_check, torch_check
 from ingraph_rl.utils.lazy import torch
 
 _KEYS = ("actions", "rewards", "states", "terminals")

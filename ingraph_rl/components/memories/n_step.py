@@ -16,8 +16,9 @@ import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.core.checks import tf_check, torch_check
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors.checks import tf_check, torch_check
+from ingraph_rl.executors.torch_spaces import torch_dtype
 from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox
 from ingraph_rl.utils.lazy import torch
 
@@ -192,7 +193,7 @@ class NStepAccumulator(Component):
 
   def _torch_empty(self):
     def empty(space):
-      return torch.zeros((0,) + space.shape, dtype=space.torch_dtype)
+      return torch.zeros((0,) + space.shape, dtype=torch_dtype(space))
     return {"states": empty(self.states_space),
             "actions": empty(self.actions_space),
             "rewards": torch.zeros(0), "next_states": empty(self.states_space),

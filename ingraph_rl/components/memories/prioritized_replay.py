@@ -6,7 +6,7 @@ import tensorflow as tf
 from ingraph_rl.components.memories import segment_tree
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
-from ingraph_rl.core.checks import tf_check, torch_check
+from ingraph_rl.executors.checks import tf_check, torch_check
 from ingraph_rl.spaces import Dict, FloatBox
 from ingraph_rl.utils.lazy import torch
 

@@ -5,8 +5,8 @@ import tensorflow as tf
 import tree
 
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.core.checks import tf_check, torch_check
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.executors.checks import tf_check, torch_check
 from ingraph_rl.spaces import Dict, IntBox
 from ingraph_rl.utils.lazy import torch
 

@@ -20,9 +20,9 @@ import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.core.checks import in_build_pass
-from ingraph_rl.core.gradients import tf_gradients, torch_gradients
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors.checks import in_build_pass
+from ingraph_rl.executors.gradients import tf_gradients, torch_gradients
 from ingraph_rl.spaces import Dict
 from ingraph_rl.utils.lazy import torch
 

@@ -6,8 +6,8 @@ import tensorflow as tf
 from ingraph_rl import spaces as sp
 from ingraph_rl.components.preprocessing._common import check_inputs
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.core.checks import tf_check, torch_check
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.executors.checks import tf_check, torch_check
 from ingraph_rl.utils.lazy import torch
 
 

@@ -17,8 +17,8 @@ import uuid
 import numpy as np
 import tree
 
-from ingraph_rl.core import checks
 from ingraph_rl.errors import SpaceError
+from ingraph_rl.executors import checks
 from ingraph_rl.spaces import Space, TextBox
 
 # The (batch, time) sizes of the two torch build passes (any two pairs that

@@ -17,8 +17,9 @@ import tree
 
 from ingraph_rl.components.queues import _common
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.core.checks import tf_check
 from ingraph_rl.errors import BuildError, IngraphError, SpaceError
+from ingraph_rl.executors.checks import tf_check
+from ingraph_rl.executors.tf_spaces import tf_dtype
 from ingraph_rl.utils.lazy import torch
 
 
@@ -369,7 +370,7 @@ class FIFOQueue(Component):
     self.resource_name = name
 
     def make_tf():
-      res = _TFQueueResource([s.tf_dtype for s in self._leaves()],
+      res = _TFQueueResource([tf_dtype(s) for s in self._leaves()],
                              self._shapes, self.capacity, name,
                              destroy=self.shared_name is None)
       try:
@@ -445,7 +446,7 @@ class FIFOQueue(Component):
   def _graph_fn_dequeue(self):
     leaves = tf.raw_ops.QueueDequeueV2(
         handle=self.queue.resource_handle,
-        component_types=[s.tf_dtype for s in self._leaves()], timeout_ms=-1)
+        component_types=[tf_dtype(s) for s in self._leaves()], timeout_ms=-1)
     for t, shape in zip(leaves, self._shapes):
       t.set_shape(shape)
     return self.record_space.unflatten_value(leaves)
@@ -464,7 +465,7 @@ class FIFOQueue(Component):
     with tf.control_dependencies(deps):
       leaves = tf.raw_ops.QueueDequeueManyV2(
           handle=self.queue.resource_handle, n=n,
-          component_types=[s.tf_dtype for s in self._leaves()],
+          component_types=[tf_dtype(s) for s in self._leaves()],
           timeout_ms=-1)
     for t, shape in zip(leaves, self._shapes):
       # A batch rank, also for a Python int (the op leaves the dim unknown).

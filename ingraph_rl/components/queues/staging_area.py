@@ -17,6 +17,7 @@ import tree
 from ingraph_rl.components.queues import _common
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors.tf_spaces import tensor_spec, tf_dtype
 from ingraph_rl.utils.lazy import torch
 
 
@@ -149,7 +150,7 @@ class StagingArea(Component):
     self.resource_name = name
     self.buffer = self.add_resource(
         "buffer",
-        tf=lambda: _TFStagingBuffer([s.tf_dtype for s in self._leaf_spaces],
+        tf=lambda: _TFStagingBuffer([tf_dtype(s) for s in self._leaf_spaces],
                                     self.capacity, name),
         torch=lambda: PythonStagingArea(self.capacity))
 
@@ -186,7 +187,7 @@ class StagingArea(Component):
     leaves = tf.raw_ops.Unstage(dtypes=self.buffer.dtypes,
                                 **self.buffer.attrs())
     for t, s in zip(leaves, self._leaf_spaces):
-      t.set_shape(s.to_tensor_spec().shape)
+      t.set_shape(tensor_spec(s).shape)
     return self.record_space.unflatten_value(leaves)
 
   @graph_fn

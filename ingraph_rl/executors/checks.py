@@ -1,0 +1,110 @@
+"""Value checks inside graph functions that surface as `SpaceError`s.
+
+Space checks at the API boundary look at structure, dtype and shape. Some
+rules are about values (priorities must be finite and positive); those are
+checked inside the graph, before any state changes, with `tf_check` (and
+`torch_check` in the torch body). The executor turns a failed check into a
+`SpaceError` naming the component, the API method and the argument, never a
+raw TF trace:
+
+    @graph_fn
+    def _graph_fn_update(self, priorities):
+      ok = tf.reduce_all(priorities > 0)
+      with tf.control_dependencies([tf_check(ok, self, "update", "priorities",
+                                             "priorities must be > 0")]):
+        ...  # state changes
+
+This module imports no backend at import time: the torch executor uses it
+(`suspended`), and `tf_check` imports TensorFlow only when a TF body calls
+it, where TensorFlow is loaded already.
+"""
+
+import contextlib
+import re
+import threading
+import typing
+
+from ingraph_rl.errors import SpaceError
+
+_MARKER = "ingraph_rl-check"
+_PATTERN = re.compile(
+  _MARKER + r"\|component=(.*?)\|api=(.*?)\|argument=(.*?)\|reason=(.*?)\|end"
+)
+
+
+def check_message(
+  component: typing.Any, api: str, argument: str, reason: str
+) -> str:
+  """The text a failed in-graph check carries, which `space_error_from`
+  reads back. `component`: a component or its path."""
+  path = getattr(component, "path", component)
+  return (
+    f"{_MARKER}|component={path}|api={api}|argument={argument}|"
+    f"reason={reason}|end"
+  )
+
+
+def tf_check(
+  condition: typing.Any,
+  component: typing.Any,
+  api: str,
+  argument: str,
+  reason: str,
+) -> typing.Any:
+  """An assert op: when `condition` is False, the executor raises a
+  SpaceError with this context. Use it in `tf.control_dependencies`."""
+  import tensorflow as tf  # Only TF bodies call this (see module doc).
+
+  return tf.debugging.Assert(
+    condition, [check_message(component, api, argument, reason)]
+  )
+
+
+_SUSPENDED = threading.local()
+
+
+@contextlib.contextmanager
+def suspended() -> typing.Iterator[None]:
+  """No `torch_check` fires inside: the torch executor's build passes run
+  bodies on random samples, which need not obey value rules."""
+  before = getattr(_SUSPENDED, "on", False)
+  _SUSPENDED.on = True
+  try:
+    yield
+  finally:
+    _SUSPENDED.on = before
+
+
+def in_build_pass() -> bool:
+  """True while the torch executor's build passes run bodies on samples
+  (a body with effects outside variables, e.g. a queue, skips them)."""
+  return bool(getattr(_SUSPENDED, "on", False))
+
+
+def torch_check(
+  condition: typing.Any,
+  component: typing.Any,
+  api: str,
+  argument: str,
+  reason: str,
+) -> None:
+  """The torch mirror of `tf_check`: raises at once (a torch bool tensor
+  or a Python bool)."""
+  if getattr(_SUSPENDED, "on", False):
+    return
+  if not bool(condition):
+    raise SpaceError(
+      reason,
+      component=getattr(component, "path", component),
+      api=api,
+      argument=argument,
+    )
+
+
+def space_error_from(exception: BaseException) -> SpaceError | None:
+  """The SpaceError a failed `tf_check` stands for, or None."""
+  match = _PATTERN.search(str(exception))
+  if match is None:
+    return None
+  component, api, argument, reason = match.groups()
+  return SpaceError(reason, component=component, api=api, argument=argument)

@@ -1,0 +1,103 @@
+"""Gradients inside graph functions, for both backends.
+
+A graph function that differentiates declares it: `@graph_fn(
+needs_gradients=True)`. The TF executor then records the whole root API
+under one persistent `tf.GradientTape` (`tf_recording`), so a loss computed
+by earlier graph functions (other components) can be differentiated;
+`tf_gradients` reads that tape. The torch mirror uses autograd directly
+(`torch_gradients`).
+
+A device strategy may stand in for the gradients of a loss it made itself:
+inside `tf_gradient_overrides(registry)`, `tf_gradients` of a tensor whose
+id is in `registry` asks that entry (a `GradientOverride`) instead of the
+tape. Synchronous towers (`executors.strategies.MultiTowerStrategy`) merge
+per-tower losses that way and differentiate each tower on its own device.
+
+This module imports TensorFlow; torch only when `torch_gradients` runs.
+"""
+
+import contextlib
+import threading
+import typing
+
+import tensorflow as tf
+
+from ingraph_rl.errors import BuildError
+
+_STATE = threading.local()
+
+
+class GradientOverride(typing.Protocol):
+  """Gradients of one merged loss, supplied by whoever merged it."""
+
+  merged: typing.Any  # The loss tensor this entry stands for.
+
+  def gradients(
+    self, tape: tf.GradientTape, variables: typing.Any
+  ) -> typing.Any:
+    """d merged / d variables (a nest like `variables`), from `tape`."""
+    ...
+
+
+@contextlib.contextmanager
+def tf_recording() -> typing.Iterator[tf.GradientTape]:
+  """Records everything inside on a persistent tape for `tf_gradients`."""
+  with tf.GradientTape(persistent=True) as tape:
+    previous = getattr(_STATE, "tape", None)
+    _STATE.tape = tape
+    try:
+      yield tape
+    finally:
+      _STATE.tape = previous
+
+
+@contextlib.contextmanager
+def tf_no_recording() -> typing.Iterator[None]:
+  """Inside, nothing goes on the `tf_recording` tape: for control flow no
+  gradient flows through (while a tape records, TF builds the gradient
+  functions of every while loop and cond as they are made, which for an
+  env-stepping loop around a network costs seconds of build time)."""
+  tape = getattr(_STATE, "tape", None)
+  if tape is None:
+    yield
+    return
+  with tape.stop_recording():
+    yield
+
+
+@contextlib.contextmanager
+def tf_gradient_overrides(
+  registry: dict[int, GradientOverride],
+) -> typing.Iterator[dict[int, GradientOverride]]:
+  """Inside, `tf_gradients` of a tensor in `registry` (id(tensor) ->
+  GradientOverride) returns the entry's gradients (see module doc). The
+  caller may fill `registry` while inside."""
+  previous = getattr(_STATE, "overrides", None)
+  _STATE.overrides = registry
+  try:
+    yield registry
+  finally:
+    _STATE.overrides = previous
+
+
+def tf_gradients(loss: typing.Any, variables: typing.Any) -> typing.Any:
+  """d loss / d variables (None for a variable the loss does not use)."""
+  tape = getattr(_STATE, "tape", None)
+  if tape is None:
+    raise BuildError(
+      "tf_gradients() outside a recorded API: declare the graph function "
+      "with @graph_fn(needs_gradients=True)"
+    )
+  overrides = getattr(_STATE, "overrides", None) or {}
+  entry = overrides.get(id(loss))
+  with tape.stop_recording():
+    if entry is None or entry.merged is not loss:
+      return tape.gradient(loss, variables)
+    return entry.gradients(tape, variables)
+
+
+def torch_gradients(loss: typing.Any, variables: typing.Any) -> typing.Any:
+  """The torch mirror of `tf_gradients` (None for unused variables)."""
+  import torch  # TF users never import torch.
+
+  return torch.autograd.grad(loss, variables, allow_unused=True)
