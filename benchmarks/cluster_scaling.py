@@ -45,7 +45,8 @@ def measure(kind, num_actors, args, workdir):
   common_flags = [
       f"--env={args.env}", f"--num_envs_per_actor={args.envs_per_actor}",
       f"--unroll_length={args.unroll_length}",
-      f"--batch_size={args.batch_size}", "--total_environment_frames=10000000000",
+      f"--batch_size={args.batch_size}",
+      "--total_environment_frames=10000000000",
       "--eval_episodes=0", "--checkpoint_every_minutes=100000",
       f"--log_every_seconds={args.log_every_s}"]
   logdir = tempfile.mkdtemp(prefix=f"{kind}{num_actors}_", dir=workdir)
@@ -148,21 +149,24 @@ def main(argv=None):
                       "learner; tower rates on logical CPU devices measure "
                       "overhead, not speed-up"))
   common.write_results("cluster_scaling", args.quick, config, rows, ratios)
-  summary = ", ".join(f"x{n}: cluster {statistics.median(fps[('cluster', n)]):.0f}"
-                      f" vs single {statistics.median(fps[('single', n)]):.0f}"
+  median = {key: statistics.median(v) for key, v in fps.items()}
+  summary = ", ".join(f"x{n}: cluster {median[('cluster', n)]:.0f}"
+                      f" vs single {median[('single', n)]:.0f}"
                       f" frames/s" for n in actors)
   common.print_table("cluster_scaling", rows, ratios, summary, args.quick)
   if not args.quick:
     plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
+    labels = {"single": "one process (actor threads)",
+              "cluster": "loopback cluster (processes)"}
     for kind in ("single", "cluster"):
       ax.plot(actors, [statistics.median(fps[(kind, n)]) for n in actors],
-              marker="o", label={"single": "one process (actor threads)",
-                                 "cluster": "loopback cluster (processes)"}[kind])
+              marker="o", label=labels[kind])
     ax.set_xlabel("actors")
     ax.set_ylabel("learner frames/s")
     ax.set_xticks(actors)
-    ax.set_title(f"IMPALA {args.env}, {args.envs_per_actor} envs/actor, 2 cores")
+    ax.set_title(
+        f"IMPALA {args.env}, {args.envs_per_actor} envs/actor, 2 cores")
     ax.legend()
     common.save_plot(fig, "cluster_scaling")
 

@@ -1,4 +1,5 @@
-"""Entry point of `bazel test //:pytest`: runs pytest on tests/ from the runfiles tree.
+"""Entry point of `bazel test //:pytest`: runs pytest on tests/ from the
+runfiles tree.
 
 Bazel runs it with the `python3` found on PATH (Bazel 4's autodetecting Python
 toolchain), so activate the project's venv first; see BUILD.

@@ -10,7 +10,8 @@ from ingraph_rl.spaces import from_gymnasium
 
 
 def game_name(env_id):
-  """ROM name from "atari:pong", "pong", "ALE/Pong-v5", "MsPacmanNoFrameskip-v4".
+  """ROM name from "atari:pong", "pong", "ALE/Pong-v5",
+  "MsPacmanNoFrameskip-v4".
 
   >>> game_name("ALE/MsPacman-v5"), game_name("atari:space_invaders")
   ('ms_pacman', 'space_invaders')

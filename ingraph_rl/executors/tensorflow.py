@@ -3,7 +3,8 @@
     >>> import numpy as np
     >>> from ingraph_rl.components.layers import Dense
     >>> from ingraph_rl.spaces import FloatBox
-    >>> ex = TFExecutor(Dense(3), {"inputs": FloatBox((4,), add_batch_rank=True)})
+    >>> spaces = {"inputs": FloatBox((4,), add_batch_rank=True)}
+    >>> ex = TFExecutor(Dense(3), spaces)
     >>> ex.execute("call", np.ones((2, 4), np.float32)).shape
     TensorShape([2, 3])
 

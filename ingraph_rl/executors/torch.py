@@ -104,7 +104,8 @@ class TorchExecutor(Executor):
       return tree.map_structure(_Pair, a, b)
     except (ValueError, TypeError) as e:
       raise BuildError(f"'{node.component.path}'.{node.fn.name} returned "
-                       f"different structures for different inputs: {e}")
+                       f"different structures for different inputs: {e}"
+                       ) from None
 
   def getitem(self, value, key, node):
     return tree.map_structure(_Pair, _split(value, "a")[key],

@@ -117,7 +117,7 @@ def test_custom_op_path_is_logged(monkeypatch, caplog, lib):
   assert message.startswith("segment tree: custom op")
 
 
-# --- the ops themselves ------------------------------------------------------------
+# --- the ops themselves ------------------------------------------------------
 
 def test_update_is_in_place(lib):
   """No copy of the tree while nothing else holds its buffer; a value read

@@ -647,7 +647,8 @@ def test_torch_tensors_are_checked_by_dtype_and_shape():
 def test_framework_dtypes():
   assert tf_dtype(FloatBox()) == tf.float32
   assert torch_dtype(FloatBox(dtype=np.float64)) == torch.float64
-  assert tf_dtype(IntBox(3)) == tf.int32 and torch_dtype(IntBox(3)) == torch.int32
+  assert tf_dtype(IntBox(3)) == tf.int32
+  assert torch_dtype(IntBox(3)) == torch.int32
   assert tf_dtype(IntBox(3, dtype=np.uint8)) == tf.uint8
   assert tf_dtype(BoolBox()) == tf.bool and torch_dtype(BoolBox()) == torch.bool
   assert tf_dtype(TextBox()) == tf.string

@@ -27,7 +27,8 @@ class Flatten(Component):
   @graph_fn
   def _graph_fn_call(self, inputs):
     shape = tf.shape(inputs)
-    return tf.reshape(inputs, tf.concat([shape[:self.num_leading], [self.flat_size]], 0))
+    return tf.reshape(
+        inputs, tf.concat([shape[:self.num_leading], [self.flat_size]], 0))
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):

@@ -134,7 +134,7 @@ class NStepAccumulator(Component):
   @graph_fn(output_space=lambda self: self._output_space())
   def _graph_fn_push(self, states, actions, rewards, next_states, terminals,
                      truncated):
-    n, num_envs = self.n_step, self.num_envs
+    num_envs = self.num_envs
     args = [states, actions, rewards, next_states, terminals, truncated]
     sizes = tf.stack([tf.shape(x)[0] for x in args])
     ok = tf.reduce_all(sizes == num_envs)

@@ -10,6 +10,7 @@ from ingraph_rl.components.networks.instruction_encoder import (
 from ingraph_rl.components.networks.neural_network import (NeuralNetwork,
                                                            layer_from_spec)
 
-__all__ = ["DuelingHead", "IMPALA_STAGES", "ImpalaDeepTorso", "ImpalaLargeNetwork",
-           "ImpalaSmallNetwork", "InstructionEncoder", "InstructionTokenizer", "NATURE_DQN_SPEC", "NeuralNetwork",
+__all__ = ["DuelingHead", "IMPALA_STAGES", "ImpalaDeepTorso",
+           "ImpalaLargeNetwork", "ImpalaSmallNetwork", "InstructionEncoder",
+           "InstructionTokenizer", "NATURE_DQN_SPEC", "NeuralNetwork",
            "layer_from_spec", "nature_dqn_network"]

@@ -1,4 +1,5 @@
-"""Plain gradient descent: var -= lr * grad (TF's ResourceApplyGradientDescent)."""
+"""Plain gradient descent: var -= lr * grad (TF's
+ResourceApplyGradientDescent)."""
 
 import tensorflow as tf
 

@@ -374,7 +374,7 @@ class FIFOQueue(Component):
                              self._shapes, self.capacity, name,
                              destroy=self.shared_name is None)
       try:
-        res.resource_handle  # pylint: disable=pointless-statement
+        _ = res.resource_handle  # Makes the queue now, to fail here.
       except tf.errors.InvalidArgumentError as e:
         raise BuildError(f"'{self.path}': cannot make queue '{name}': "
                          f"{e.message}") from None

@@ -3,7 +3,6 @@
 
 import numpy as np
 import pytest
-import tree
 
 from ingraph_rl.components.common import ContainerMerger, ContainerSplitter
 from ingraph_rl.core import Component, api
@@ -61,7 +60,7 @@ class Merge(Component):
     return self.merger.merge(a, b, c)
 
 
-# --- parity ----------------------------------------------------------------------
+# --- parity -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ranks", list(RANKS))
@@ -96,7 +95,7 @@ def test_parity_merge(keys):
   assert_parity(Merge(*keys), spaces, ["merge3"], size=3, rtol=0, atol=0)
 
 
-# --- against indexing ------------------------------------------------------------
+# --- against indexing ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -161,7 +160,7 @@ def test_merge_keys_follow_argument_order(backend):
   assert isinstance(out, tuple)
 
 
-# --- bad inputs ------------------------------------------------------------------
+# --- bad inputs ---------------------------------------------------------------
 
 
 class _Agent(Component):
@@ -226,7 +225,7 @@ def test_merger_wrong_number_of_values():
     ComponentTest(_BadMerge(), {"a": FloatBox(**BATCH), "b": FloatBox(**BATCH)})
 
 
-# --- output spaces ----------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -129,7 +129,7 @@ def test_sync_is_repeatable(backend):
         test.get_weights()[p.replace("/online/", "/target/")], v)
 
 
-# --- soft sync -----------------------------------------------------------------
+# --- soft sync ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -215,7 +215,7 @@ def test_parity_call_sequence(case):
   np.testing.assert_allclose(tf_out[5], tf_out[0], rtol=1e-6, atol=1e-6)
 
 
-# --- structure mismatch ----------------------------------------------------------
+# --- structure mismatch -------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -238,7 +238,7 @@ def test_structure_mismatch(backend, target_spec, what):
   assert "do not match" in msg
 
 
-# --- output spaces ---------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

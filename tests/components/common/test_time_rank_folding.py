@@ -1,4 +1,5 @@
-"""Tests of `TimeRankFolder` (ingraph_rl/components/common/time_rank_folding.py)."""
+"""Tests of `TimeRankFolder`
+(ingraph_rl/components/common/time_rank_folding.py)."""
 
 import numpy as np
 import pytest
@@ -55,7 +56,7 @@ def np_fold(x):
   return x.reshape((-1,) + x.shape[2:])
 
 
-# --- parity ----------------------------------------------------------------------
+# --- parity -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("major", list(MAJORS))
@@ -83,7 +84,7 @@ def test_parity_per_step(major):
                 ["fold", "roundtrip", "per_step"], size=lead)
 
 
-# --- against reshape ------------------------------------------------------------
+# --- against reshape ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -156,7 +157,7 @@ def test_new_sizes_after_build(backend):
     test.test("roundtrip", x, expected=x, rtol=0, atol=0)
 
 
-# --- output spaces ----------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -167,7 +167,7 @@ def test_bad_padding():
     Conv2D(2, 3, padding="SAME_LOWER")
 
 
-# --- bad inputs at build time --------------------------------------------------
+# --- bad inputs at build time -------------------------------------------------
 
 
 class _Encoder(Component):
@@ -199,7 +199,7 @@ def test_bad_input_space(backend, space):
   assert repr(space) in msg
 
 
-# --- output spaces ---------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

@@ -120,7 +120,7 @@ def test_custom_initializer_and_float64():
       (3,), dtype=np.float64, **BATCH)
 
 
-# --- bad inputs at build time --------------------------------------------------
+# --- bad inputs at build time -------------------------------------------------
 
 
 class _Holder(Component):
@@ -159,7 +159,7 @@ def test_bad_input_space_root():
     ComponentTest(Dense(3), {"inputs": IntBox(3, (4,), **BATCH)})
 
 
-# --- output spaces ---------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

@@ -58,7 +58,7 @@ def test_int_inputs(backend):
       None, (4,), **BATCH)
 
 
-# --- bad inputs at build time --------------------------------------------------
+# --- bad inputs at build time -------------------------------------------------
 
 
 class _Holder(Component):
@@ -85,7 +85,7 @@ def test_bad_input_space(backend, space):
   assert repr(space) in msg
 
 
-# --- output spaces ---------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

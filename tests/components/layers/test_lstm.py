@@ -35,7 +35,7 @@ def _data(batch=2, time=5, time_major=False, seed=0, reset_prob=0.3):
   return x, state, resets
 
 
-# --- NumPy reference (independent of the library) ------------------------------
+# --- NumPy reference (independent of the library) -----------------------------
 
 
 def np_sigmoid(x):
@@ -190,7 +190,7 @@ def test_new_batch_and_time_sizes(backend):
         x, state, w["lstm/kernel"], w["lstm/bias"]), rtol=1e-5, atol=1e-5)
 
 
-# --- output spaces -------------------------------------------------------------
+# --- output spaces ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
@@ -212,7 +212,7 @@ def test_output_spaces(backend, time_major):
   assert out["c"].shape == (5, UNITS) and out["h"].shape == (5, UNITS)
 
 
-# --- bad inputs -------------------------------------------------------------------
+# --- bad inputs ---------------------------------------------------------------
 
 
 class _Core(Component):

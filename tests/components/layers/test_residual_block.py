@@ -18,7 +18,7 @@ TIME_MAJOR = dict(add_batch_rank=True, add_time_rank=True, time_major=True)
 RANKS = {"batch": (BATCH, (3,)), "batch_time": (BATCH_TIME, (2, 3)),
          "time_major": (TIME_MAJOR, (3, 2))}
 
-# --- NumPy references (independent of the library) -----------------------------
+# --- NumPy references (independent of the library) ----------------------------
 
 
 def _same_pads(size, k, s):
@@ -84,7 +84,7 @@ def _random_weights(test, seed=0):
   return w
 
 
-# --- ResidualBlock ---------------------------------------------------------------
+# --- ResidualBlock ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
@@ -154,7 +154,7 @@ def test_residual_block_bad_input_space(backend, space, match):
   assert "argument 'inputs'" in msg
 
 
-# --- MaxPool2D ---------------------------------------------------------------------
+# --- MaxPool2D ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

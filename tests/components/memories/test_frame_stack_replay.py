@@ -180,7 +180,7 @@ def test_matches_reference_both_backends(episode_starts):
   zeroed = 0
   for step in range(1, CHECKPOINTS[-1] + 1):
     records = agent.step()
-    for b, test in tests.items():
+    for test in tests.values():
       assert int(test.test("insert", records)) == S * min(step, C)
       assert int(test.test("get_size")) == S * min(step, C)
     if step not in CHECKPOINTS:
@@ -194,7 +194,7 @@ def test_matches_reference_both_backends(episode_starts):
       assert outs["tf"][key].dtype == outs["torch"][key].dtype, key
       np.testing.assert_array_equal(outs["tf"][key], outs["torch"][key],
                                     err_msg=key)
-    for b, test in tests.items():
+    for test in tests.values():
       sampled = test.test("sample", 64)
       assert sampled["states"].dtype == np.uint8
       assert sampled["states"].shape == (64,) + FRAME + (K,)

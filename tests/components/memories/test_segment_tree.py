@@ -94,7 +94,7 @@ class Backend:
     return self.tree.numpy().copy()
 
 
-# --- strategies ----------------------------------------------------------------
+# --- strategies ---------------------------------------------------------------
 
 CAPACITIES = st.one_of(st.sampled_from([1, 2, 3, 5, 7, 8, 1000, 1024]),
                        st.integers(1, 300))
@@ -131,7 +131,7 @@ def masses_for(ref, fractions):
   return np.concatenate([[0.0], masses, bounds[:50]]).astype(np.float32)
 
 
-# --- layout --------------------------------------------------------------------
+# --- layout -------------------------------------------------------------------
 
 @pytest.mark.parametrize("capacity, leaves", [
     (1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (1000, 1024), (1025, 2048)])
@@ -152,7 +152,7 @@ def test_layout_rejects_bad_arguments():
     segment_tree.initial_tree(4, "max")
 
 
-# --- properties against the reference ------------------------------------------
+# --- properties against the reference -----------------------------------------
 
 @pytest.mark.parametrize("impl", IMPLS)
 @EXAMPLES
@@ -277,7 +277,7 @@ def test_leaf_values():
                                 [3, 2, 0])
 
 
-# --- inside tf.function ------------------------------------------------------------
+# --- inside tf.function -------------------------------------------------------
 
 @pytest.mark.parametrize("impl, jit", [("tf", False), ("custom_op", False),
                                        ("tf", True), (None, True)])

@@ -6,10 +6,10 @@ import pytest
 import tensorflow as tf
 
 from ingraph_rl.components.networks import (NATURE_DQN_SPEC, DuelingHead,
-                                            NeuralNetwork, nature_dqn_network)
+                                            nature_dqn_network)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import SpaceError
-from ingraph_rl.spaces import Dict, FloatBox, IntBox
+from ingraph_rl.spaces import FloatBox, IntBox
 from ingraph_rl.testing import ComponentTest, assert_parity
 
 BATCH = dict(add_batch_rank=True)
@@ -50,7 +50,7 @@ def _frames(lead, seed=0):
       0, 256, size=lead + ATARI).astype(np.uint8)
 
 
-# --- Nature DQN -------------------------------------------------------------------
+# --- Nature DQN ---------------------------------------------------------------
 
 
 def test_nature_spec():
@@ -123,7 +123,7 @@ def test_nature_bad_input_space(backend, space, match):
   assert "argument 'inputs'" in msg
 
 
-# --- Dueling head -------------------------------------------------------------------
+# --- Dueling head -------------------------------------------------------------
 
 
 def np_dueling(x, w, units, prefix="dueling_head"):

@@ -43,7 +43,7 @@ def _large_data(batch=2, time=3, time_major=False, seed=0):
   return x, state, resets
 
 
-# --- NumPy reference (independent of the library) ------------------------------
+# --- NumPy reference (independent of the library) -----------------------------
 
 
 def np_conv3x3_same(x, kernel, bias):
@@ -126,7 +126,7 @@ def _random_weights(test, seed=0):
   return w
 
 
-# --- large network -------------------------------------------------------------
+# --- large network ------------------------------------------------------------
 
 
 def test_large_structure():
@@ -250,7 +250,7 @@ def test_large_bad_input_space(backend, frames, state, component, argument,
   assert f"argument '{argument}'" in msg
 
 
-# --- small network -------------------------------------------------------------
+# --- small network ------------------------------------------------------------
 
 
 def test_small_structure_and_parameter_counts():

@@ -1,4 +1,5 @@
-"""Tests of `NeuralNetwork` (ingraph_rl/components/networks/neural_network.py)."""
+"""Tests of `NeuralNetwork`
+(ingraph_rl/components/networks/neural_network.py)."""
 
 import math
 
@@ -27,7 +28,7 @@ CONV_SPEC = [
 ]
 IMAGE = (7, 6, 2)   # -> conv: (4, 3, 3) -> flatten: 36 -> 8 -> 2.
 
-# --- NumPy references (independent of the library) -----------------------------
+# --- NumPy references (independent of the library) ----------------------------
 
 
 def np_relu(x):
@@ -81,7 +82,7 @@ def _randomize_biases(test, seed=0):
   return test.get_weights()
 
 
-# --- composition -----------------------------------------------------------------
+# --- composition --------------------------------------------------------------
 
 
 def test_layers_from_spec():
@@ -121,7 +122,7 @@ def test_layer_from_spec_index_in_message():
     layer_from_spec({"type": "nope"}, 5)
 
 
-# --- parity --------------------------------------------------------------------
+# --- parity -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ranks", list(RANKS))
@@ -144,7 +145,7 @@ def test_parity_mlp(activation, use_bias):
                 ["call"], size=5)
 
 
-# --- against NumPy -------------------------------------------------------------
+# --- against NumPy ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])

@@ -12,7 +12,7 @@ from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
-from ingraph_rl.testing import ComponentTest, assert_parity
+from ingraph_rl.testing import ComponentTest
 
 SPACES = {"x": FloatBox((3,), add_batch_rank=True),
           "y": FloatBox(add_batch_rank=True)}
@@ -83,7 +83,8 @@ def _torch_replica(weights):
   def loss():
     h = torch.tanh(torch.from_numpy(X) @ params["reg/network/dense_0/kernel"] +
                    params["reg/network/dense_0/bias"])
-    pred = h @ params["reg/network/dense_1/kernel"] + params["reg/network/dense_1/bias"]
+    pred = (h @ params["reg/network/dense_1/kernel"] +
+            params["reg/network/dense_1/bias"])
     return ((pred.squeeze(-1) - torch.from_numpy(Y)) ** 2).mean()
   return params, loss
 

@@ -15,7 +15,7 @@ from ingraph_rl.components.preprocessing import (Cast, Clip, Crop, Divide,
                                                  atari_frame_preprocessor,
                                                  atari_preprocessor)
 from ingraph_rl.errors import AssemblyError
-from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
+from ingraph_rl.spaces import BoolBox, IntBox
 from ingraph_rl.testing import ComponentTest, assert_parity
 
 BATCH = dict(add_batch_rank=True)
@@ -129,8 +129,9 @@ def test_atari_frames_match_cv2_pipeline():
   # The frame part alone against AtariPreprocessing's own steps applied
   # with cv2 to raw frames (grayscale -> INTER_AREA resize).
   raw, _, _ = _gymnasium_rollout(steps=5, reset_at=-1, seed=3)
-  out = ComponentTest(atari_frame_preprocessor(), {"inputs": _atari_spaces()["inputs"]}).test(
-      "call", raw)
+  test = ComponentTest(atari_frame_preprocessor(),
+                       {"inputs": _atari_spaces()["inputs"]})
+  out = test.test("call", raw)
   ref = np.stack([cv2.resize(cv2.cvtColor(f, cv2.COLOR_RGB2GRAY), (84, 84),
                              interpolation=cv2.INTER_AREA) for f in raw])
   diff = np.abs(out.astype(np.int64) - ref)

@@ -163,7 +163,7 @@ def test_parity_tf_torch(guarded):
     ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2),
                             {"records": RECORD})
     outs[backend] = [guarded(ex, name, *args) for name, args in calls]
-  for (name, _), a, b in zip(calls, outs["tf"], outs["torch"]):
+  for _, a, b in zip(calls, outs["tf"], outs["torch"]):
     assert_same_records(a, b)
   tf_outs = outs["tf"]
   assert [int(tf_outs[i]) for i in (0, 1, 2, 4, 5, 8)] == [1, 1, 2, 2, 2, 0]
