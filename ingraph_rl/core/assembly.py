@@ -10,10 +10,17 @@ import time
 import tree
 
 from ingraph_rl.core import context
-from ingraph_rl.core.meta_graph import (ApiCall, GraphFnNode, InlineApi,
-                                        MetaGraph, OpRecord, RootApi,
-                                        is_record)
+from ingraph_rl.core.meta_graph import (
+  ApiCall,
+  GraphFnNode,
+  InlineApi,
+  MetaGraph,
+  OpRecord,
+  RootApi,
+  is_record,
+)
 from ingraph_rl.errors import AssemblyError
+
 
 class Assembly:
   """Records one MetaGraph. Use `assemble(root)`."""
@@ -21,11 +28,11 @@ class Assembly:
   def __init__(self, root):
     self.root = root
     self.api_calls = []
-    self.stack = []          # ApiCalls being executed.
+    self.stack = []  # ApiCalls being executed.
     self.num_records = 0
     self.num_nodes = 0
-    self.root_api = None     # Name of the root API being assembled.
-    self.nodes = None        # Node list of the root API being assembled.
+    self.root_api = None  # Name of the root API being assembled.
+    self.nodes = None  # Node list of the root API being assembled.
 
   def new_record(self, producer, label):
     rec = OpRecord(self.num_records, self.root_api, producer, label)
@@ -41,18 +48,21 @@ class Assembly:
         raise AssemblyError(f"'{component.path}' is not the root component")
     elif component is not caller and not component.is_descendant_of(caller):
       raise AssemblyError(
-          f"'{caller.path}'.{self.stack[-1].name} calls API '{method.name}' "
-          f"of '{component.path}', which is not one of its sub-components; "
-          f"add it with add_components() (or as an attribute) of "
-          f"'{caller.path}'")
+        f"'{caller.path}'.{self.stack[-1].name} calls API '{method.name}' "
+        f"of '{component.path}', which is not one of its sub-components; "
+        f"add it with add_components() (or as an attribute) of "
+        f"'{caller.path}'"
+      )
     try:
       bound = method.bind(component, args, kwargs)
     except TypeError as e:
       raise AssemblyError(
-          f"'{component.path}'.{method.name}: bad arguments: {e}") from None
+        f"'{component.path}'.{method.name}: bad arguments: {e}"
+      ) from None
     self._check_records(bound, component, method.name)
-    call = ApiCall(component, method.name, bound,
-                   self.stack[-1] if self.stack else None)
+    call = ApiCall(
+      component, method.name, bound, self.stack[-1] if self.stack else None
+    )
     self.api_calls.append(call)
     self.stack.append(call)
     try:
@@ -64,15 +74,26 @@ class Assembly:
 
   def call_graph_fn(self, component, fn, args, kwargs):
     if not self.stack or self.stack[-1].component is not component:
-      who = (f"'{self.stack[-1].component.path}'.{self.stack[-1].name}"
-             if self.stack else "outside any API method")
+      who = (
+        f"'{self.stack[-1].component.path}'.{self.stack[-1].name}"
+        if self.stack
+        else "outside any API method"
+      )
       raise AssemblyError(
-          f"graph function '{component.path}'.{fn.name} called from {who}: a "
-          f"graph function may only be called by its own component's API "
-          f"methods")
+        f"graph function '{component.path}'.{fn.name} called from {who}: a "
+        f"graph function may only be called by its own component's API "
+        f"methods"
+      )
     self._check_records((args, kwargs), component, fn.name)
-    node = GraphFnNode(self.num_nodes, component, fn, tuple(args),
-                       dict(kwargs), None, self.stack[-1])
+    node = GraphFnNode(
+      self.num_nodes,
+      component,
+      fn,
+      tuple(args),
+      dict(kwargs),
+      None,
+      self.stack[-1],
+    )
     self.num_nodes += 1
     node.output = self.new_record(node, f"'{component.path}'.{fn.name}")
     self.nodes.append(node)
@@ -83,8 +104,16 @@ class Assembly:
   def record_getitem(self, record, key):
     owner = self.stack[-1] if self.stack else None
     component = owner.component if owner else self.root
-    node = GraphFnNode(self.num_nodes, component, None, (record,), {}, None,
-                       owner, getitem_key=key)
+    node = GraphFnNode(
+      self.num_nodes,
+      component,
+      None,
+      (record,),
+      {},
+      None,
+      owner,
+      getitem_key=key,
+    )
     self.num_nodes += 1
     node.output = self.new_record(node, f"{record.label}[{key!r}]")
     self.nodes.append(node)
@@ -100,8 +129,10 @@ class Assembly:
       inputs, args = [], []
       for p in method.params:
         if p.kind == p.VAR_POSITIONAL:
-          raise AssemblyError(f"inline API '{component.path}'.{method.name} "
-                              f"takes *{p.name}; use named arguments")
+          raise AssemblyError(
+            f"inline API '{component.path}'.{method.name} "
+            f"takes *{p.name}; use named arguments"
+          )
         if p.default is p.empty:
           rec = self.new_record(None, f"{method.name}({p.name})")
           inputs.append(rec)
@@ -117,9 +148,10 @@ class Assembly:
     for x in tree.flatten(nest):
       if is_record(x) and x.api != self.root_api:
         raise AssemblyError(
-            f"'{component.path}'.{what} got {x.label}, a value of root API "
-            f"'{x.api}', while assembling root API '{self.root_api}': values "
-            f"cannot pass between root APIs (keep state in variables)")
+          f"'{component.path}'.{what} got {x.label}, a value of root API "
+          f"'{x.api}', while assembling root API '{self.root_api}': values "
+          f"cannot pass between root APIs (keep state in variables)"
+        )
 
   # --- root APIs -----------------------------------------------------------
 
@@ -135,8 +167,9 @@ class Assembly:
     for p in method.params:
       if p.kind == p.VAR_POSITIONAL:
         raise AssemblyError(
-            f"root API '{method.name}' of '{self.root.path}' takes *{p.name}; "
-            f"root APIs need named arguments")
+          f"root API '{method.name}' of '{self.root.path}' takes *{p.name}; "
+          f"root APIs need named arguments"
+        )
       if p.name in provided_args:
         rec = self.new_record(None, f"{method.name}({p.name})")
         inputs[p.name] = rec
@@ -146,16 +179,19 @@ class Assembly:
         args.append(p.default)
       else:
         raise AssemblyError(
-            f"no input space for argument '{p.name}' of root API "
-            f"'{method.name}' of '{self.root.path}'; pass it in input_spaces")
+          f"no input space for argument '{p.name}' of root API "
+          f"'{method.name}' of '{self.root.path}'; pass it in input_spaces"
+        )
     outputs = self.call_api(self.root, method, args, {})
     for x in tree.flatten(outputs):
       if not is_record(x):
         raise AssemblyError(
-            f"root API '{method.name}' returns {x!r}; root APIs must return "
-            f"values of graph functions (or None)")
-    return RootApi(method.name, list(inputs), inputs, literals, outputs,
-                   self.nodes)
+          f"root API '{method.name}' returns {x!r}; root APIs must return "
+          f"values of graph functions (or None)"
+        )
+    return RootApi(
+      method.name, list(inputs), inputs, literals, outputs, self.nodes
+    )
 
 
 def inline(bound_api):
@@ -170,8 +206,7 @@ def inline(bound_api):
   callable's positional arguments, in order.
   """
   component, method = bound_api.args
-  return context.current(component, method.name).inline_api(component,
-                                                            method)
+  return context.current(component, method.name).inline_api(component, method)
 
 
 def assemble(root, input_spaces, api_names=None):
@@ -180,14 +215,17 @@ def assemble(root, input_spaces, api_names=None):
   asm = Assembly(root)
   with context.assembling(asm):
     methods = root.api_methods()
-    names = api_names if api_names is not None else [
-        n for n in methods if n not in root.internal_apis()]
+    names = (
+      api_names
+      if api_names is not None
+      else [n for n in methods if n not in root.internal_apis()]
+    )
     apis = {}
     for name in names:
       if name not in methods:
         raise AssemblyError(
-            f"'{root.path}' has no API method '{name}'; it has "
-            f"{sorted(methods)}")
+          f"'{root.path}' has no API method '{name}'; it has {sorted(methods)}"
+        )
       apis[name] = asm.assemble_root_api(methods[name], input_spaces)
   meta = MetaGraph(root, apis, asm.api_calls, asm.num_records)
   return meta, time.perf_counter() - start

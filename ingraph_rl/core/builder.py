@@ -13,11 +13,12 @@ spec)` and `make_resource(component, path, factory)`.
 """
 
 import inspect
+
 import tree
 
+from ingraph_rl import spaces as sp
 from ingraph_rl.core.meta_graph import OpRecord, inline_apis_in, is_record
 from ingraph_rl.errors import BuildError, InputIncompleteError, SpaceError
-from ingraph_rl import spaces as sp
 
 
 def space_of_nest(nest, spaces):
@@ -26,8 +27,9 @@ def space_of_nest(nest, spaces):
   if is_record(nest):
     return spaces.get(nest.id)
   if isinstance(nest, dict):
-    sub = {k: space_of_nest(v, spaces) for k, v in nest.items()
-           if _has_records(v)}
+    sub = {
+      k: space_of_nest(v, spaces) for k, v in nest.items() if _has_records(v)
+    }
     if any(s is None for s in sub.values()):
       return None
     return sp.Dict(sub)
@@ -49,14 +51,15 @@ class Builder:
   def __init__(self, meta, backend):
     self.meta = meta
     self.backend = backend
-    self.spaces = {}     # Record id -> Space.
-    self.values = {}     # Record id -> backend value during the build.
+    self.spaces = {}  # Record id -> Space.
+    self.values = {}  # Record id -> backend value during the build.
     # Component id -> list of (ApiCall, arg name, nest).
     self.args_of = {}
     for call in meta.api_calls:
       for name, nest in call.args.items():
         self.args_of.setdefault(id(call.component), []).append(
-            (call, name, nest))
+          (call, name, nest)
+        )
 
   # --- completeness --------------------------------------------------------
 
@@ -74,8 +77,11 @@ class Builder:
     known = self.known_input_spaces(component)
     wanted = component.variable_args
     if wanted is None:
-      wanted = {name for _, name, nest in self.args_of.get(id(component), [])
-                if _has_records(nest)}
+      wanted = {
+        name
+        for _, name, nest in self.args_of.get(id(component), [])
+        if _has_records(nest)
+      }
     return sorted(set(wanted) - set(known))
 
   def ensure_variables(self, component):
@@ -88,13 +94,15 @@ class Builder:
     input_spaces = self.known_input_spaces(component)
     component.input_spaces = input_spaces
     component._build_backend = self.backend
-    api_of = {name: call.name
-              for call, name, _ in self.args_of.get(id(component), [])}
+    api_of = {
+      name: call.name for call, name, _ in self.args_of.get(id(component), [])
+    }
     try:
       self.backend.create_variables(component, input_spaces)
     except SpaceError as e:
-      raise e.with_context(component=component.path,
-                           api=api_of.get(e.argument)) from None
+      raise e.with_context(
+        component=component.path, api=api_of.get(e.argument)
+      ) from None
     finally:
       component._build_backend = None
     return True
@@ -104,14 +112,18 @@ class Builder:
       return False
     if node.fn is None:
       return True
-    comps = list(node.component.walk()) if node.fn.needs_subtree else \
-        [node.component]
+    comps = (
+      list(node.component.walk()) if node.fn.needs_subtree else [node.component]
+    )
     if not all([self.ensure_variables(c) for c in comps]):
       return False
     # Inline APIs replay bodies as they are: their components' variables
     # must exist (made by a root API's flow).
-    return all(c.variables_created for api in inline_apis_in(
-        (node.args, node.kwargs)) for c in api.components())
+    return all(
+      c.variables_created
+      for api in inline_apis_in((node.args, node.kwargs))
+      for c in api.components()
+    )
 
   # --- the worklist --------------------------------------------------------
 
@@ -138,7 +150,8 @@ class Builder:
 
   def resolve(self, nest):
     return tree.map_structure(
-        lambda x: self.values[x.id] if isinstance(x, OpRecord) else x, nest)
+      lambda x: self.values[x.id] if isinstance(x, OpRecord) else x, nest
+    )
 
   def run_node(self, node):
     args, kwargs = self.resolve(node.args), self.resolve(node.kwargs)
@@ -146,20 +159,24 @@ class Builder:
     if node.fn is None:
       value = self.backend.getitem(args[0], node.getitem_key, node)
       parent = in_spaces[0]
-      space = parent[node.getitem_key] if isinstance(
-          parent, sp.ContainerSpace) else self.backend.value_space(
-              value, in_spaces, self.input_leads(node))
+      space = (
+        parent[node.getitem_key]
+        if isinstance(parent, sp.ContainerSpace)
+        else self.backend.value_space(value, in_spaces, self.input_leads(node))
+      )
     else:
       try:
         value = self.backend.run(node, args, kwargs)
       except SpaceError as e:
-        raise e.with_context(component=node.component.path,
-                             api=node.api_call.name) from None
+        raise e.with_context(
+          component=node.component.path, api=node.api_call.name
+        ) from None
       # A declared space wins; a declaration may return None to infer.
       space = declared_space(node.fn, node.component, in_spaces)
       if space is None:
-        space = self.backend.value_space(value, in_spaces,
-                                         self.input_leads(node))
+        space = self.backend.value_space(
+          value, in_spaces, self.input_leads(node)
+        )
     self.values[node.output.id] = value
     self.spaces[node.output.id] = space
 
@@ -172,15 +189,18 @@ class Builder:
       space = self.spaces.get(rec.id)
       if space is None:
         continue
-      leaves = tree.flatten_up_to(space.structure(), self.values[rec.id],
-                                  check_types=False)
+      leaves = tree.flatten_up_to(
+        space.structure(), self.values[rec.id], check_types=False
+      )
       for (_, leaf_space), leaf in zip(space.flatten(), leaves):
         n = leaf_space.num_leading_ranks
         if n:
           shape = self.backend.value_shape(leaf)
-          ranks = dict(add_batch_rank=leaf_space.has_batch_rank,
-                       add_time_rank=leaf_space.has_time_rank,
-                       time_major=leaf_space.time_major)
+          ranks = dict(
+            add_batch_rank=leaf_space.has_batch_rank,
+            add_time_rank=leaf_space.has_time_rank,
+            time_major=leaf_space.time_major,
+          )
           out.append((ranks, tuple(shape[:n])))
     return out
 
@@ -189,15 +209,18 @@ class Builder:
     for comp in self.meta.components():
       if not comp.variables_created:
         waiting[comp.path] = self.missing_args(comp)
-    lines = [f"  '{path}' misses the spaces of {args or '(nothing)'}"
-             for path, args in sorted(waiting.items())]
+    lines = [
+      f"  '{path}' misses the spaces of {args or '(nothing)'}"
+      for path, args in sorted(waiting.items())
+    ]
     stuck = sorted({f"'{n.component.path}'.{n.name}" for n in stuck_nodes})
     raise InputIncompleteError(
-        "input-incomplete components: their variables depend on spaces that "
-        "never become known (an argument fed only by a graph function that "
-        "itself waits on them, or an API that is never called)\n" +
-        "\n".join(lines) +
-        (f"\n  graph functions waiting: {', '.join(stuck)}" if stuck else ""))
+      "input-incomplete components: their variables depend on spaces that "
+      "never become known (an argument fed only by a graph function that "
+      "itself waits on them, or an API that is never called)\n"
+      + "\n".join(lines)
+      + (f"\n  graph functions waiting: {', '.join(stuck)}" if stuck else "")
+    )
 
 
 def declared_space(fn, component, in_spaces):
@@ -226,13 +249,17 @@ def infer_leaf_space(dtype, shape, in_spaces, in_leads=()):
   [batch, time] value from [batch, feature]: graph functions that change
   ranks (time folding) declare their output spaces instead.
   """
-  matches = [(ranks, lead) for ranks, lead in in_leads
-             if None not in lead and tuple(shape[:len(lead)]) == lead]
+  matches = [
+    (ranks, lead)
+    for ranks, lead in in_leads
+    if None not in lead and tuple(shape[: len(lead)]) == lead
+  ]
   if matches and (not shape or shape[0] is not None):
     ranks, lead = max(matches, key=lambda m: len(m[1]))
-    return _box(dtype, shape[len(lead):], ranks)
-  leaves = [s for space in in_spaces if space is not None
-            for _, s in space.flatten()]
+    return _box(dtype, shape[len(lead) :], ranks)
+  leaves = [
+    s for space in in_spaces if space is not None for _, s in space.flatten()
+  ]
   time_leaf = next((s for s in leaves if s.has_time_rank), None)
   any_batch = any(s.has_batch_rank for s in leaves)
   n_unknown = 0
@@ -241,11 +268,12 @@ def infer_leaf_space(dtype, shape, in_spaces, in_leads=()):
       break
     n_unknown += 1
   if n_unknown >= 2 and time_leaf is not None and any_batch:
-    ranks = dict(add_batch_rank=True, add_time_rank=True,
-                 time_major=time_leaf.time_major)
+    ranks = dict(
+      add_batch_rank=True, add_time_rank=True, time_major=time_leaf.time_major
+    )
     rest = shape[2:]
   elif n_unknown >= 1 and time_leaf is not None and not any_batch:
-    ranks = dict(add_time_rank=True)   # Inputs have a time rank only.
+    ranks = dict(add_time_rank=True)  # Inputs have a time rank only.
     rest = shape[1:]
   elif n_unknown >= 1:
     ranks = dict(add_batch_rank=True)

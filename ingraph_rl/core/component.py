@@ -54,26 +54,30 @@ class Component:
     if not _SCOPE_RE.match(scope):
       raise AssemblyError(f"bad scope {scope!r}: use letters, digits, _ . -")
     self.scope = scope
-    self.input_spaces = None        # Set once by the builder.
-    self._variables = {}            # Local name -> backend variable.
-    self._variable_specs = {}       # Local name -> VariableSpec.
-    self._resources = {}            # Local name -> backend resource.
-    self._build_backend = None      # The executor, set by the builder
-                                    # around create_variables.
-    self.built_by = None            # Executor name once built.
-    self.executor = None            # The executor, once built.
+    self.input_spaces = None  # Set once by the builder.
+    self._variables = {}  # Local name -> backend variable.
+    self._variable_specs = {}  # Local name -> VariableSpec.
+    self._resources = {}  # Local name -> backend resource.
+    self._build_backend = None  # The executor, set by the builder
+    # around create_variables.
+    self.built_by = None  # Executor name once built.
+    self.executor = None  # The executor, once built.
 
   # --- composition -----------------------------------------------------------
 
   def __setattr__(self, name, value):
     if "_sub_components" not in self.__dict__:
       raise AssemblyError(
-          f"{type(self).__name__}.__init__ must call super().__init__() "
-          f"before setting attributes")
+        f"{type(self).__name__}.__init__ must call super().__init__() "
+        f"before setting attributes"
+      )
     if isinstance(value, Component) and name != "parent":
       self.add_components(value)
-    elif isinstance(value, (list, tuple)) and value and all(
-        isinstance(v, Component) for v in value):
+    elif (
+      isinstance(value, (list, tuple))
+      and value
+      and all(isinstance(v, Component) for v in value)
+    ):
       self.add_components(*value)
     object.__setattr__(self, name, value)
 
@@ -82,13 +86,15 @@ class Component:
     for c in components:
       if c.parent is not None and c.parent is not self:
         raise AssemblyError(
-            f"'{c.path}' already belongs to '{c.parent.path}'; cannot add it "
-            f"to '{self.path}' as well (one parent per component)")
+          f"'{c.path}' already belongs to '{c.parent.path}'; cannot add it "
+          f"to '{self.path}' as well (one parent per component)"
+        )
       other = self._sub_components.get(c.scope)
       if other is not None and other is not c:
         raise AssemblyError(
-            f"'{self.path}' already has a sub-component with scope "
-            f"'{c.scope}'; give each sibling a unique scope")
+          f"'{self.path}' already has a sub-component with scope "
+          f"'{c.scope}'; give each sibling a unique scope"
+        )
       if c is self or self.is_descendant_of(c):
         raise AssemblyError(f"adding '{c.path}' to '{self.path}' makes a cycle")
       self._sub_components[c.scope] = c
@@ -101,8 +107,9 @@ class Component:
 
   @property
   def path(self):
-    return self.scope if self.parent is None else \
-        f"{self.parent.path}/{self.scope}"
+    return (
+      self.scope if self.parent is None else f"{self.parent.path}/{self.scope}"
+    )
 
   def is_descendant_of(self, other):
     p = self.parent
@@ -126,7 +133,7 @@ class Component:
         if isinstance(value, decorators.ApiMethod):
           out[name] = value
         elif name in out:
-          del out[name]   # Overridden by a plain attribute.
+          del out[name]  # Overridden by a plain attribute.
     return out
 
   @classmethod
@@ -148,8 +155,15 @@ class Component:
   def variables_created(self):
     return self.input_spaces is not None or not self.needs_variables_call
 
-  def add_variable(self, name, shape, dtype=np.float32, initializer="zeros",
-                   trainable=True, torch_permutation=None):
+  def add_variable(
+    self,
+    name,
+    shape,
+    dtype=np.float32,
+    initializer="zeros",
+    trainable=True,
+    torch_permutation=None,
+  ):
     """Makes a variable of the executor's backend; only inside
     `create_variables`.
 
@@ -160,13 +174,18 @@ class Component:
     """
     if self._build_backend is None:
       raise BuildError(
-          f"'{self.path}'.add_variable('{name}') called outside "
-          f"create_variables")
+        f"'{self.path}'.add_variable('{name}') called outside create_variables"
+      )
     if name in self._variable_specs:
       raise BuildError(f"'{self.path}' already has a variable '{name}'")
-    spec = VariableSpec(f"{self.path}/{name}", tuple(int(d) for d in shape),
-                        np.dtype(dtype), initializer, bool(trainable),
-                        torch_permutation)
+    spec = VariableSpec(
+      f"{self.path}/{name}",
+      tuple(int(d) for d in shape),
+      np.dtype(dtype),
+      initializer,
+      bool(trainable),
+      torch_permutation,
+    )
     var = self._build_backend.make_variable(self, spec)
     self._variable_specs[name] = spec
     self._variables[name] = var
@@ -180,16 +199,19 @@ class Component:
     """
     if self._build_backend is None:
       raise BuildError(
-          f"'{self.path}'.add_resource('{name}') called outside "
-          f"create_variables")
+        f"'{self.path}'.add_resource('{name}') called outside create_variables"
+      )
     if name in self._resources:
       raise BuildError(f"'{self.path}' already has a resource '{name}'")
     factory = {"tensorflow": tf, "torch": torch}[self._build_backend.backend]
     if factory is None:
-      raise BuildError(f"'{self.path}'.add_resource('{name}') has no factory "
-                       f"for the {self._build_backend.backend} executor")
-    obj = self._build_backend.make_resource(self, f"{self.path}/{name}",
-                                            factory)
+      raise BuildError(
+        f"'{self.path}'.add_resource('{name}') has no factory "
+        f"for the {self._build_backend.backend} executor"
+      )
+    obj = self._build_backend.make_resource(
+      self, f"{self.path}/{name}", factory
+    )
     self._resources[name] = obj
     return obj
 
@@ -205,8 +227,9 @@ class Component:
 
   # --- helpers for create_variables ---------------------------------------
 
-  def expect_space(self, input_spaces, arg, kind=None, min_rank=None,
-                   rank=None):
+  def expect_space(
+    self, input_spaces, arg, kind=None, min_rank=None, rank=None
+  ):
     """Checks an input space and raises a SpaceError naming this component
     and the argument."""
     space = input_spaces.get(arg)
@@ -217,7 +240,8 @@ class Component:
       if kind is not None and not isinstance(space, kind):
         problems.append(f"a {_kind_name(kind)}")
       if (min_rank is not None or rank is not None) and not isinstance(
-          space, BoxSpace):
+        space, BoxSpace
+      ):
         problems.append("a single tensor")
       elif min_rank is not None and space.rank < min_rank:
         problems.append(f"per-item rank >= {min_rank}")
@@ -229,9 +253,13 @@ class Component:
         want.append(f"per-item rank >= {min_rank}")
       if rank is not None:
         want.append(f"per-item rank {rank}")
-      raise SpaceError("unsupported input space", component=self.path,
-                       argument=arg, expected=" with ".join(want),
-                       received=repr(space))
+      raise SpaceError(
+        "unsupported input space",
+        component=self.path,
+        argument=arg,
+        expected=" with ".join(want),
+        received=repr(space),
+      )
     return space
 
   # --- built-in APIs -----------------------------------------------------
@@ -248,12 +276,19 @@ class Component:
     """Dict space of `variables()`, in TF layout in every backend (the
     torch mirror may store some variables permuted)."""
     prefix = len(self.path) + 1
-    return Dict({spec.path[prefix:]: infer_leaf_space(spec.dtype, spec.shape,
-                                                      [])
-                 for c in self.walk() for spec in c._variable_specs.values()})
+    return Dict(
+      {
+        spec.path[prefix:]: infer_leaf_space(spec.dtype, spec.shape, [])
+        for c in self.walk()
+        for spec in c._variable_specs.values()
+      }
+    )
 
-  @decorators.graph_fn(needs_subtree=True, neutral=True,
-                       output_space=lambda self: self.subtree_variable_space())
+  @decorators.graph_fn(
+    needs_subtree=True,
+    neutral=True,
+    output_space=lambda self: self.subtree_variable_space(),
+  )
   def _graph_fn_variables(self):
     return self.subtree_variables()
 
@@ -263,8 +298,9 @@ class Component:
 
 def _snake(name):
   # "TFOnly" -> "tf_only", "NeuralNetwork" -> "neural_network".
-  return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_",
-                name).lower()
+  return re.sub(
+    r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name
+  ).lower()
 
 
 def _kind_name(kind):

@@ -21,20 +21,28 @@ class Recorder(typing.Protocol):
   (`core.assembly.Assembly` implements it)."""
 
   def call_api(
-    self, component: typing.Any, method: typing.Any, args: typing.Any,
-    kwargs: dict[str, typing.Any]
+    self,
+    component: typing.Any,
+    method: typing.Any,
+    args: typing.Any,
+    kwargs: dict[str, typing.Any],
   ) -> typing.Any: ...
 
   def call_graph_fn(
-    self, component: typing.Any, fn: typing.Any, args: typing.Any,
-    kwargs: dict[str, typing.Any]
+    self,
+    component: typing.Any,
+    fn: typing.Any,
+    args: typing.Any,
+    kwargs: dict[str, typing.Any],
   ) -> typing.Any: ...
 
-  def record_getitem(self, record: typing.Any, key: typing.Any) -> typing.Any:
-    ...
+  def record_getitem(
+    self, record: typing.Any, key: typing.Any
+  ) -> typing.Any: ...
 
-  def inline_api(self, component: typing.Any, method: typing.Any) -> typing.Any:
-    ...
+  def inline_api(
+    self, component: typing.Any, method: typing.Any
+  ) -> typing.Any: ...
 
 
 def current(component: typing.Any = None, what: str | None = None) -> Recorder:
@@ -43,10 +51,11 @@ def current(component: typing.Any = None, what: str | None = None) -> Recorder:
   if asm is None:
     where = f" ('{component.path}'.{what})" if component is not None else ""
     raise AssemblyError(
-        f"API methods and graph functions{where} run only while an "
-        f"executor assembles the component; build it with "
-        f"TFExecutor(component, input_spaces) or TorchExecutor(...) and call "
-        f"executor.execute(api_name, ...)")
+      f"API methods and graph functions{where} run only while an "
+      f"executor assembles the component; build it with "
+      f"TFExecutor(component, input_spaces) or TorchExecutor(...) and call "
+      f"executor.execute(api_name, ...)"
+    )
   return asm
 
 

@@ -62,7 +62,8 @@ class ApiMethod:
 
 def _call_api(component, method, *args, **kwargs):
   return context.current(component, method.name).call_api(
-      component, method, args, kwargs)
+    component, method, args, kwargs
+  )
 
 
 def api(fn):
@@ -91,8 +92,15 @@ class GraphFn:
       back to inference.
   """
 
-  def __init__(self, tf_body, returns=None, neutral=False,
-               needs_subtree=False, needs_gradients=False, output_space=None):
+  def __init__(
+    self,
+    tf_body,
+    returns=None,
+    neutral=False,
+    needs_subtree=False,
+    needs_gradients=False,
+    output_space=None,
+  ):
     self.tf_body = tf_body
     self.torch_body = tf_body if neutral else None
     self.name = tf_body.__name__
@@ -115,15 +123,27 @@ class GraphFn:
 
 def _call_graph_fn(component, fn, *args, **kwargs):
   return context.current(component, fn.name).call_graph_fn(
-      component, fn, args, kwargs)
+    component, fn, args, kwargs
+  )
 
 
-def graph_fn(fn=None, *, returns=None, neutral=False, needs_subtree=False,
-             needs_gradients=False, output_space=None):
+def graph_fn(
+  fn=None,
+  *,
+  returns=None,
+  neutral=False,
+  needs_subtree=False,
+  needs_gradients=False,
+  output_space=None,
+):
   """Declares a graph function. Usable bare or with options."""
-  options = dict(returns=returns, neutral=neutral,
-                 needs_subtree=needs_subtree, needs_gradients=needs_gradients,
-                 output_space=output_space)
+  options = dict(
+    returns=returns,
+    neutral=neutral,
+    needs_subtree=needs_subtree,
+    needs_gradients=needs_gradients,
+    output_space=output_space,
+  )
   if fn is None:
     return functools.partial(GraphFn, **options)
   return GraphFn(fn, **options)

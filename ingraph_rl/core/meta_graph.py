@@ -27,22 +27,24 @@ class OpRecord:
 
   def __init__(self, id_, api, producer, label):
     self.id = id_
-    self.api = api            # Name of the root API this record belongs to.
+    self.api = api  # Name of the root API this record belongs to.
     self.producer = producer  # GraphFnNode, or None for a root API argument.
-    self.label = label        # Human-readable origin, for errors and DOT.
+    self.label = label  # Human-readable origin, for errors and DOT.
 
   def __getitem__(self, key):
     return context.current().record_getitem(self, key)
 
   def __iter__(self):
     raise AssemblyError(
-        f"cannot unpack {self.label}: a graph function returning several "
-        f"values must declare it, e.g. @graph_fn(returns=2)")
+      f"cannot unpack {self.label}: a graph function returning several "
+      f"values must declare it, e.g. @graph_fn(returns=2)"
+    )
 
   def __bool__(self):
     raise AssemblyError(
-        f"{self.label} has no value during assembly; use tf.cond/tf.where "
-        f"inside a graph function instead of Python control flow")
+      f"{self.label} has no value during assembly; use tf.cond/tf.where "
+      f"inside a graph function instead of Python control flow"
+    )
 
   def __repr__(self):
     return f"OpRecord({self.id}: {self.label})"
@@ -63,13 +65,14 @@ class GraphFnNode:
   `fn` is the GraphFn descriptor (None for getitem); `args`/`kwargs` are
   nests whose leaves are OpRecords or literal Python values.
   """
+
   id: int
   component: typing.Any
   fn: typing.Any
   args: tuple
   kwargs: dict
-  output: typing.Any       # OpRecord.
-  api_call: "ApiCall"      # The API call during which this node was made.
+  output: typing.Any  # OpRecord.
+  api_call: "ApiCall"  # The API call during which this node was made.
   getitem_key: typing.Any = None
 
   @property
@@ -83,9 +86,10 @@ class GraphFnNode:
 @dataclasses.dataclass(eq=False)
 class ApiCall:
   """One call of an API method: component, name, bound arguments, result."""
+
   component: typing.Any
   name: str
-  args: dict               # Argument name -> nest of records / literals.
+  args: dict  # Argument name -> nest of records / literals.
   parent: typing.Optional["ApiCall"]
   outputs: typing.Any = None
 
@@ -93,12 +97,13 @@ class ApiCall:
 @dataclasses.dataclass(eq=False)
 class RootApi:
   """A root API method: its inputs, outputs and graph-function nodes."""
+
   name: str
-  arg_names: list          # Arguments fed at execution, in order.
-  inputs: dict             # Argument name -> OpRecord.
-  literals: dict           # Arguments left at their Python default.
-  outputs: typing.Any      # Nest of OpRecords (or None).
-  nodes: list              # GraphFnNodes in call order.
+  arg_names: list  # Arguments fed at execution, in order.
+  inputs: dict  # Argument name -> OpRecord.
+  literals: dict  # Arguments left at their Python default.
+  outputs: typing.Any  # Nest of OpRecords (or None).
+  nodes: list  # GraphFnNodes in call order.
 
 
 @dataclasses.dataclass(eq=False)
@@ -110,23 +115,32 @@ class InlineApi:
   Calling it replays the API's recorded graph functions with the executor
   that built them. Its components must get their variables from a root API.
   """
+
   component: typing.Any
   name: str
-  inputs: list             # OpRecords, one per argument, in order.
-  outputs: typing.Any      # Nest of OpRecords.
-  nodes: list              # GraphFnNodes in call order.
+  inputs: list  # OpRecords, one per argument, in order.
+  outputs: typing.Any  # Nest of OpRecords.
+  nodes: list  # GraphFnNodes in call order.
 
   def __call__(self, *args):
     executor = self.component.executor
     if executor is None:
-      raise AssemblyError(f"inline API '{self.component.path}'.{self.name} "
-                          f"called before an executor built it")
+      raise AssemblyError(
+        f"inline API '{self.component.path}'.{self.name} "
+        f"called before an executor built it"
+      )
     if len(args) != len(self.inputs):
       raise AssemblyError(
-          f"inline API '{self.component.path}'.{self.name} takes "
-          f"{len(self.inputs)} arguments, got {len(args)}")
-    return executor.replay(self.nodes, [r.id for r in self.inputs], args,
-                           self.outputs, record=self.needs_gradients)
+        f"inline API '{self.component.path}'.{self.name} takes "
+        f"{len(self.inputs)} arguments, got {len(args)}"
+      )
+    return executor.replay(
+      self.nodes,
+      [r.id for r in self.inputs],
+      args,
+      self.outputs,
+      record=self.needs_gradients,
+    )
 
   @property
   def needs_gradients(self):
@@ -143,9 +157,10 @@ def inline_apis_in(nest):
 @dataclasses.dataclass(eq=False)
 class MetaGraph:
   """Everything assembly recorded for one root component."""
+
   root: typing.Any
-  apis: dict               # Name -> RootApi.
-  api_calls: list          # Every ApiCall, in order.
+  apis: dict  # Name -> RootApi.
+  api_calls: list  # Every ApiCall, in order.
   num_records: int
 
   def all_nodes(self):

@@ -15,7 +15,7 @@ from ingraph_rl.errors import BuildError
 
 @dataclasses.dataclass(frozen=True)
 class VariableSpec:
-  path: str                 # Full path, e.g. 'agent/net/dense_0/kernel'.
+  path: str  # Full path, e.g. 'agent/net/dense_0/kernel'.
   shape: tuple
   dtype: np.dtype
   initializer: typing.Any
@@ -39,20 +39,23 @@ def _uniform_limit(name, shape):
   fan_in, fan_out = _fans(shape)
   if name == "glorot_uniform":
     return math.sqrt(6.0 / (fan_in + fan_out))
-  return math.sqrt(6.0 / fan_in)          # he_uniform: for ReLU layers.
+  return math.sqrt(6.0 / fan_in)  # he_uniform: for ReLU layers.
 
 
 @dataclasses.dataclass(frozen=True)
 class Scaled:
   """A named uniform initializer times `scale`, e.g. a near-uniform initial
   policy: `Dense(6, kernel_initializer=Scaled("glorot_uniform", 0.01))`."""
+
   name: str
   scale: float
 
   def __post_init__(self):
     if self.name not in UNIFORM_INITIALIZERS:
-      raise BuildError(f"Scaled: unknown initializer {self.name!r}; known: "
-                       f"{UNIFORM_INITIALIZERS}")
+      raise BuildError(
+        f"Scaled: unknown initializer {self.name!r}; known: "
+        f"{UNIFORM_INITIALIZERS}"
+      )
 
   def __call__(self, shape, dtype, rng):
     limit = self.scale * _uniform_limit(self.name, shape)
@@ -76,8 +79,9 @@ def initial_value(spec, rng):
   else:
     value = np.broadcast_to(np.asarray(init, dtype), shape)
   if value.shape != shape:
-    raise BuildError(f"{spec.path}: initializer gave shape {value.shape}, "
-                     f"expected {shape}")
+    raise BuildError(
+      f"{spec.path}: initializer gave shape {value.shape}, expected {shape}"
+    )
   return np.array(value, dtype=dtype)
 
 
@@ -99,8 +103,7 @@ class VariableRegistry:
     self.variables[spec.path] = variable
 
   def trainable(self):
-    return {p: v for p, v in self.variables.items()
-            if self.specs[p].trainable}
+    return {p: v for p, v in self.variables.items() if self.specs[p].trainable}
 
   def check_weights(self, weights):
     """Raises a clear error unless `weights` has exactly our paths and
@@ -113,7 +116,8 @@ class VariableRegistry:
     for path, spec in self.specs.items():
       arr = np.asarray(weights[path])
       if arr.shape != spec.shape:
-        raise BuildError(f"set_weights: '{path}' has shape {arr.shape}, "
-                         f"expected {spec.shape}")
+        raise BuildError(
+          f"set_weights: '{path}' has shape {arr.shape}, expected {spec.shape}"
+        )
       out[path] = arr.astype(spec.dtype, copy=False)
     return out

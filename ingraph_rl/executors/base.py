@@ -21,6 +21,7 @@ from ingraph_rl.spaces import Space
 class BuildStats:
   """Seconds spent in each phase. `trace_s` is the TF executor tracing the
   per-API functions (0 for torch)."""
+
   assembly_s: float
   build_s: float
   trace_s: float = 0.0
@@ -33,6 +34,7 @@ class BuildStats:
 @dataclasses.dataclass
 class ApiSpec:
   """A root API: its argument spaces (in order) and output space nest."""
+
   name: str
   arg_spaces: dict
   output_space: typing.Any
@@ -53,19 +55,25 @@ class Executor:
 
   backend = None  # Name, set by subclasses.
 
-  def __init__(self, root, input_spaces, *, api_names=None,
-               check_inputs=True, seed=0):
+  def __init__(
+    self, root, input_spaces, *, api_names=None, check_inputs=True, seed=0
+  ):
     if root.parent is not None:
       raise AssemblyError(f"'{root.path}' has a parent; build the root")
     if root.built_by is not None:
       raise AssemblyError(
-          f"'{root.path}' was already built by the {root.built_by} executor; "
-          f"build a copy instead (copy.deepcopy(component) before building)")
+        f"'{root.path}' was already built by the {root.built_by} executor; "
+        f"build a copy instead (copy.deepcopy(component) before building)"
+      )
     for name, space in input_spaces.items():
       if not isinstance(space, Space):
-        raise SpaceError("input space is not a Space", component=root.path,
-                         argument=name, expected="a Space",
-                         received=repr(space))
+        raise SpaceError(
+          "input space is not a Space",
+          component=root.path,
+          argument=name,
+          expected="a Space",
+          received=repr(space),
+        )
     self.root = root
     self.input_spaces = dict(input_spaces)
     self.check_inputs = check_inputs
@@ -82,18 +90,23 @@ class Executor:
     self.apis = {}
     for name, rapi in self.meta_graph.apis.items():
       self.apis[name] = ApiSpec(
-          name, {a: self.input_spaces[a] for a in rapi.arg_names},
-          tree.map_structure(
-              lambda r: builder.spaces.get(r.id) if isinstance(
-                  r, OpRecord) else None, rapi.outputs))
+        name,
+        {a: self.input_spaces[a] for a in rapi.arg_names},
+        tree.map_structure(
+          lambda r: (
+            builder.spaces.get(r.id) if isinstance(r, OpRecord) else None
+          ),
+          rapi.outputs,
+        ),
+      )
     start = time.perf_counter()
     self._make_functions()
     # What `execute` needs per API, looked up once.
     self._calls = {
-        n: (self._functions[n], list(self.apis[n].arg_spaces.items()))
-        for n in self._functions}
-    self.stats = BuildStats(assembly_s, build_s,
-                            time.perf_counter() - start)
+      n: (self._functions[n], list(self.apis[n].arg_spaces.items()))
+      for n in self._functions
+    }
+    self.stats = BuildStats(assembly_s, build_s, time.perf_counter() - start)
 
   # --- backend hooks -------------------------------------------------------
 
@@ -116,8 +129,9 @@ class Executor:
       fn, arg_spaces = self._calls[api_name]
     except KeyError:
       raise AssemblyError(
-          f"'{self.root.path}' has no built API '{api_name}'; built APIs: "
-          f"{sorted(self._functions)}") from None
+        f"'{self.root.path}' has no built API '{api_name}'; built APIs: "
+        f"{sorted(self._functions)}"
+      ) from None
     if kwargs or len(args) != len(arg_spaces):
       args = self._bind(self.apis[api_name], args, kwargs)
     if self.check_inputs:
@@ -125,8 +139,9 @@ class Executor:
         try:
           space.check(value)
         except SpaceError as e:
-          raise e.with_context(component=self.root.path, api=api_name,
-                               argument=name) from None
+          raise e.with_context(
+            component=self.root.path, api=api_name, argument=name
+          ) from None
     try:
       return fn(*args)
     except Exception as e:  # A failed in-graph value check -> SpaceError.
@@ -138,27 +153,38 @@ class Executor:
   def _bind(self, spec, args, kwargs):
     names = list(spec.arg_spaces)
     if len(args) > len(names):
-      raise SpaceError(f"{len(args)} arguments given, {len(names)} expected "
-                       f"({names})", component=self.root.path, api=spec.name)
+      raise SpaceError(
+        f"{len(args)} arguments given, {len(names)} expected ({names})",
+        component=self.root.path,
+        api=spec.name,
+      )
     out = dict(zip(names, args))
     for k, v in kwargs.items():
       if k not in names or k in out:
-        raise SpaceError(f"unexpected or repeated argument '{k}'",
-                         component=self.root.path, api=spec.name,
-                         expected=f"arguments {names}")
+        raise SpaceError(
+          f"unexpected or repeated argument '{k}'",
+          component=self.root.path,
+          api=spec.name,
+          expected=f"arguments {names}",
+        )
       out[k] = v
     missing = [n for n in names if n not in out]
     if missing:
-      raise SpaceError(f"missing arguments {missing}",
-                       component=self.root.path, api=spec.name,
-                       expected=f"arguments {names}")
+      raise SpaceError(
+        f"missing arguments {missing}",
+        component=self.root.path,
+        api=spec.name,
+        expected=f"arguments {names}",
+      )
     return [out[n] for n in names]
 
   def sample_inputs(self, api_name, size=None, seed=None):
     """Random arguments for `api_name` from the input spaces."""
     rng = np.random.default_rng(seed)
-    return [s.sample(size if s.num_leading_ranks else None, rng)
-            for s in self.apis[api_name].arg_spaces.values()]
+    return [
+      s.sample(size if s.num_leading_ranks else None, rng)
+      for s in self.apis[api_name].arg_spaces.values()
+    ]
 
   def describe(self):
     """One line per API: name(arg: space, ...) -> output space."""
@@ -189,5 +215,5 @@ def root_input_specs(meta_graph, input_spaces):
 
 def resolve(values, nest):
   return tree.map_structure(
-      lambda x: values[x.id] if isinstance(x, OpRecord) else x, nest)
-
+    lambda x: values[x.id] if isinstance(x, OpRecord) else x, nest
+  )

@@ -159,12 +159,20 @@ class MultiTowerStrategy(Strategy):
     device_map: as `DeviceMapStrategy`, for variables and shared nodes.
   """
 
-  def __init__(self, devices, split_at, apis=("update",),
-               loss_reduction="mean", output_reductions=None,
-               device_map=None):
+  def __init__(
+    self,
+    devices,
+    split_at,
+    apis=("update",),
+    loss_reduction="mean",
+    output_reductions=None,
+    device_map=None,
+  ):
     if isinstance(devices, str) or not devices:
-      raise BuildError("MultiTowerStrategy: devices must be a non-empty list "
-                       "of device strings, one per tower")
+      raise BuildError(
+        "MultiTowerStrategy: devices must be a non-empty list "
+        "of device strings, one per tower"
+      )
     if isinstance(apis, str):
       apis = (apis,)
     self.devices = [str(d) for d in devices]
@@ -172,13 +180,16 @@ class MultiTowerStrategy(Strategy):
     self.apis = tuple(apis)
     self.output_reductions = dict(output_reductions or {})
     for what, rule in [("loss_reduction", loss_reduction)] + [
-        (f"output_reductions[{k!r}]", v)
-        for k, v in self.output_reductions.items()]:
-      if rule not in REDUCTIONS or (what == "loss_reduction" and
-                                    rule == "first"):
+      (f"output_reductions[{k!r}]", v)
+      for k, v in self.output_reductions.items()
+    ]:
+      if rule not in REDUCTIONS or (
+        what == "loss_reduction" and rule == "first"
+      ):
         allowed = REDUCTIONS if what != "loss_reduction" else ("mean", "sum")
-        raise BuildError(f"MultiTowerStrategy: {what} must be one of "
-                         f"{allowed}, got {rule!r}")
+        raise BuildError(
+          f"MultiTowerStrategy: {what} must be one of {allowed}, got {rule!r}"
+        )
     self.loss_reduction = loss_reduction
     self.device_map = dict(device_map or {})
 
@@ -196,16 +207,22 @@ class MultiTowerStrategy(Strategy):
     missing = [a for a in self.apis if a not in executor.meta_graph.apis]
     if missing:
       raise BuildError(
-          f"MultiTowerStrategy: no built root API {missing} of "
-          f"'{executor.root.path}'; built APIs: "
-          f"{sorted(executor.meta_graph.apis)}")
+        f"MultiTowerStrategy: no built root API {missing} of "
+        f"'{executor.root.path}'; built APIs: "
+        f"{sorted(executor.meta_graph.apis)}"
+      )
 
   def plan(self, executor, rapi):
     if rapi.name not in self.apis:
       return None
-    return TowerPlan(self, executor, rapi.name, rapi.nodes,
-                     [rapi.inputs[a].id for a in rapi.arg_names],
-                     rapi.outputs)
+    return TowerPlan(
+      self,
+      executor,
+      rapi.name,
+      rapi.nodes,
+      [rapi.inputs[a].id for a in rapi.arg_names],
+      rapi.outputs,
+    )
 
   def plan_inline(self, executor, inline):
     """The plan of an inlined tower API (e.g. DQN's `train` loop inlining
@@ -213,30 +230,45 @@ class MultiTowerStrategy(Strategy):
     if inline.component is not executor.root or inline.name not in self.apis:
       return None
     rapi = executor.meta_graph.apis.get(inline.name)
-    where = (f"MultiTowerStrategy: API '{inline.name}' inlined into "
-             f"another API")
+    where = f"MultiTowerStrategy: API '{inline.name}' inlined into another API"
     if rapi is None:
-      raise BuildError(f"{where} needs '{inline.name}' built as a root API "
-                       f"too (towers plan with its spaces); add it to "
-                       f"api_names")
+      raise BuildError(
+        f"{where} needs '{inline.name}' built as a root API "
+        f"too (towers plan with its spaces); add it to "
+        f"api_names"
+      )
     pairs = list(zip(inline.nodes, rapi.nodes))
     if len(inline.nodes) != len(rapi.nodes) or any(
-        a.component is not b.component or a.fn is not b.fn or
-        a.getitem_key != b.getitem_key for a, b in pairs):
-      raise BuildError(f"{where} records other graph functions than root "
-                       f"API '{inline.name}'; towers cannot plan it")
+      a.component is not b.component
+      or a.fn is not b.fn
+      or a.getitem_key != b.getitem_key
+      for a, b in pairs
+    ):
+      raise BuildError(
+        f"{where} records other graph functions than root "
+        f"API '{inline.name}'; towers cannot plan it"
+      )
     space_ids = {a.output.id: b.output.id for a, b in pairs}
     by_label = {r.label: r.id for r in rapi.inputs.values()}
-    space_ids.update({r.id: by_label[r.label] for r in inline.inputs
-                      if r.label in by_label})
-    return TowerPlan(self, executor, inline.name, inline.nodes,
-                     [r.id for r in inline.inputs], inline.outputs,
-                     space_ids)
+    space_ids.update(
+      {r.id: by_label[r.label] for r in inline.inputs if r.label in by_label}
+    )
+    return TowerPlan(
+      self,
+      executor,
+      inline.name,
+      inline.nodes,
+      [r.id for r in inline.inputs],
+      inline.outputs,
+      space_ids,
+    )
 
   def __repr__(self):
-    return (f"MultiTowerStrategy({self.devices!r}, split_at="
-            f"{self.split_at!r}, apis={self.apis!r}, loss_reduction="
-            f"{self.loss_reduction!r})")
+    return (
+      f"MultiTowerStrategy({self.devices!r}, split_at="
+      f"{self.split_at!r}, apis={self.apis!r}, loss_reduction="
+      f"{self.loss_reduction!r})"
+    )
 
 
 class TowerPlan:
@@ -246,8 +278,9 @@ class TowerPlan:
   build-time shape it has (for an inlined API); default: its own.
   """
 
-  def __init__(self, strategy, executor, name, nodes, input_ids, outputs,
-               space_ids=None):
+  def __init__(
+    self, strategy, executor, name, nodes, input_ids, outputs, space_ids=None
+  ):
     self.strategy = strategy
     self.executor = executor
     self.name = name
@@ -259,9 +292,10 @@ class TowerPlan:
     steps = [n for n in nodes if n.fn is not None and n.fn.needs_gradients]
     if not steps:
       raise BuildError(
-          f"{self.where}: no optimizer step (no graph function with "
-          f"needs_gradients=True): towers split the batch of an update "
-          f"API; list only such APIs in `apis`")
+        f"{self.where}: no optimizer step (no graph function with "
+        f"needs_gradients=True): towers split the batch of an update "
+        f"API; list only such APIs in `apis`"
+      )
     # Records the steps need, transitively.
     feeds = {r.id for n in steps for r in n.inputs()}
     for node in reversed(nodes):
@@ -269,8 +303,10 @@ class TowerPlan:
         feeds.update(r.id for r in node.inputs())
     self.sources = self._find_sources(nodes, feeds)
     if not any(self._batched(rid) for rid in self.sources):
-      raise BuildError(f"{self.where}: the batch of {self._split_name()} "
-                       f"has no leaf with a batch rank to split")
+      raise BuildError(
+        f"{self.where}: the batch of {self._split_name()} "
+        f"has no leaf with a batch rank to split"
+      )
     # Tower nodes: depend on the batch and feed a step.
     batch_dependent = set(self.sources)
     self.tower_ids = set()
@@ -282,14 +318,17 @@ class TowerPlan:
         if node.output.id in feeds:
           self.tower_ids.add(node.id)
     if not self.tower_ids:
-      raise BuildError(f"{self.where}: the optimizer step's loss does not "
-                       f"depend on the batch of {self._split_name()}")
+      raise BuildError(
+        f"{self.where}: the optimizer step's loss does not "
+        f"depend on the batch of {self._split_name()}"
+      )
     for step in steps:
       if step.id in self.tower_ids:
         raise BuildError(
-            f"{self.where}: optimizer step '{step.component.path}' feeds "
-            f"another step with a batch-dependent value; towers support "
-            f"steps whose losses depend on the batch only")
+          f"{self.where}: optimizer step '{step.component.path}' feeds "
+          f"another step with a batch-dependent value; towers support "
+          f"steps whose losses depend on the batch only"
+        )
 
   def _split_name(self):
     split_at = self.strategy.split_at
@@ -301,54 +340,70 @@ class TowerPlan:
       sources = set(self.input_ids)
       if not sources:
         raise BuildError(
-            f"{self.where}: split_at=None splits the API's arguments, but "
-            f"it takes none; give split_at=<path of the component whose "
-            f"output is the batch>{self._candidates(nodes, feeds)}")
+          f"{self.where}: split_at=None splits the API's arguments, but "
+          f"it takes none; give split_at=<path of the component whose "
+          f"output is the batch>{self._candidates(nodes, feeds)}"
+        )
       return sources
-    own = [n for n in nodes if n.fn is not None and
-           n.component.path == split_at]
+    own = [
+      n for n in nodes if n.fn is not None and n.component.path == split_at
+    ]
     if not own:
       raise BuildError(
-          f"{self.where}: split_at '{split_at}' runs no graph function in "
-          f"this API{self._candidates(nodes, feeds)}")
+        f"{self.where}: split_at '{split_at}' runs no graph function in "
+        f"this API{self._candidates(nodes, feeds)}"
+      )
     sources = {n.output.id for n in own if n.output.id in feeds}
     if not sources:
       raise BuildError(
-          f"{self.where}: no graph function of split_at '{split_at}' feeds "
-          f"the optimizer step's loss{self._candidates(nodes, feeds)}")
+        f"{self.where}: no graph function of split_at '{split_at}' feeds "
+        f"the optimizer step's loss{self._candidates(nodes, feeds)}"
+      )
     return sources
 
   def space_of(self, record_id):
     return self.executor.record_spaces.get(
-        self.space_ids.get(record_id, record_id))
+      self.space_ids.get(record_id, record_id)
+    )
 
   def shape_of(self, record_id):
     return self.executor.record_shapes.get(
-        self.space_ids.get(record_id, record_id))
+      self.space_ids.get(record_id, record_id)
+    )
 
   def _batched(self, record_id):
     space = self.space_of(record_id)
-    return space is not None and any(s.has_batch_rank
-                                     for _, s in space.flatten())
+    return space is not None and any(
+      s.has_batch_rank for _, s in space.flatten()
+    )
 
   def _candidates(self, nodes, feeds):
     """Where batches start: graph functions that feed the loss with a
     batch-ranked output from inputs without one."""
     paths = []
     for n in nodes:
-      if (n.fn is not None and n.output.id in feeds and
-          self._batched(n.output.id) and
-          not any(self._batched(r.id) for r in n.inputs()) and
-          n.component.path not in paths):
+      if (
+        n.fn is not None
+        and n.output.id in feeds
+        and self._batched(n.output.id)
+        and not any(self._batched(r.id) for r in n.inputs())
+        and n.component.path not in paths
+      ):
         paths.append(n.component.path)
-    return (f"; graph functions where a batch that feeds the loss starts "
-            f"belong to {paths}" if paths else "")
+    return (
+      f"; graph functions where a batch that feeds the loss starts "
+      f"belong to {paths}"
+      if paths
+      else ""
+    )
 
   def replay(self, args):
     """Traces the API with towers (inside its tf.function); returns its
     outputs."""
-    with gradients.tf_recording(), \
-        gradients.tf_gradient_overrides({}) as registry:
+    with (
+      gradients.tf_recording(),
+      gradients.tf_gradient_overrides({}) as registry,
+    ):
       return _TowerTrace(self, registry).run(args)
 
 
@@ -360,17 +415,18 @@ class _TowerTrace:
     self.strategy = plan.strategy
     self.executor = plan.executor
     self.registry = registry
-    self.values = {}    # Record id -> shared value.
-    self.towers = {}    # Record id -> [value per tower].
-    self.merged = {}    # Record id -> merged value of a tower record.
-    self.slices = {}    # Record id -> [slice per tower] of a batch.
+    self.values = {}  # Record id -> shared value.
+    self.towers = {}  # Record id -> [value per tower].
+    self.merged = {}  # Record id -> merged value of a tower record.
+    self.slices = {}  # Record id -> [slice per tower] of a batch.
 
   def run(self, args):
     self.values.update(zip(self.plan.input_ids, args))
     for node in self.plan.nodes:
       if node.id in self.plan.tower_ids:
         self.towers[node.output.id] = [
-            self._run_tower(node, k) for k in range(self.strategy.num_towers)]
+          self._run_tower(node, k) for k in range(self.strategy.num_towers)
+        ]
         continue
       args_, kwargs = self._shared(node.args), self._shared(node.kwargs)
       if node.fn is None:
@@ -389,6 +445,7 @@ class _TowerTrace:
           self.merged[x.id] = self._merge(x, self.towers[x.id])
         return self.merged[x.id]
       return self.values[x.id]
+
     return _resolve(value, nest)
 
   def _tower(self, nest, k):
@@ -400,6 +457,7 @@ class _TowerTrace:
           self.slices[x.id] = self._split(x)
         return self.slices[x.id][k]
       return self.values[x.id]
+
     return _resolve(value, nest)
 
   def _run_tower(self, node, k):
@@ -431,8 +489,10 @@ class _TowerTrace:
         flat_shapes = tree.flatten_up_to(struct, shapes, check_types=False)
       except (TypeError, ValueError):
         pass
-    info = [(_name(record, path), s, shape) for (path, s), shape in
-            zip(space.flatten(), flat_shapes)]
+    info = [
+      (_name(record, path), s, shape)
+      for (path, s), shape in zip(space.flatten(), flat_shapes)
+    ]
     return info, flat, struct
 
   def _split(self, record):
@@ -449,15 +509,19 @@ class _TowerTrace:
       size = leaf.shape[axis] if leaf.shape.rank is not None else None
       if size is not None and size % k_towers:
         raise BuildError(
-            f"{self.plan.where}: the batch of {self.plan._split_name()} has "
-            f"{size} rows (leaf '{name}'), which {k_towers} towers cannot "
-            f"split evenly; use a batch size divisible by {k_towers}")
+          f"{self.plan.where}: the batch of {self.plan._split_name()} has "
+          f"{size} rows (leaf '{name}'), which {k_towers} towers cannot "
+          f"split evenly; use a batch size divisible by {k_towers}"
+        )
       if size is None:
         ok = tf.equal(tf.shape(leaf)[axis] % k_towers, 0)
-        check = tf_check(ok, self.strategy.split_at or self.executor.root,
-                         self.plan.name, name or "batch",
-                         f"the batch must split evenly into {k_towers} "
-                         f"towers")
+        check = tf_check(
+          ok,
+          self.strategy.split_at or self.executor.root,
+          self.plan.name,
+          name or "batch",
+          f"the batch must split evenly into {k_towers} towers",
+        )
         with tf.control_dependencies([check]):
           leaf = tf.identity(leaf)
       for k, part in enumerate(tf.split(leaf, k_towers, axis=axis)):
@@ -475,17 +539,18 @@ class _TowerTrace:
     for i, (name, space, shape) in enumerate(infos):
       leaves = [f[i] for f in flats]
       if not isinstance(leaves[0], (tf.Tensor, tf.Variable)):
-        out.append(leaves[0])   # A Python value: the same in every tower.
+        out.append(leaves[0])  # A Python value: the same in every tower.
         continue
       if space is not None and space.has_batch_rank:
         merged = tf.concat(leaves, axis=_batch_axis(space))
-        rule = "sum"   # A loss summed over samples sums over towers too.
+        rule = "sum"  # A loss summed over samples sums over towers too.
       else:
         self._check_unbatched(record, name, shape, leaves[0])
         rule = self.strategy.reduction_for(name)
         merged = _reduce(rule, leaves)
       self.registry[id(merged)] = TowerLoss(
-          merged, leaves, self.strategy.devices, rule)
+        merged, leaves, self.strategy.devices, rule
+      )
       out.append(merged)
     return tree.unflatten_as(struct, out)
 
@@ -497,10 +562,11 @@ class _TowerTrace:
     shape = leaf.shape.as_list()
     if None not in shape + list(build_shape) and shape != list(build_shape):
       raise BuildError(
-          f"{self.plan.where}: {record.label} leaf '{name}' has shape "
-          f"{list(build_shape)} on the whole batch but {list(shape)} in a "
-          f"tower, yet its space has no batch rank, so towers cannot merge "
-          f"it; declare the graph function's output_space with a batch rank")
+        f"{self.plan.where}: {record.label} leaf '{name}' has shape "
+        f"{list(build_shape)} on the whole batch but {list(shape)} in a "
+        f"tower, yet its space has no batch rank, so towers cannot merge "
+        f"it; declare the graph function's output_space with a batch rank"
+      )
 
 
 @dataclasses.dataclass(eq=False)
@@ -547,7 +613,8 @@ class TowerLoss:
 def _resolve(value, nest):
   """`nest` with each record replaced by `value(record)`."""
   return tree.map_structure(
-      lambda x: value(x) if isinstance(x, OpRecord) else x, nest)
+    lambda x: value(x) if isinstance(x, OpRecord) else x, nest
+  )
 
 
 def _name(record, leaf_path):
@@ -567,9 +634,12 @@ def _batch_axis(space):
 
 def _reduce(rule, leaves):
   dtype = leaves[0].dtype
-  if rule == "first" or len(leaves) == 1 or not (
-      dtype.is_floating or dtype.is_integer or dtype.is_complex):
-    return tf.identity(leaves[0])   # Bools, strings: tower 0's.
+  if (
+    rule == "first"
+    or len(leaves) == 1
+    or not (dtype.is_floating or dtype.is_integer or dtype.is_complex)
+  ):
+    return tf.identity(leaves[0])  # Bools, strings: tower 0's.
   total = tf.add_n(leaves)
   if rule == "sum":
     return total
@@ -588,14 +658,16 @@ def configure_logical_cpus(num):
   cpu = tf.config.list_physical_devices("CPU")[0]
   try:
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * int(num))
+      cpu, [tf.config.LogicalDeviceConfiguration()] * int(num)
+    )
   except RuntimeError as e:
     current = tf.config.get_logical_device_configuration(cpu)
     if current is not None and len(current) == int(num):
       return [f"/device:CPU:{i}" for i in range(int(num))]
     raise BuildError(
-        f"configure_logical_cpus({num}) after TF initialized its devices; "
-        f"call it first thing (before any op runs): {e}") from None
+      f"configure_logical_cpus({num}) after TF initialized its devices; "
+      f"call it first thing (before any op runs): {e}"
+    ) from None
   return [f"/device:CPU:{i}" for i in range(int(num))]
 
 
@@ -607,7 +679,8 @@ def local_tower_devices(num_towers):
     if len(devices) >= num_towers:
       return [d.name for d in devices[:num_towers]]
   raise BuildError(
-      f"local_tower_devices({num_towers}): only "
-      f"{len(tf.config.list_logical_devices('GPU'))} GPUs and "
-      f"{len(tf.config.list_logical_devices('CPU'))} logical CPUs; call "
-      f"configure_logical_cpus({num_towers}) before TF starts")
+    f"local_tower_devices({num_towers}): only "
+    f"{len(tf.config.list_logical_devices('GPU'))} GPUs and "
+    f"{len(tf.config.list_logical_devices('CPU'))} logical CPUs; call "
+    f"configure_logical_cpus({num_towers}) before TF starts"
+  )

@@ -23,6 +23,7 @@ import re
 import numpy as np
 import tensorflow as tf
 import tree
+
 # FuncGraph is what tf.function traces into; used bare for the build pass.
 from tensorflow.python.framework import func_graph
 
@@ -32,9 +33,12 @@ from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+from ingraph_rl.executors.strategies import (
+  DefaultStrategy,
+  DeviceMapStrategy,
+  Strategy,
+)
 from ingraph_rl.executors.tf_spaces import tensor_spec
-from ingraph_rl.executors.strategies import (DefaultStrategy,
-                                             DeviceMapStrategy, Strategy)
 
 
 def _static_shape(value):
@@ -70,22 +74,36 @@ class TFExecutor(Executor):
 
   backend = "tensorflow"
 
-  def __init__(self, root, input_spaces, *, jit_compile=False,
-               device_map=None, strategy=None, autograph=False,
-               trace_at_build=True, **kwargs):
+  def __init__(
+    self,
+    root,
+    input_spaces,
+    *,
+    jit_compile=False,
+    device_map=None,
+    strategy=None,
+    autograph=False,
+    trace_at_build=True,
+    **kwargs,
+  ):
     self.jit_compile = jit_compile
     if strategy is None:
-      strategy = DeviceMapStrategy(device_map) if device_map else \
-          DefaultStrategy()
+      strategy = (
+        DeviceMapStrategy(device_map) if device_map else DefaultStrategy()
+      )
     elif device_map:
-      raise BuildError("TFExecutor: give either device_map or strategy (a "
-                       "strategy takes its own device_map)")
+      raise BuildError(
+        "TFExecutor: give either device_map or strategy (a "
+        "strategy takes its own device_map)"
+      )
     if not isinstance(strategy, Strategy):
-      raise BuildError(f"TFExecutor: strategy must be an executors."
-                       f"strategies.Strategy, got {strategy!r}")
+      raise BuildError(
+        f"TFExecutor: strategy must be an executors."
+        f"strategies.Strategy, got {strategy!r}"
+      )
     self.strategy = strategy
     self.device_map = dict(strategy.device_map)
-    self._inline_plans = {}   # Filled once the build pass is over.
+    self._inline_plans = {}  # Filled once the build pass is over.
     self.autograph = autograph
     self.trace_at_build = trace_at_build
     self.module = tf.Module(name="ingraph_rl_variables")
@@ -114,8 +132,12 @@ class TFExecutor(Executor):
     init = initial_value(spec, self.rng)
     with tf.init_scope(), self._device_scope(component):
       value = tf.zeros(spec.shape, spec.dtype) if init is None else init
-      var = tf.Variable(value, trainable=spec.trainable, dtype=spec.dtype,
-                        name=_variable_name(spec.path))
+      var = tf.Variable(
+        value,
+        trainable=spec.trainable,
+        dtype=spec.dtype,
+        name=_variable_name(spec.path),
+      )
     self.registry.add(spec, var)
     self.module.variables_by_path[spec.path] = var
     return var
@@ -145,8 +167,10 @@ class TFExecutor(Executor):
     def leaf(t):
       if not hasattr(t, "dtype") or not hasattr(t, "shape"):
         raise BuildError(f"a graph function returned {t!r}; return tensors")
-      return infer_leaf_space(np.dtype(t.dtype.as_numpy_dtype),
-                              t.shape.as_list(), in_spaces, in_leads)
+      return infer_leaf_space(
+        np.dtype(t.dtype.as_numpy_dtype), t.shape.as_list(), in_spaces, in_leads
+      )
+
     return nest_to_space(value, leaf)
 
   def _build(self, builder):
@@ -159,16 +183,19 @@ class TFExecutor(Executor):
       root_values = {}
       for rec, space in inputs:
         placeholders = tree.map_structure(
-            lambda spec: tf.compat.v1.placeholder(spec.dtype, spec.shape),
-            tensor_spec(space))
+          lambda spec: tf.compat.v1.placeholder(spec.dtype, spec.shape),
+          tensor_spec(space),
+        )
         root_values[rec.id] = (space, placeholders)
       with gradients.tf_recording():
         builder.run(root_values)
     # What device strategies plan with: the space and build-time static
     # shape of every record.
     self.record_spaces = dict(builder.spaces)
-    self.record_shapes = {rid: tree.map_structure(_static_shape, value)
-                          for rid, value in builder.values.items()}
+    self.record_shapes = {
+      rid: tree.map_structure(_static_shape, value)
+      for rid, value in builder.values.items()
+    }
 
   # --- execution -----------------------------------------------------------
 
@@ -185,10 +212,13 @@ class TFExecutor(Executor):
     self._functions = {}
     for name, rapi in self.meta_graph.apis.items():
       fn = tf.function(
-          self._api_body(rapi), jit_compile=self.jit_compile or None,
-          autograph=self.autograph,
-          input_signature=[tensor_spec(self.input_spaces[a])
-                           for a in rapi.arg_names])
+        self._api_body(rapi),
+        jit_compile=self.jit_compile or None,
+        autograph=self.autograph,
+        input_signature=[
+          tensor_spec(self.input_spaces[a]) for a in rapi.arg_names
+        ],
+      )
       if self.trace_at_build:
         fn.get_concrete_function()
       self._functions[name] = fn
@@ -225,7 +255,8 @@ class TFExecutor(Executor):
         continue
       with tf.name_scope(node.component.path.replace("/", "_")):
         values[node.output.id] = self.run(
-            node, resolve(values, node.args), resolve(values, node.kwargs))
+          node, resolve(values, node.args), resolve(values, node.kwargs)
+        )
     return resolve(values, outputs)
 
   def function(self, api_name):

@@ -29,6 +29,7 @@ _PASS_SIZES = ((2, 3), (5, 7))
 
 class _Pair:
   """A value of both build passes."""
+
   __slots__ = ("a", "b")
 
   def __init__(self, a, b):
@@ -37,17 +38,20 @@ class _Pair:
 
 def _split(nest, which):
   return tree.map_structure(
-      lambda x: getattr(x, which) if isinstance(x, _Pair) else x, nest)
+    lambda x: getattr(x, which) if isinstance(x, _Pair) else x, nest
+  )
 
 
 def to_torch(value, space):
   """NumPy (nest) -> torch tensors, by the space's dtypes."""
+
   def leaf(v, s):
     if isinstance(s, TextBox):
       return v
     if isinstance(v, torch.Tensor):
       return v
     return torch.as_tensor(np.asarray(v, dtype=s.dtype))
+
   return tree.map_structure(leaf, value, space.structure())
 
 
@@ -69,8 +73,9 @@ class TorchExecutor(Executor):
       shape = spec.shape if perm is None else tuple(spec.shape[i] for i in perm)
       var = torch.zeros(shape, dtype=torch_dtype(spec.dtype))
     else:
-      var = torch.from_numpy(_c_array(
-          init if perm is None else np.transpose(init, perm)))
+      var = torch.from_numpy(
+        _c_array(init if perm is None else np.transpose(init, perm))
+      )
     if spec.trainable and var.is_floating_point():
       var.requires_grad_(True)
     # Components that keep per-variable state in TF layout (optimizer
@@ -87,8 +92,9 @@ class TorchExecutor(Executor):
     body = node.fn.torch_body
     if body is None:
       raise BuildError(
-          f"graph function '{node.component.path}'.{node.fn.name} has no "
-          f"torch body; register one with @{node.fn.name}.torch")
+        f"graph function '{node.component.path}'.{node.fn.name} has no "
+        f"torch body; register one with @{node.fn.name}.torch"
+      )
     try:
       a = body(node.component, *_split(args, "a"), **_split(kwargs, "a"))
       b = body(node.component, *_split(args, "b"), **_split(kwargs, "b"))
@@ -96,27 +102,32 @@ class TorchExecutor(Executor):
       raise
     except Exception as e:
       raise BuildError(
-          f"'{node.component.path}'.{node.fn.name} failed on sample inputs "
-          f"during the torch build ({type(e).__name__}: {e}); the samples "
-          f"come from the input spaces with batch/time sizes {_PASS_SIZES}: "
-          f"bound the spaces so samples are valid inputs") from e
+        f"'{node.component.path}'.{node.fn.name} failed on sample inputs "
+        f"during the torch build ({type(e).__name__}: {e}); the samples "
+        f"come from the input spaces with batch/time sizes {_PASS_SIZES}: "
+        f"bound the spaces so samples are valid inputs"
+      ) from e
     try:
       return tree.map_structure(_Pair, a, b)
     except (ValueError, TypeError) as e:
-      raise BuildError(f"'{node.component.path}'.{node.fn.name} returned "
-                       f"different structures for different inputs: {e}"
-                       ) from None
+      raise BuildError(
+        f"'{node.component.path}'.{node.fn.name} returned "
+        f"different structures for different inputs: {e}"
+      ) from None
 
   def getitem(self, value, key, node):
-    return tree.map_structure(_Pair, _split(value, "a")[key],
-                              _split(value, "b")[key])
+    return tree.map_structure(
+      _Pair, _split(value, "a")[key], _split(value, "b")[key]
+    )
 
   def value_shape(self, pair):
     """Dims that differ between the two build passes are None."""
     if not isinstance(pair, _Pair):
       return list(np.shape(pair))
-    return [x if x == y else None
-            for x, y in zip(tuple(pair.a.shape), tuple(pair.b.shape))]
+    return [
+      x if x == y else None
+      for x, y in zip(tuple(pair.a.shape), tuple(pair.b.shape))
+    ]
 
   def value_space(self, value, in_spaces, in_leads=()):
     def leaf(pair):
@@ -130,6 +141,7 @@ class TorchExecutor(Executor):
         raise BuildError(f"a torch body returned {a!r}; return tensors")
       shape = [x if x == y else None for x, y in zip(shape_a, shape_b)]
       return infer_leaf_space(dtype, shape, in_spaces, in_leads)
+
     return nest_to_space(value, leaf)
 
   def _build(self, builder):
@@ -138,9 +150,11 @@ class TorchExecutor(Executor):
     for i, (rec, space) in enumerate(inputs):
       vals = []
       for batch, time in _PASS_SIZES:
-        size = {0: None, 1: batch,
-                2: (time, batch) if space.time_major else (batch, time)}[
-                    _leading(space)]
+        size = {
+          0: None,
+          1: batch,
+          2: (time, batch) if space.time_major else (batch, time),
+        }[_leading(space)]
         vals.append(to_torch(space.sample(size, seed=i), space))
       root_values[rec.id] = (space, tree.map_structure(_Pair, *vals))
     # Autograd stays on: an optimizer's body differentiates during the
@@ -156,8 +170,9 @@ class TorchExecutor(Executor):
   # --- execution -----------------------------------------------------------
 
   def _make_functions(self):
-    self._functions = {n: self._api_fn(r)
-                       for n, r in self.meta_graph.apis.items()}
+    self._functions = {
+      n: self._api_fn(r) for n, r in self.meta_graph.apis.items()
+    }
 
   def _api_fn(self, rapi):
     input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
@@ -166,15 +181,20 @@ class TorchExecutor(Executor):
 
     # Acting needs no autograd history; APIs that differentiate (also
     # through inline APIs) keep it.
-    grad = any(n.fn is not None and n.fn.needs_gradients for n in nodes) or \
-        any(api.needs_gradients for n in nodes
-            for api in inline_apis_in((n.args, n.kwargs)))
+    grad = any(n.fn is not None and n.fn.needs_gradients for n in nodes) or any(
+      api.needs_gradients
+      for n in nodes
+      for api in inline_apis_in((n.args, n.kwargs))
+    )
 
     def fn(*args):
       with torch.set_grad_enabled(grad):
-        return self.replay(nodes, input_ids,
-                           [to_torch(v, s) for v, s in zip(args, spaces)],
-                           rapi.outputs)
+        return self.replay(
+          nodes,
+          input_ids,
+          [to_torch(v, s) for v, s in zip(args, spaces)],
+          rapi.outputs,
+        )
 
     return fn
 
@@ -187,8 +207,10 @@ class TorchExecutor(Executor):
         values[node.output.id] = values[node.args[0].id][node.getitem_key]
       else:
         values[node.output.id] = node.fn.torch_body(
-            node.component, *resolve(values, node.args),
-            **resolve(values, node.kwargs))
+          node.component,
+          *resolve(values, node.args),
+          **resolve(values, node.kwargs),
+        )
     return resolve(values, outputs)
 
   # --- weights ---------------------------------------------------------------
@@ -206,8 +228,7 @@ class TorchExecutor(Executor):
       for path, value in self.registry.check_weights(weights).items():
         perm = self.registry.specs[path].torch_permutation
         arr = value if perm is None else np.transpose(value, perm)
-        self.registry.variables[path].copy_(torch.from_numpy(
-            _c_array(arr)))
+        self.registry.variables[path].copy_(torch.from_numpy(_c_array(arr)))
 
 
 def _c_array(x):

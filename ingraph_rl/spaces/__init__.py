@@ -6,13 +6,30 @@
 True
 """
 
-from ingraph_rl.spaces.box import (BoolBox, BoxSpace, FloatBox, IntBox,
-                                   TextBox, describe_value)
+from ingraph_rl.errors import SpaceError
+from ingraph_rl.spaces.box import (
+  BoolBox,
+  BoxSpace,
+  FloatBox,
+  IntBox,
+  TextBox,
+  describe_value,
+)
 from ingraph_rl.spaces.containers import ContainerSpace, Dict, Tuple
 from ingraph_rl.spaces.gymnasium_conversion import from_gymnasium
 from ingraph_rl.spaces.space import Space
-from ingraph_rl.errors import SpaceError
 
-__all__ = ["Space", "BoxSpace", "FloatBox", "IntBox", "BoolBox", "TextBox",
-           "ContainerSpace", "Dict", "Tuple", "from_gymnasium", "SpaceError",
-           "describe_value"]
+__all__ = [
+  "Space",
+  "BoxSpace",
+  "FloatBox",
+  "IntBox",
+  "BoolBox",
+  "TextBox",
+  "ContainerSpace",
+  "Dict",
+  "Tuple",
+  "from_gymnasium",
+  "SpaceError",
+  "describe_value",
+]

@@ -62,8 +62,16 @@ class BoxSpace(Space):
   # Which numpy dtype kinds a subclass accepts ('f' float, 'i'/'u' int ...).
   _kinds = ()
 
-  def __init__(self, shape=(), dtype=None, low=None, high=None,
-               add_batch_rank=False, add_time_rank=False, time_major=False):
+  def __init__(
+    self,
+    shape=(),
+    dtype=None,
+    low=None,
+    high=None,
+    add_batch_rank=False,
+    add_time_rank=False,
+    time_major=False,
+  ):
     super().__init__(add_batch_rank, add_time_rank, time_major)
     if np.isscalar(shape):
       shape = (shape,)
@@ -74,18 +82,24 @@ class BoxSpace(Space):
     self._dtype = np.dtype(dtype)
     if self._dtype.kind not in self._kinds:
       raise SpaceError(
-          f"{type(self).__name__} cannot have dtype {self._dtype}",
-          expected=f"a dtype of kind {self._kinds}")
+        f"{type(self).__name__} cannot have dtype {self._dtype}",
+        expected=f"a dtype of kind {self._kinds}",
+      )
     self._low = self._bound(low)
     self._high = self._bound(high)
-    if self._low is not None and self._high is not None and \
-        np.any(self._empty_range(self._low, self._high)):
-      raise SpaceError(f"{type(self).__name__}: empty range, low "
-                       f"{_short(self._low)} vs high {_short(self._high)}")
+    if (
+      self._low is not None
+      and self._high is not None
+      and np.any(self._empty_range(self._low, self._high))
+    ):
+      raise SpaceError(
+        f"{type(self).__name__}: empty range, low "
+        f"{_short(self._low)} vs high {_short(self._high)}"
+      )
 
   @staticmethod
   def _empty_range(low, high):
-    return low > high    # Inclusive bounds (IntBox overrides: exclusive).
+    return low > high  # Inclusive bounds (IntBox overrides: exclusive).
 
   def _bound(self, b):
     if b is None:
@@ -122,17 +136,25 @@ class BoxSpace(Space):
 
   def full_shape(self, size=None):
     """Concrete shape with leading dims from `size`; None for unknown."""
-    lead = (None,) * self.num_leading_ranks if size is None else \
-        self._leading_shape(size)
+    lead = (
+      (None,) * self.num_leading_ranks
+      if size is None
+      else self._leading_shape(size)
+    )
     return lead + self._shape
 
   def _kwargs(self):
-    return dict(shape=self._shape, dtype=self._dtype, low=self._low,
-                high=self._high)
+    return dict(
+      shape=self._shape, dtype=self._dtype, low=self._low, high=self._high
+    )
 
   def _with_ranks(self, batch, time, time_major):
-    return type(self)(**self._kwargs(), add_batch_rank=batch,
-                      add_time_rank=time, time_major=time_major)
+    return type(self)(
+      **self._kwargs(),
+      add_batch_rank=batch,
+      add_time_rank=time,
+      time_major=time_major,
+    )
 
   def structure(self):
     return self
@@ -176,7 +198,8 @@ class BoxSpace(Space):
       shape, dtype = value.shape, value.dtype
       want = self.full_shape()
       if len(shape) == len(want) and all(
-          e is None or g == e for g, e in zip(shape, want)):
+        e is None or g == e for g, e in zip(shape, want)
+      ):
         return
     else:
       shape, dtype = value_shape_and_dtype(value)
@@ -185,30 +208,43 @@ class BoxSpace(Space):
   def _check_slow(self, value, shape, dtype):
     expected = repr(self)
     if shape is None:
-      raise SpaceError("not an array-like value", expected=expected,
-                       received=describe_value(value))
+      raise SpaceError(
+        "not an array-like value",
+        expected=expected,
+        received=describe_value(value),
+      )
     # np.float64 and np.str_ subclass float and str, but are numpy values:
     # they must match the dtype exactly.
     is_python = isinstance(
-        value, (bool, int, float, str, bytes, list, tuple)) and not isinstance(
-            value, np.generic)
-    ok_dtype = (self._accepts_python(np.asarray(value)) if is_python
-                else self._dtype_matches(dtype))
+      value, (bool, int, float, str, bytes, list, tuple)
+    ) and not isinstance(value, np.generic)
+    ok_dtype = (
+      self._accepts_python(np.asarray(value))
+      if is_python
+      else self._dtype_matches(dtype)
+    )
     if not ok_dtype:
-      raise SpaceError(f"dtype mismatch: expected {self._dtype}, got {dtype}",
-                       expected=expected, received=describe_value(value))
+      raise SpaceError(
+        f"dtype mismatch: expected {self._dtype}, got {dtype}",
+        expected=expected,
+        received=describe_value(value),
+      )
     want = self.full_shape()
     if len(shape) != len(want):
       names = list(self.leading_rank_names()) + list(self._shape)
       raise SpaceError(
-          f"rank mismatch: expected rank {len(want)} "
-          f"[{', '.join(str(n) for n in names)}], got rank {len(shape)}",
-          expected=expected, received=describe_value(value))
+        f"rank mismatch: expected rank {len(want)} "
+        f"[{', '.join(str(n) for n in names)}], got rank {len(shape)}",
+        expected=expected,
+        received=describe_value(value),
+      )
     for i, (got, exp) in enumerate(zip(shape, want)):
       if exp is not None and got is not None and got != exp:
         raise SpaceError(
-            f"shape mismatch at dim {i}: expected {exp}, got {got}",
-            expected=expected, received=describe_value(value))
+          f"shape mismatch at dim {i}: expected {exp}, got {got}",
+          expected=expected,
+          received=describe_value(value),
+        )
 
   def _dtype_matches(self, dtype):
     return dtype == self._dtype
@@ -228,9 +264,17 @@ class BoxSpace(Space):
   def _key(self):
     def b(x):
       return None if x is None else (np.shape(x), np.asarray(x).tobytes())
-    return (type(self), self._shape, self._dtype.str, b(self._low),
-            b(self._high), self._has_batch_rank, self._has_time_rank,
-            self._time_major)
+
+    return (
+      type(self),
+      self._shape,
+      self._dtype.str,
+      b(self._low),
+      b(self._high),
+      self._has_batch_rank,
+      self._has_time_rank,
+      self._time_major,
+    )
 
   def __eq__(self, other):
     return isinstance(other, BoxSpace) and self._key() == other._key()
@@ -257,13 +301,17 @@ def _inward(bound, dtype, up):
   bound = np.asarray(bound, np.float64)
   out = np.asarray(bound, dtype)
   off = (out < bound) if up else (out > bound)
-  return np.where(off, np.nextafter(out, np.asarray(
-      np.inf if up else -np.inf, dtype)), out).astype(dtype)
+  return np.where(
+    off, np.nextafter(out, np.asarray(np.inf if up else -np.inf, dtype)), out
+  ).astype(dtype)
 
 
 def _rng(seed):
-  return seed if isinstance(seed, np.random.Generator) else \
-      np.random.default_rng(seed)
+  return (
+    seed
+    if isinstance(seed, np.random.Generator)
+    else np.random.default_rng(seed)
+  )
 
 
 class FloatBox(BoxSpace):
@@ -272,12 +320,22 @@ class FloatBox(BoxSpace):
   >>> FloatBox(shape=(4,), add_batch_rank=True).zeros(2).shape
   (2, 4)
   """
+
   _kinds = ("f",)
 
-  def __init__(self, shape=(), low=None, high=None, dtype=np.float32,
-               add_batch_rank=False, add_time_rank=False, time_major=False):
-    super().__init__(shape, dtype, low, high, add_batch_rank, add_time_rank,
-                     time_major)
+  def __init__(
+    self,
+    shape=(),
+    low=None,
+    high=None,
+    dtype=np.float32,
+    add_batch_rank=False,
+    add_time_rank=False,
+    time_major=False,
+  ):
+    super().__init__(
+      shape, dtype, low, high, add_batch_rank, add_time_rank, time_major
+    )
 
   def _accepts_python(self, arr):
     return arr.dtype.kind in "fiu"
@@ -295,13 +353,20 @@ class FloatBox(BoxSpace):
     e = rng.exponential(size=shape)
     n = rng.standard_normal(size=shape)
     with np.errstate(invalid="ignore", over="ignore"):
-      x = np.where(fin_lo & fin_hi, lo + u * (hi - lo),
-                   np.where(fin_lo, lo + e, np.where(fin_hi, hi - e, n)))
+      x = np.where(
+        fin_lo & fin_hi,
+        lo + u * (hi - lo),
+        np.where(fin_lo, lo + e, np.where(fin_hi, hi - e, n)),
+      )
       # Rounding to the dtype must not cross a bound that the dtype cannot
       # represent exactly (0.1 as float32): clip to the innermost values.
-      return np.asarray(np.clip(np.asarray(x, dtype=self._dtype),
-                                _inward(lo, self._dtype, up=True),
-                                _inward(hi, self._dtype, up=False)))
+      return np.asarray(
+        np.clip(
+          np.asarray(x, dtype=self._dtype),
+          _inward(lo, self._dtype, up=True),
+          _inward(hi, self._dtype, up=False),
+        )
+      )
 
 
 class IntBox(BoxSpace):
@@ -311,31 +376,46 @@ class IntBox(BoxSpace):
   >>> IntBox(4).num_categories
   4
   """
+
   _kinds = ("i", "u")
 
-  def __init__(self, high=None, shape=(), low=None, dtype=np.int32,
-               add_batch_rank=False, add_time_rank=False, time_major=False):
+  def __init__(
+    self,
+    high=None,
+    shape=(),
+    low=None,
+    dtype=np.int32,
+    add_batch_rank=False,
+    add_time_rank=False,
+    time_major=False,
+  ):
     if high is not None and low is None:
       low = 0
-    super().__init__(shape, dtype, low, high, add_batch_rank, add_time_rank,
-                     time_major)
+    super().__init__(
+      shape, dtype, low, high, add_batch_rank, add_time_rank, time_major
+    )
 
   def _bound(self, b):
     return None if b is None else super()._bound(np.asarray(b, np.int64))
 
   def _kwargs(self):
-    return dict(high=self._high, shape=self._shape, low=self._low,
-                dtype=self._dtype)
+    return dict(
+      high=self._high, shape=self._shape, low=self._low, dtype=self._dtype
+    )
 
   @staticmethod
   def _empty_range(low, high):
-    return low >= high   # `high` is exclusive.
+    return low >= high  # `high` is exclusive.
 
   @property
   def num_categories(self):
     """high - low for uniform scalar bounds, else None."""
-    if self._low is None or self._high is None or np.ndim(self._high) or \
-        np.ndim(self._low):
+    if (
+      self._low is None
+      or self._high is None
+      or np.ndim(self._high)
+      or np.ndim(self._low)
+    ):
       return None
     return int(self._high) - int(self._low)
 
@@ -353,39 +433,61 @@ class IntBox(BoxSpace):
     info = np.iinfo(self._dtype)
     lo = max(-100, info.min) if self._low is None else self._low
     # Without a high bound: up to 100, or just above a low bound beyond that.
-    hi = np.maximum(lo, min(99, info.max - 1)) + 1 if self._high is None \
-        else self._high
+    hi = (
+      np.maximum(lo, min(99, info.max - 1)) + 1
+      if self._high is None
+      else self._high
+    )
     return rng.integers(lo, hi, size=shape).astype(self._dtype)
-
 
 
 class BoolBox(BoxSpace):
   """Boolean tensor."""
+
   _kinds = ("b",)
 
-  def __init__(self, shape=(), add_batch_rank=False, add_time_rank=False,
-               time_major=False, dtype=np.bool_, low=None, high=None):
+  def __init__(
+    self,
+    shape=(),
+    add_batch_rank=False,
+    add_time_rank=False,
+    time_major=False,
+    dtype=np.bool_,
+    low=None,
+    high=None,
+  ):
     del low, high  # Booleans have no bounds; accepted for `_with_ranks`.
-    super().__init__(shape, dtype, None, None, add_batch_rank, add_time_rank,
-                     time_major)
+    super().__init__(
+      shape, dtype, None, None, add_batch_rank, add_time_rank, time_major
+    )
 
   def sample(self, size=None, seed=None):
-    return _rng(seed).integers(
-        0, 2, size=self._sample_shape(size)).astype(np.bool_)
-
+    return (
+      _rng(seed).integers(0, 2, size=self._sample_shape(size)).astype(np.bool_)
+    )
 
 
 class TextBox(BoxSpace):
   """String tensor (`tf.string`). Values are numpy object arrays of str.
   There is no torch dtype for strings: torch bodies never see TextBox
   values."""
+
   _kinds = ("O", "U", "S")
 
-  def __init__(self, shape=(), add_batch_rank=False, add_time_rank=False,
-               time_major=False, dtype=object, low=None, high=None):
+  def __init__(
+    self,
+    shape=(),
+    add_batch_rank=False,
+    add_time_rank=False,
+    time_major=False,
+    dtype=object,
+    low=None,
+    high=None,
+  ):
     del low, high, dtype
-    super().__init__(shape, object, None, None, add_batch_rank,
-                     add_time_rank, time_major)
+    super().__init__(
+      shape, object, None, None, add_batch_rank, add_time_rank, time_major
+    )
 
   def _dtype_matches(self, dtype):
     return np.dtype(dtype).kind in self._kinds
@@ -406,4 +508,3 @@ class TextBox(BoxSpace):
     for idx in np.ndindex(*shape):
       out[idx] = "".join(rng.choice(letters, size=rng.integers(1, 8)))
     return out
-

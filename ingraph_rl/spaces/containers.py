@@ -25,8 +25,9 @@ class ContainerSpace(Space):
     raise NotImplementedError
 
   def _with_ranks(self, batch, time, time_major):
-    children = [(k, s.with_ranks(batch, time, time_major))
-                for k, s in self._items()]
+    children = [
+      (k, s.with_ranks(batch, time, time_major)) for k, s in self._items()
+    ]
     out = self._rebuild(children)
     out._has_batch_rank = bool(batch)
     out._has_time_rank = bool(time)
@@ -40,8 +41,11 @@ class ContainerSpace(Space):
     return out
 
   def sample(self, size=None, seed=None):
-    rng = seed if isinstance(seed, np.random.Generator) else \
-        np.random.default_rng(seed)
+    rng = (
+      seed
+      if isinstance(seed, np.random.Generator)
+      else np.random.default_rng(seed)
+    )
     return tree.map_structure(lambda s: s.sample(size, rng), self.structure())
 
   def zeros(self, size=None):
@@ -64,14 +68,16 @@ class ContainerSpace(Space):
           try:
             child._check_leading_dims_agree(value[key])
           except SpaceError as e:
-            raise SpaceError(f"at {sub}: {e.reason}", expected=e.expected,
-                             received=e.received) from None
+            raise SpaceError(
+              f"at {sub}: {e.reason}", expected=e.expected, received=e.received
+            ) from None
       else:
         try:
           child.check(value[key])
         except SpaceError as e:
-          raise SpaceError(f"at {sub}: {e.reason}", expected=e.expected,
-                           received=e.received) from None
+          raise SpaceError(
+            f"at {sub}: {e.reason}", expected=e.expected, received=e.received
+          ) from None
 
   def _check_leading_dims_agree(self, value):
     n = self.num_leading_ranks
@@ -89,9 +95,11 @@ class ContainerSpace(Space):
       if len(seen) > 1:
         items = ", ".join(f"{list(p)}: {s}" for s, p in seen.items())
         raise SpaceError(
-            f"leaves disagree on the leading "
-            f"{'/'.join(self.leading_rank_names())} dims ({items})",
-            expected=repr(self), received=f"leading dims {items}")
+          f"leaves disagree on the leading "
+          f"{'/'.join(self.leading_rank_names())} dims ({items})",
+          expected=repr(self),
+          received=f"leading dims {items}",
+        )
 
   def __ne__(self, other):
     return not self == other
@@ -104,8 +112,14 @@ class Dict(ContainerSpace):
   array([0, 0], dtype=int32)
   """
 
-  def __init__(self, spaces=None, add_batch_rank=False, add_time_rank=False,
-               time_major=False, **kwargs):
+  def __init__(
+    self,
+    spaces=None,
+    add_batch_rank=False,
+    add_time_rank=False,
+    time_major=False,
+    **kwargs,
+  ):
     super().__init__(add_batch_rank, add_time_rank, time_major)
     spaces = dict(spaces or {}, **kwargs)
     for k, s in spaces.items():
@@ -114,10 +128,13 @@ class Dict(ContainerSpace):
       if not isinstance(s, Space):
         raise SpaceError(f"Dict entry {k!r} is not a Space: {s!r}")
     self._spaces = {
-        k: spaces[k].with_ranks(self._has_batch_rank, self._has_time_rank,
-                                self._time_major)
-        if (add_batch_rank or add_time_rank) else spaces[k]
-        for k in sorted(spaces)}
+      k: spaces[k].with_ranks(
+        self._has_batch_rank, self._has_time_rank, self._time_major
+      )
+      if (add_batch_rank or add_time_rank)
+      else spaces[k]
+      for k in sorted(spaces)
+    }
 
   def __getitem__(self, key):
     return self._spaces[key]
@@ -146,24 +163,32 @@ class Dict(ContainerSpace):
   def _check_keys(self, value, path):
     if not isinstance(value, collections.abc.Mapping):
       raise SpaceError(
-          f"structure mismatch at {path or 'top level'}: expected a dict with "
-          f"keys {list(self._spaces)}", expected=repr(self),
-          received=describe_value(value))
+        f"structure mismatch at {path or 'top level'}: expected a dict with "
+        f"keys {list(self._spaces)}",
+        expected=repr(self),
+        received=describe_value(value),
+      )
     missing = [k for k in self._spaces if k not in value]
     extra = [k for k in value if k not in self._spaces]
     if missing or extra:
       raise SpaceError(
-          f"structure mismatch at {path or 'top level'}: missing keys "
-          f"{missing}, unexpected keys {extra}", expected=repr(self),
-          received=f"dict with keys {sorted(value, key=str)}")
+        f"structure mismatch at {path or 'top level'}: missing keys "
+        f"{missing}, unexpected keys {extra}",
+        expected=repr(self),
+        received=f"dict with keys {sorted(value, key=str)}",
+      )
     return self._items()
 
   def __eq__(self, other):
     return isinstance(other, Dict) and self._key() == other._key()
 
   def _key(self):
-    return (tuple(self._spaces.items()), self._has_batch_rank,
-            self._has_time_rank, self._time_major)
+    return (
+      tuple(self._spaces.items()),
+      self._has_batch_rank,
+      self._has_time_rank,
+      self._time_major,
+    )
 
   def __hash__(self):
     return hash(self._key())
@@ -176,8 +201,9 @@ class Dict(ContainerSpace):
 class Tuple(ContainerSpace):
   """Fixed-length sequence of spaces."""
 
-  def __init__(self, *spaces, add_batch_rank=False, add_time_rank=False,
-               time_major=False):
+  def __init__(
+    self, *spaces, add_batch_rank=False, add_time_rank=False, time_major=False
+  ):
     super().__init__(add_batch_rank, add_time_rank, time_major)
     if len(spaces) == 1 and isinstance(spaces[0], (list, tuple)):
       spaces = tuple(spaces[0])
@@ -185,9 +211,11 @@ class Tuple(ContainerSpace):
       if not isinstance(s, Space):
         raise SpaceError(f"Tuple entry {i} is not a Space: {s!r}")
     self._spaces = tuple(
-        s.with_ranks(self._has_batch_rank, self._has_time_rank,
-                     self._time_major)
-        if (add_batch_rank or add_time_rank) else s for s in spaces)
+      s.with_ranks(self._has_batch_rank, self._has_time_rank, self._time_major)
+      if (add_batch_rank or add_time_rank)
+      else s
+      for s in spaces
+    )
 
   def __getitem__(self, i):
     return self._spaces[i]
@@ -210,19 +238,25 @@ class Tuple(ContainerSpace):
   def _check_keys(self, value, path):
     if not isinstance(value, (tuple, list)) or len(value) != len(self):
       raise SpaceError(
-          f"structure mismatch at {path or 'top level'}: expected a tuple of "
-          f"{len(self)} items", expected=repr(self),
-          received=describe_value(value) if not isinstance(
-              value, (tuple, list)) else f"{type(value).__name__} of "
-          f"{len(value)} items")
+        f"structure mismatch at {path or 'top level'}: expected a tuple of "
+        f"{len(self)} items",
+        expected=repr(self),
+        received=describe_value(value)
+        if not isinstance(value, (tuple, list))
+        else f"{type(value).__name__} of {len(value)} items",
+      )
     return self._items()
 
   def __eq__(self, other):
     return isinstance(other, Tuple) and self._key() == other._key()
 
   def _key(self):
-    return (self._spaces, self._has_batch_rank, self._has_time_rank,
-            self._time_major)
+    return (
+      self._spaces,
+      self._has_batch_rank,
+      self._has_time_rank,
+      self._time_major,
+    )
 
   def __hash__(self):
     return hash(self._key())

@@ -7,8 +7,9 @@ from ingraph_rl.spaces.box import BoolBox, FloatBox, IntBox, TextBox
 from ingraph_rl.spaces.containers import Dict, Tuple
 
 
-def from_gymnasium(space, add_batch_rank=False, add_time_rank=False,
-                   time_major=False):
+def from_gymnasium(
+  space, add_batch_rank=False, add_time_rank=False, time_major=False
+):
   """Converts a gymnasium space. Integer `Box` bounds become IntBox bounds
   with an exclusive `high` (gymnasium's is inclusive).
 
@@ -17,41 +18,57 @@ def from_gymnasium(space, add_batch_rank=False, add_time_rank=False,
   IntBox(shape=(), dtype=int64, low=0, high=3)
   """
   import gymnasium.spaces as gs
-  ranks = dict(add_batch_rank=add_batch_rank, add_time_rank=add_time_rank,
-               time_major=time_major)
+
+  ranks = dict(
+    add_batch_rank=add_batch_rank,
+    add_time_rank=add_time_rank,
+    time_major=time_major,
+  )
   if isinstance(space, gs.Box):
     dtype = np.dtype(space.dtype)
     if dtype.kind == "f":
-      return FloatBox(space.shape, _bound_or_none(space.low),
-                      _bound_or_none(space.high), dtype, **ranks)
+      return FloatBox(
+        space.shape,
+        _bound_or_none(space.low),
+        _bound_or_none(space.high),
+        dtype,
+        **ranks,
+      )
     if dtype.kind in "iu":
       # high + 1 must not wrap around: int64 max stays (excluding one value).
       top = np.iinfo(np.int64).max
       high = np.asarray(space.high)
-      high = np.where(high >= top, np.int64(top - 1),
-                      high.astype(np.int64)) + 1
+      high = np.where(high >= top, np.int64(top - 1), high.astype(np.int64)) + 1
       return IntBox(high, space.shape, space.low, dtype, **ranks)
     if dtype.kind == "b":
       return BoolBox(space.shape, **ranks)
   elif isinstance(space, gs.Discrete):
     start = int(space.start)
-    return IntBox(start + int(space.n), (), start, np.dtype(space.dtype),
-                  **ranks)
+    return IntBox(
+      start + int(space.n), (), start, np.dtype(space.dtype), **ranks
+    )
   elif isinstance(space, gs.MultiDiscrete):
-    return IntBox(np.asarray(space.start) + space.nvec, space.shape,
-                  space.start, np.dtype(space.dtype), **ranks)
+    return IntBox(
+      np.asarray(space.start) + space.nvec,
+      space.shape,
+      space.start,
+      np.dtype(space.dtype),
+      **ranks,
+    )
   elif isinstance(space, gs.MultiBinary):
     return IntBox(2, space.shape, 0, np.dtype(space.dtype), **ranks)
   elif isinstance(space, gs.Text):
     return TextBox((), **ranks)
   elif isinstance(space, gs.Dict):
-    return Dict({k: from_gymnasium(s) for k, s in space.spaces.items()},
-                **ranks)
+    return Dict(
+      {k: from_gymnasium(s) for k, s in space.spaces.items()}, **ranks
+    )
   elif isinstance(space, gs.Tuple):
     return Tuple(*[from_gymnasium(s) for s in space.spaces], **ranks)
-  raise SpaceError(f"cannot convert gymnasium space {space!r}",
-                   expected="Box, Discrete, MultiDiscrete, MultiBinary, "
-                   "Text, Dict or Tuple")
+  raise SpaceError(
+    f"cannot convert gymnasium space {space!r}",
+    expected="Box, Discrete, MultiDiscrete, MultiBinary, Text, Dict or Tuple",
+  )
 
 
 def _bound_or_none(bound):

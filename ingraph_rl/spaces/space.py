@@ -18,8 +18,9 @@ class Space(abc.ABC):
   when `time_major=True`.
   """
 
-  def __init__(self, add_batch_rank=False, add_time_rank=False,
-               time_major=False):
+  def __init__(
+    self, add_batch_rank=False, add_time_rank=False, time_major=False
+  ):
     self._has_batch_rank = bool(add_batch_rank)
     self._has_time_rank = bool(add_time_rank)
     self._time_major = bool(time_major) and self._has_time_rank
@@ -55,9 +56,10 @@ class Space(abc.ABC):
   def with_ranks(self, batch=None, time=None, time_major=None):
     """A copy with the given leading-rank flags (None keeps the current)."""
     return self._with_ranks(
-        self._has_batch_rank if batch is None else batch,
-        self._has_time_rank if time is None else time,
-        self._time_major if time_major is None else time_major)
+      self._has_batch_rank if batch is None else batch,
+      self._has_time_rank if time is None else time,
+      self._time_major if time_major is None else time_major,
+    )
 
   def with_batch_rank(self, add=True):
     return self.with_ranks(batch=add)
@@ -81,8 +83,9 @@ class Space(abc.ABC):
     size = (size,) if np.isscalar(size) else tuple(size)
     if len(size) != n:
       raise SpaceError(
-          f"size {size} does not match the leading ranks "
-          f"{self.leading_rank_names() or '(none)'} of {self!r}")
+        f"size {size} does not match the leading ranks "
+        f"{self.leading_rank_names() or '(none)'} of {self!r}"
+      )
     return tuple(int(s) for s in size)
 
   def _rank_suffix(self):

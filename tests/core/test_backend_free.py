@@ -76,9 +76,7 @@ def _backend_imports(path):
         isinstance(arg, ast.Constant) and isinstance(arg.value, str)
       ):
         names = [arg.value]
-    found += [
-      (node.lineno, n) for n in names if n.split(".")[0] in BACKENDS
-    ]
+    found += [(node.lineno, n) for n in names if n.split(".")[0] in BACKENDS]
   return found
 
 
