@@ -42,11 +42,12 @@ import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
 from ingraph_rl.components.networks import NATURE_DQN_SPEC  # noqa: E402
 from ingraph_rl.components.preprocessing import (Cast, Divide,  # noqa: E402
                                                  PreprocessorStack)
 from ingraph_rl.spaces import IntBox  # noqa: E402
+
 
 NAME = "act_throughput"
 
@@ -91,10 +92,10 @@ def make_config():
 
 
 def build_executor(backend):
-  agent = DQNAgent(make_config(),
-                   preprocessor=PreprocessorStack(Cast("float32"),
-                                                  Divide(255.0)))
-  return agent.build(IntBox(256, OBS_SHAPE, dtype=np.uint8), backend=backend)
+  builder = DQNBuilder(make_config(), preprocessor=lambda: PreprocessorStack(
+      Cast("float32"), Divide(255.0)))
+  return builder.make_agent(IntBox(256, OBS_SHAPE, dtype=np.uint8)).build(
+      backend)
 
 
 def online_weights(weights):

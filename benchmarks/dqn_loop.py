@@ -8,8 +8,9 @@ vector steps:
 1. in_graph (updates off / on): `executor.execute("train", k)` calls of the
    `DQNAgent` built with the env (act, env step, observe, update, sync in a
    tf.while_loop; one graph call per `k` vector steps).
-2. python (updates off / on): `experiments.dqn.python_loop_steps`, one
-   executor call per act / observe / update (its own agent and env).
+2. python (updates off / on): `python_loop_steps` (here: the baseline,
+   the Python-driven loop experiments no longer have), one executor call
+   per act / observe / update (its own agent and env).
 3. raw: `env.step(random actions)` in a Python loop, no agent (the ceiling).
 
 "Updates off" sets `learning_starts` beyond the run (the loop still acts,
@@ -41,12 +42,12 @@ from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from experiments.dqn import python_loop_steps  # noqa: E402
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
 from ingraph_rl.components.networks import NATURE_DQN_SPEC  # noqa: E402
 from ingraph_rl.components.preprocessing import (Cast,  # noqa: E402
                                                  Divide, PreprocessorStack)
 from ingraph_rl.environments import make_vector_env  # noqa: E402
+
 
 NAME = "dqn_loop"
 
@@ -90,9 +91,40 @@ def make_config(spec, num_actions, setting):
       seed=SEED)
 
 
-def make_preprocessor(spec):
-  return PreprocessorStack(Cast("float32"), Divide(255.0)) \
+def make_builder(spec, num_actions, setting):
+  preprocessor = (lambda: PreprocessorStack(Cast("float32"), Divide(255.0))) \
       if spec["atari"] else None
+  return DQNBuilder(make_config(spec, num_actions, setting), preprocessor)
+
+
+def python_loop_steps(executor, env, obs, num_steps, config, counter):
+  """The Python-driven loop (the baseline): one executor call per act /
+  observe / update / sync, the bookkeeping of the agent's in-graph
+  `train`. Returns (totals as `train`'s, the next observations)."""
+  totals = dict(episodes=0, return_sum=0.0, length_sum=0, loss_sum=0.0,
+                updates=0)
+  for _ in range(num_steps):
+    actions = executor.execute("get_actions", obs, True)["actions"].numpy()
+    step = env.step(actions)
+    # n-step observe also takes `truncated`: episode ends cut n-step sums.
+    extra = (step.truncated,) if config.n_step > 1 else ()
+    executor.execute("observe", obs, actions, step.rewards, step.final_obs,
+                     step.terminated, *extra)
+    obs = step.obs
+    counter["vector_steps"] += 1
+    v = counter["vector_steps"]
+    if v * env.num_envs >= config.learning_starts and \
+        v % config.update_every == 0:
+      totals["loss_sum"] += float(executor.execute("update")["loss"])
+      totals["updates"] += 1
+    if v % config.target_sync_every == 0:
+      executor.execute("sync_target")
+    done = step.terminated | step.truncated
+    totals["episodes"] += int(done.sum())
+    totals["return_sum"] += float(step.episode_returns.sum())
+    totals["length_sum"] += int(step.episode_lengths.sum())
+  totals["env_steps"] = counter["vector_steps"] * env.num_envs
+  return totals, obs
 
 
 class InGraph:
@@ -100,11 +132,10 @@ class InGraph:
 
   def __init__(self, spec, setting):
     self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
-    self.config = make_config(spec, self.env.action_space.num_categories,
-                              setting)
-    self.agent = DQNAgent(self.config, self.env,
-                          preprocessor=make_preprocessor(spec))
-    self.executor = self.agent.build()
+    builder = make_builder(spec, self.env.action_space.num_categories,
+                           setting)
+    self.config = builder.config
+    self.executor = builder.make_agent(env=self.env).build()
     self.executor.execute("reset_env", SEED)
 
   def run(self, vector_steps):
@@ -119,15 +150,14 @@ class InGraph:
 
 
 class Python:
-  """The Python-driven loop of experiments/dqn.py (agent without an env)."""
+  """The Python-driven loop, `python_loop_steps` (agent without an env)."""
 
   def __init__(self, spec, setting):
     self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
-    self.config = make_config(spec, self.env.action_space.num_categories,
-                              setting)
-    self.agent = DQNAgent(self.config, None,
-                          preprocessor=make_preprocessor(spec))
-    self.executor = self.agent.build(self.env.observation_space)
+    builder = make_builder(spec, self.env.action_space.num_categories,
+                           setting)
+    self.config = builder.config
+    self.executor = builder.make_agent(self.env.observation_space).build()
     self.obs = self.env.reset(SEED)
     self.counter = {"vector_steps": 0}
 
@@ -304,9 +334,11 @@ def main(argv):
       "metric": "env steps/s = vector steps x num_envs / wall time; Pong "
                 "frames/s = 4 x env steps/s (ale-py frameskip 4)",
       "variants": {
-          "in_graph": "DQNAgent(config, env).build(); executor.execute("
-                      "'train', k) with k <= 250, looped to the rep's steps",
-          "python": "experiments.dqn.python_loop_steps (execute get_actions "
+          "in_graph": "DQNBuilder(config).make_agent(env=env).build(); "
+                      "executor.execute('train', k) with k <= 250, looped "
+                      "to the rep's steps",
+          "python": "benchmarks.dqn_loop.python_loop_steps (execute "
+                    "get_actions "
                     "/ observe / update / sync_target per vector step), own "
                     "agent (no env) and env",
           "raw": "env.step(uniform random int64 actions) in a Python loop, "

@@ -9,14 +9,14 @@ Agents (Pong-shaped: uint8 observations [84, 84, 4], 6 actions):
   100,000: states and next states, 2 x 2.8 GB of uint8), exported with
   `export_agent` (action, observe, update, sync_target, get_weights,
   get_train_step).
-- impala: `IMPALAActor` + `IMPALALearner(update_from_batch=True)` with the
+- impala: `IMPALABuilder`'s actor + learner (update_from_batch=True) with the
   Pong flagfile's network (small conv torso, LSTM 256, unroll 20, batch 32,
-  16 envs per actor), exported with `export_impala_agent`. The actor gets a
+  16 envs per actor), exported with `export_actor_learner`. The actor gets a
   shape-only env (never stepped: env stepping is not exported).
 
 Figures per agent:
 
-- export_s: `export_agent` / `export_impala_agent` wall time (tracing the
+- export_s: `export_agent` / `export_actor_learner` wall time (tracing the
   signature functions and writing the SavedModel), `--export_reps` times
   into a fresh directory.
 - size: bytes of the SavedModel directory against the bytes of every
@@ -60,16 +60,16 @@ from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
-from ingraph_rl.agents.impala import (IMPALAActor, IMPALAConfig,  # noqa: E402
-                                      IMPALALearner)
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
 from ingraph_rl.components.networks import NATURE_DQN_SPEC  # noqa: E402
 from ingraph_rl.components.preprocessing import (Cast, Divide,  # noqa: E402
                                                  PreprocessorStack)
 from ingraph_rl.environments.vector_env import VectorEnv  # noqa: E402
-from ingraph_rl.export import (export_agent,  # noqa: E402
-                               export_impala_agent)
+from ingraph_rl.export import (export_actor_learner,  # noqa: E402
+                               export_agent)
 from ingraph_rl.spaces import IntBox  # noqa: E402
+
 
 NAME = "export"
 
@@ -160,9 +160,9 @@ def dqn_config(replay):
 
 
 def build_dqn(replay):
-  agent = DQNAgent(dqn_config(replay), preprocessor=PreprocessorStack(
-      Cast("float32"), Divide(255.0)))
-  ex = agent.build(IntBox(256, OBS_SHAPE, dtype=np.uint8))
+  builder = DQNBuilder(dqn_config(replay), preprocessor=lambda: (
+      PreprocessorStack(Cast("float32"), Divide(255.0))))
+  ex = builder.make_agent(IntBox(256, OBS_SHAPE, dtype=np.uint8)).build()
   return {"executors": [ex], "export": lambda p: export_agent(ex, p),
           "calls": dqn_calls(ex)}
 
@@ -177,14 +177,14 @@ def impala_config():
 def build_impala():
   config = impala_config()
   env = ShapeOnlyEnv(16)
-  learner = IMPALALearner(config, env.observation_space,
-                          queue_name="bench_export")
-  lex = learner.build(update_from_batch=True)
-  actor = IMPALAActor(config, env, queue_name="bench_export")
-  aex = actor.build(IMPALALearner.weights_space(lex))
+  builder = IMPALABuilder(config)
+  lex = builder.make_learner(env.observation_space, "bench_export",
+                             update_from_batch=True).build()
+  aex = builder.make_actor(env, "bench_export").build()
   aex.execute("set_weights", lex.execute("get_weights"))
   return {"executors": [aex, lex],
-          "export": lambda p: export_impala_agent(aex, lex, p),
+          "export": lambda p: export_actor_learner(aex, lex, p,
+                                                   name=builder.name),
           "calls": impala_calls(aex, config.lstm_units)}
 
 
@@ -445,9 +445,9 @@ def main(argv):
           "dqn": f"DQNAgent({dqn_config(o['dqn_replay'])}, preprocessor="
                  f"PreprocessorStack(Cast('float32'), Divide(255.0)))"
                  f".build(IntBox(256, (84, 84, 4), uint8)); export_agent",
-          "impala": f"IMPALAActor(config, 16-env shape-only Pong env) + "
-                    f"IMPALALearner(config).build(update_from_batch=True), "
-                    f"config={impala_config()}; export_impala_agent"},
+          "impala": f"IMPALABuilder(config).make_actor(16-env shape-only "
+                    f"Pong env) + make_learner(update_from_batch=True), "
+                    f"config={impala_config()}; export_actor_learner"},
       "variants": LABELS,
       "interleaving": "per (agent, batch, mode) the three variants "
                       "alternate within each rep, rotating which goes "

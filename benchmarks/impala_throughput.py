@@ -1,4 +1,4 @@
-r"""Environment throughput of IMPALA on one machine (`IMPALADriver`: actor
+r"""Environment throughput of IMPALA on one machine (`ActorLearnerDriver`: actor
 threads and a learner thread in one process) against raw environment
 stepping.
 
@@ -16,7 +16,8 @@ compared at the same times:
    The ceiling (`raw`) is the faster of the two in each repetition.
 2. actors_only: the N actor threads run; a drain thread dequeues their
    rollouts (`dequeue_many(batch_size)` of a separate `FIFOQueue` executor
-   with the driver's `queue_name` and `rollout_space`), no learning.
+   with the driver's `queue_name` and the builder's record space), no
+   learning.
 3. end_to_end: the N actor threads run and a learner thread calls
    `driver.update()` (dequeue, V-trace, RMSProp, publish weights; actors
    load the newest weights before each unroll).
@@ -82,17 +83,15 @@ from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ingraph_rl.agents.impala import (IMPALAConfig,  # noqa: E402
-                                      IMPALALearner, rollout_space)
-from ingraph_rl.agents.impala.driver import (EpisodeTotals,  # noqa: E402
-                                             IMPALADriver)
-from ingraph_rl.agents.impala.environments import (  # noqa: E402
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
+from ingraph_rl.runners.driver import (ActorLearnerDriver,  # noqa: E402
+                                       EpisodeTotals)
+from ingraph_rl.runners.environments import (  # noqa: E402
     env_kind, make_actor_env, num_action_repeats_for)
-from ingraph_rl.components.queues import FIFOQueue  # noqa: E402
-from ingraph_rl.executors.tensorflow import TFExecutor  # noqa: E402
-from ingraph_rl.spaces import IntBox  # noqa: E402
 from ingraph_rl.testing.deepmind_lab_shim import (  # noqa: E402
     use_fake_deepmind_lab)
+from ingraph_rl.testing.queues import queue_feeder  # noqa: E402
+
 
 NAME = "impala_throughput"
 
@@ -260,13 +259,13 @@ class Harness:
     for i, env in enumerate(self.raw_envs):
       env.reset(SEED + 1000 * i)
     self.num_actions = self.config.num_actions
-    self.driver = IMPALADriver(self.config, factory, num_actors, seed=SEED)
+    builder = IMPALABuilder(self.config)
+    self.driver = ActorLearnerDriver(builder, factory, num_actors, seed=SEED)
     self.driver.totals = TimedTotals()
-    queue = FIFOQueue(rollout_space(self.config, self.obs_space),
-                      self.config.queue_capacity,
-                      shared_name=self.driver.queue_name)
-    self.drain = TFExecutor(queue, {"num_records": IntBox()},
-                            api_names=["dequeue_many"])
+    self.drain = queue_feeder(builder.record_space(self.obs_space),
+                              self.config.queue_capacity,
+                              self.driver.queue_name,
+                              api_names=["dequeue_many"])
     self.build_s = time.perf_counter() - t
     self.updates = []                     # (time, frames) per update.
     self.drained = 0
@@ -444,13 +443,10 @@ class LearnerOnly:
                                  queue_capacity=(self.K + 1) * B)
     name = f"impala_bench_learner_{uuid.uuid4().hex}"
     t = time.perf_counter()
-    learner = IMPALALearner(config, obs_space, name)
-    self.executor = learner.build()
-    space = rollout_space(config, obs_space)
-    self.feeder = TFExecutor(FIFOQueue(space, config.queue_capacity,
-                                       shared_name=name),
-                             {"batch": space.with_batch_rank()},
-                             api_names=["enqueue_many"])
+    builder = IMPALABuilder(config)
+    self.executor = builder.make_learner(obs_space, name).build()
+    space = builder.record_space(obs_space)
+    self.feeder = queue_feeder(space, config.queue_capacity, name)
     self.build_s = time.perf_counter() - t
     self.queue_capacity = config.queue_capacity
     rng = np.random.default_rng(SEED)
@@ -470,7 +466,7 @@ class LearnerOnly:
         batch[key] = leaf.with_batch_rank().zeros(B)
     self.batch = tf.nest.map_structure(tf.constant, batch)
     self._fill(2)               # Prime (staging) + one untimed update.
-    if learner.staging is not None:
+    if "prime" in self.executor.apis:
       self.executor.execute("prime")
     self.executor.execute("update")["loss"].numpy()
 
@@ -741,7 +737,7 @@ def main(argv):
                         "1; see raw_serial_when)",
           "raw": "the ceiling: per rep, the faster of raw_threads and "
                  "raw_serial",
-          "actors_only": "IMPALADriver actor threads; a drain thread "
+          "actors_only": "ActorLearnerDriver actor threads; a drain thread "
                          "dequeue_many(batch_size) from a FIFOQueue executor "
                          "with the driver's queue_name; no learning",
           "end_to_end": "actor threads + a learner thread calling "

@@ -46,12 +46,11 @@ from ingraph_rl.executors import strategies  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
-from ingraph_rl.agents.impala import (IMPALAConfig,  # noqa: E402
-                                      IMPALALearner, rollout_space)
-from ingraph_rl.components.queues import FIFOQueue  # noqa: E402
-from ingraph_rl.executors.tensorflow import TFExecutor  # noqa: E402
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
 from ingraph_rl.spaces import FloatBox  # noqa: E402
+from ingraph_rl.testing.queues import queue_feeder  # noqa: E402
+
 
 NAME = "towers"
 
@@ -101,12 +100,11 @@ class ImpalaUpdates:
         batch_size=batch_size, use_staging=False,
         queue_capacity=batch_size * max_updates, seed=SEED)
     name = f"bench_towers_{uuid.uuid4().hex}"
-    self.learner = IMPALALearner(self.config, OBS, name).build(
+    builder = IMPALABuilder(self.config)
+    self.learner = builder.make_learner(OBS, name).build(
         **_strategy_kwargs("impala", num_towers))
-    record = rollout_space(self.config, OBS)
-    self.feed = TFExecutor(
-        FIFOQueue(record, self.config.queue_capacity, shared_name=name),
-        {"batch": record.with_batch_rank()}, api_names=["enqueue_many"])
+    self.feed = queue_feeder(builder.record_space(OBS),
+                             self.config.queue_capacity, name)
     rng = np.random.default_rng(SEED)
     b, steps = batch_size, unroll_length + 1
     self.batch = dict(   # One update's rollouts, enqueued again each time.
@@ -141,8 +139,8 @@ class DQNUpdates:
     self.config = DQNConfig(num_actions=NUM_ACTIONS, batch_size=batch_size,
                             learning_starts=batch_size,
                             replay_capacity=DQN_TRANSITIONS, seed=SEED)
-    self.executor = DQNAgent(self.config).build(
-        OBS, **_strategy_kwargs("dqn", num_towers))
+    self.executor = DQNBuilder(self.config).make_agent(OBS).build(
+        **_strategy_kwargs("dqn", num_towers))
     rng = np.random.default_rng(SEED)
     n = DQN_TRANSITIONS
     self.executor.execute(

@@ -1,6 +1,13 @@
-"""Shared test setup: quiet TF, deterministic and calm torch threads."""
+"""Shared test setup: quiet TF, deterministic and calm torch threads; the
+checkout's `experiments` and `benchmarks` importable."""
 
 import os
+import pathlib
+import sys
+
+ROOT = str(pathlib.Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # On 2 cores, torch's spinning OpenMP threads make timings swing wildly.

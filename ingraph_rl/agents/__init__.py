@@ -1,1 +1,3 @@
-"""Agents: one folder per agent (config, agent component, training loop)."""
+"""Agents: one folder per agent (config, networks, root components, and a
+builder declaring its roots, API lists and spaces once; see
+`ingraph_rl.runners.builder` for what runners need from a builder)."""

@@ -1,11 +1,14 @@
-"""The three IMPALA cluster roles, one process each (TF2 multi-client eager
-over raw resource ops with shared names; DESIGN.md section 6).
+"""The three cluster roles of an actor-learner agent (IMPALA; any
+`ActorLearnerBuilder`), one process each (TF2 multi-client eager over raw
+resource ops with shared names; DESIGN.md section 6). Nothing here knows
+an agent: the builder makes the learner and actor roots.
 
   ps:      serves variables (`tf.distribute.Server.join`).
   learner: connects to the ps tasks, builds the learner with its variables
            sharded over them (on itself without ps tasks) and the rollout
-           queue on itself, restores the latest checkpoint, trains, and
-           publishes its weights after every update.
+           queue on itself (`RemoteLearner`); the caller restores its
+           checkpoint; `RemoteLearner.train` (the cluster's training loop)
+           trains and publishes its weights after every update.
   actor:   connects to the learner only (a sparse spec, so actors can join,
            die and rejoin without anyone waiting), and loops ONE fused graph
            call: read the published weights on the learner, load them, run
@@ -18,24 +21,18 @@ restarts it, and it reconnects. A learner that loses a ps task exits with
 `EXIT_PS_GONE`; restarted, it restores from its latest checkpoint.
 """
 
+import os
 import time
 
 import tensorflow as tf
 
-from ingraph_rl.agents.impala.actor import IMPALAActor
-from ingraph_rl.agents.impala.driver import actor_config
-from ingraph_rl.agents.impala.learner import IMPALALearner
-from ingraph_rl.agents.impala.networks import (make_network,
-                                               policy_input_spaces)
 from ingraph_rl.distributed.cluster import Task, task_from_flags
 from ingraph_rl.distributed.placement import PSExecutor
 from ingraph_rl.distributed.weights import PublishedWeights
-from ingraph_rl.executors.tensorflow import TFExecutor
-from ingraph_rl.spaces import Dict, FloatBox
 
 EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
-QUEUE_NAME = "ingraph_rl/impala_rollouts"
+QUEUE_NAME = "ingraph_rl/rollouts"
 
 _UNREACHABLE = (tf.errors.UnavailableError, tf.errors.AbortedError,
                 tf.errors.CancelledError, tf.errors.InternalError,
@@ -72,39 +69,95 @@ def run_ps(task):
   server.join()
 
 
-def build_learner(task, config, observation_space):
-  """(learner, executor, published weights) with variables on the ps."""
-  learner = IMPALALearner(config, observation_space, QUEUE_NAME)
-  with tf.device(task.learner_device):
-    executor = PSExecutor(learner, {}, api_names=learner_apis(learner),
-                          seed=config.seed, ps_devices=task.ps_devices(),
-                          device_map={learner.queue.path:
-                                      task.learner_device})
-    published = PublishedWeights.like(executor.execute("get_weights"),
-                                      task.learner_device)
-  return learner, executor, published
+def weight_specs(weights_space):
+  """{path: (shape, dtype)} of a builder's weights space (a Dict of boxes):
+  what `PublishedWeights` holds."""
+  return {p: (tuple(s.shape), tf.as_dtype(s.dtype))
+          for p, s in weights_space.items()}
 
 
-def learner_apis(learner):
-  return ["update", "get_weights", "get_train_step", "queue_size",
-          "close_queue"] + (["prime"] if learner.staging else [])
+class RemoteLearner:
+  """The learner task's executor (variables on the ps tasks, sharded by
+  size; the queue and computation on the learner) and the weights it
+  publishes for the actors.
+
+    learner = RemoteLearner(task, builder, observation_space)
+    ... restore a checkpoint of learner.executor.module ...
+    learner.publish()
+    steps, interrupted = learner.train(total_steps, on_update)
+  """
+
+  def __init__(self, task, builder, observation_space):
+    self.task = task
+    root = builder.make_learner(observation_space, QUEUE_NAME)
+    self.learner = root.component
+    specs = weight_specs(builder.weights_space(observation_space))
+    with tf.device(task.learner_device):
+      self.executor = root.build(
+          PSExecutor, ps_devices=task.ps_devices(),
+          device_map={path: task.learner_device
+                      for path in root.learner_resident})
+      self.published = PublishedWeights(specs, task.learner_device)
+
+  @property
+  def placement(self):
+    """The devices holding the learner's variables."""
+    return sorted(set(self.executor.placement.values())) or \
+        [self.task.learner_device]
+
+  def publish(self):
+    """Makes the learner's current weights the actors' next ones."""
+    self.published.publish(self.executor.execute("get_weights"))
+
+  def train(self, total_steps, on_update=None, max_seconds=None):
+    """The cluster's training loop: updates (each publishing the new
+    weights) until `total_steps` env steps were trained on, `max_seconds`
+    passed (checked before each update) or Ctrl-C; then closes the queue,
+    so actors see CancelledError and exit. `on_update(result_dict_of_numpy,
+    steps)` runs after every update. Returns (steps, interrupted).
+
+    Losing a ps task (or the queue) exits the process with `EXIT_PS_GONE`:
+    the remote context is unusable, and a restart resumes from the latest
+    checkpoint."""
+    executor, steps, interrupted = self.executor, 0, False
+    deadline = None if max_seconds is None else time.time() + max_seconds
+    try:
+      if "prime" in executor.apis:
+        executor.execute("prime")
+      while steps < total_steps and (deadline is None or
+                                     time.time() < deadline):
+        out = executor.execute("update")
+        self.publish()
+        steps += int(out["frames"])
+        if on_update is not None:
+          on_update({k: v.numpy() for k, v in out.items()}, steps)
+    except KeyboardInterrupt:
+      interrupted = True
+    except Exception as e:               # pylint: disable=broad-except
+      code = exit_code_for_learner_error(e)
+      log(self.task, f"lost a ps task or the queue ({type(e).__name__}: "
+                     f"{str(e).splitlines()[0][:200]}); exiting with code "
+                     f"{code}: restart to resume from the latest checkpoint")
+      os._exit(code)                     # The remote context is unusable.
+    try:
+      executor.execute("close_queue")    # Actors see CancelledError, exit.
+    except tf.errors.CancelledError:
+      pass
+    return steps, interrupted
 
 
 class RemoteActor:
   """An actor process's executor and its fused `step()`: read the learner's
   published weights, load them, unroll, enqueue — one graph call."""
 
-  def __init__(self, task, config, env, weights_specs):
+  def __init__(self, task, builder, env):
     self.task = task
-    actor = IMPALAActor(actor_config(config, task.index), env, QUEUE_NAME)
-    self.published = PublishedWeights(weights_specs, task.learner_device)
-    weights_space = Dict({p: FloatBox(tuple(s), dtype=d.as_numpy_dtype)
-                          for p, (s, d) in self.published.specs.items()})
-    self.executor = TFExecutor(
-        actor, actor.root_input_spaces(weights_space),
-        api_names=["act", "reset_env", "unroll", "set_weights"],
-        seed=actor_config(config, task.index).seed,
-        device_map={actor.queue.path: task.learner_device})
+    root = builder.make_actor(env, QUEUE_NAME, index=task.index)
+    self.published = PublishedWeights(
+        weight_specs(root.input_spaces["weights"]), task.learner_device)
+    self.executor = root.build(
+        device_map={path: task.learner_device
+                    for path in root.learner_resident})
     set_weights = self.executor.function("set_weights")
     unroll = self.executor.function("unroll")
     read = self.published.read
@@ -120,22 +173,12 @@ class RemoteActor:
     self.step = step
 
 
-def network_weight_specs(config, observation_space):
-  """{path: (shape, dtype)} of the learner's `get_weights()`, from a local
-  copy of the network (actors know them without asking the learner)."""
-  network = make_network(config, observation_space)
-  spaces = policy_input_spaces(config, observation_space, network)
-  spaces["initial_state"] = spaces.pop("state")
-  executor = TFExecutor(network, spaces, api_names=["unroll", "variables"])
-  return {p: (tuple(v.shape), v.dtype)
-          for p, v in executor.execute("variables").items()}
-
-
-def run_actor(task, config, env, weights_specs, seed, max_unrolls=None,
+def run_actor(task, builder, env, seed, max_unrolls=None,
               startup_wait_s=120.0):
-  """Unrolls until the learner goes away; returns the exit code."""
+  """Actor `task.index` of `builder`, stepping `env` (reset with `seed`):
+  unrolls until the learner goes away; returns the exit code."""
   connect(task)
-  actor = RemoteActor(task, config, env, weights_specs)
+  actor = RemoteActor(task, builder, env)
   actor.executor.execute("reset_env", seed)
   log(task, "connected; unrolling")
   unrolls, episodes, returns = 0, 0, 0.0
@@ -174,5 +217,6 @@ def exit_code_for_learner_error(error):
   raise error
 
 
-__all__ = ["Task", "task_from_flags", "network_weight_specs", "run_ps", "run_actor", "build_learner", "connect", "log",
-           "EXIT_LEARNER_GONE", "EXIT_PS_GONE", "QUEUE_NAME"]
+__all__ = ["EXIT_LEARNER_GONE", "EXIT_PS_GONE", "QUEUE_NAME", "RemoteActor",
+           "RemoteLearner", "Task", "connect", "log", "run_actor", "run_ps",
+           "task_from_flags", "weight_specs"]

@@ -1,11 +1,16 @@
-"""SavedModel export: whole agents (`agent.py`: `export_agent`,
-`export_impala_agent`, `load`) and the IMPALA policy alone (`policy.py`)."""
+"""SavedModel export, generic over agents: whole agents (`agent.py`:
+`export_agent` for one root, `export_actor_learner` for an actor and a
+learner, `load`) and a builder's policy alone (`policy.py`)."""
 
-from ingraph_rl.export.agent import (FORMAT_VERSION, ExportResult,
-                                     export_agent, export_impala_agent, load,
-                                     read_metadata)
-from ingraph_rl.export.policy import export_impala_policy
+from ingraph_rl.export.agent import (
+                                     FORMAT_VERSION,
+                                     ExportResult,
+                                     export_actor_learner,
+                                     export_agent,
+                                     load,
+                                     read_metadata,
+)
+from ingraph_rl.export.policy import export_policy
 
-__all__ = ["FORMAT_VERSION", "ExportResult", "export_agent",
-           "export_impala_agent", "export_impala_policy", "load",
-           "read_metadata"]
+__all__ = ["FORMAT_VERSION", "ExportResult", "export_actor_learner",
+           "export_agent", "export_policy", "load", "read_metadata"]

@@ -1,4 +1,5 @@
-"""Export an IMPALA policy as a SavedModel that plain TensorFlow loads.
+"""Export an agent's policy (any builder's `make_policy`, e.g. IMPALA's) as
+a SavedModel that plain TensorFlow loads.
 
 Signatures (TF-Agents' PolicySaver names), batch dimension open:
 
@@ -12,8 +13,10 @@ Signatures (TF-Agents' PolicySaver names), batch dimension open:
       reset), which the network takes as inputs. Dict observations (DM
       Lab's frame and instruction) are one input per leaf,
       `observation_<key>` (e.g. observation_RGB_INTERLEAVED uint8 [B, H,
-      W, 3], observation_INSTR string [B]). S is the LSTM size, 0 for a
-      feed-forward policy: the signature is the same for every network.
+      W, 3], observation_INSTR string [B]). The state inputs are one per
+      leaf of the policy's state (IMPALA: state_c, state_h, S the LSTM
+      size, 0 for a feed-forward policy: the signature is the same for
+      every network).
   get_initial_state(batch_size int32 []) -> {"state_c", "state_h"} zeros.
   get_train_step() -> {"train_step": int64 []} (learner updates at export).
 
@@ -29,77 +32,43 @@ The environment stepping (`tf.numpy_function`) is NOT part of the export:
 a SavedModel with it cannot run in another process.
 """
 
-import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.impala.networks import (IMPALAPolicy, make_network,
-                                               policy_input_spaces)
-from ingraph_rl.core import Component, api
-from ingraph_rl.executors.tensorflow import TFExecutor
-from ingraph_rl.export.agent import impala_action_function
-from ingraph_rl.spaces import Dict, FloatBox
-
-
-class _PolicyRoot(Component):
-  """The policy alone, for export."""
-
-  def __init__(self, config, observation_space):
-    super().__init__(scope="exported")
-    self.policy = IMPALAPolicy(make_network(config, observation_space),
-                               seed=config.seed)
-
-  @api
-  def act(self, observations, state, resets, last_rewards, last_actions):
-    return self.policy.act(observations, state, resets, last_rewards,
-                           last_actions)
-
-  @api
-  def set_weights(self, weights):
-    return self.policy.set_weights(weights)
+from ingraph_rl.export.agent import (
+  initial_state_function,
+  policy_action_function,
+)
 
 
 class _PolicyModule(tf.Module):
   """What the SavedModel holds: the policy's variables and three
   signature functions."""
 
-  def __init__(self, executor, observation_space, state_size, train_step):
-    super().__init__(name="impala_policy")
+  def __init__(self, executor, observation_space, state_space, train_step):
+    super().__init__(name="exported_policy")
     self.policy_variables = executor.module     # Tracks variables, RNG.
     self.train_step = tf.Variable(int(train_step), dtype=tf.int64,
                                   trainable=False, name="train_step")
-    action = impala_action_function(executor.function("act"),
-                                    observation_space, state_size)
-
-    @tf.function(input_signature=[tf.TensorSpec([], tf.int32,
-                                                 name="batch_size")])
-    def get_initial_state(batch_size):
-      zeros = tf.zeros([batch_size, state_size])
-      return {"state_c": zeros, "state_h": zeros}
+    self.action = policy_action_function(executor.function("act"),
+                                         observation_space, state_space)
+    self.get_initial_state = initial_state_function(state_space)
 
     @tf.function(input_signature=[])
     def get_train_step():
       return {"train_step": self.train_step.read_value()}
 
-    self.action = action
-    self.get_initial_state = get_initial_state
     self.get_train_step = get_train_step
 
 
-def export_impala_policy(config, observation_space, weights, path,
-                         train_step=0):
-  """Writes the policy of `config` with `weights` (an `IMPALALearner`'s
-  `get_weights()` output) to `path` as a SavedModel; returns `path`."""
-  root = _PolicyRoot(config, observation_space)
-  weights_space = Dict({p: FloatBox(tuple(v.shape),
-                                    dtype=np.dtype(v.dtype.as_numpy_dtype))
-                        for p, v in weights.items()})
-  network = root.policy.network
-  executor = TFExecutor(root, dict(
-      policy_input_spaces(config, observation_space, network),
-      weights=weights_space), seed=config.seed)
+def export_policy(builder, observation_space, weights, path, train_step=0):
+  """Writes `builder`'s policy (`builder.make_policy(observation_space)`)
+  with `weights` (a learner's `get_weights()` output) to `path` as a
+  SavedModel; returns `path`."""
+  root = builder.make_policy(observation_space)
+  executor = root.build()
   executor.execute("set_weights", weights)
   module = _PolicyModule(executor, observation_space,
-                         root.policy.network.state_size, train_step)
+                         root.input_spaces["state"], train_step)
   tf.saved_model.save(module, path, signatures={
       "action": module.action,
       "get_initial_state": module.get_initial_state,

@@ -9,20 +9,20 @@ DQN through its APIs with given inputs, and through the in-graph loop with
 the env re-seeded equally in A and B (env state is not checkpointed); the
 IMPALA learner fed the same rollouts by hand."""
 
-import uuid
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig
-from ingraph_rl.agents.impala import (IMPALAConfig, IMPALALearner,
-                                      rollout_space)
-from ingraph_rl.components.queues import FIFOQueue
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
-from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
+from ingraph_rl.testing.queues import (
+  queue_feeder,
+  random_rollouts,
+  unique_queue_name,
+)
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
 OBS = FloatBox((4,))
@@ -71,7 +71,7 @@ def dqn_executor(kind, seed):
   config = DQNConfig(num_actions=3, replay_capacity=48, batch_size=8,
                      learning_starts=8, epsilon_steps=40, seed=seed,
                      **DQN_KINDS[kind])
-  return DQNAgent(config).build(OBS)
+  return DQNBuilder(config).make_agent(OBS).build()
 
 
 def dqn_step(ex, i, kind):
@@ -135,7 +135,8 @@ def dqn_train_executor(seed):
                      learning_starts=16, epsilon_steps=100,
                      target_sync_every=7, prioritized=True, seed=seed)
   # Only reset_env and train get traced.
-  return DQNAgent(config, env).build(trace_at_build=False), env
+  return DQNBuilder(config).make_agent(env=env).build(
+      trace_at_build=False), env
 
 
 def test_dqn_train_loop_resumes_exactly(tmp_path):
@@ -169,37 +170,18 @@ def test_dqn_train_loop_resumes_exactly(tmp_path):
 def impala_learner(config, seed):
   """(learner, feeder): a feeder's `enqueue_many` fills the learner's
   queue (the same shared_name)."""
-  name = f"test_resume_{uuid.uuid4().hex}"
+  name = unique_queue_name("test_resume")
   config = IMPALAConfig(**{**config, "seed": seed})
-  learner = IMPALALearner(config, OBS, name).build()
-  record = rollout_space(config, OBS)
-  feeder = TFExecutor(FIFOQueue(record, config.queue_capacity,
-                                shared_name=name),
-                      {"batch": record.with_batch_rank()},
-                      api_names=["enqueue_many"])
+  builder = IMPALABuilder(config)
+  learner = builder.make_learner(OBS, name).build()
+  feeder = queue_feeder(builder.record_space(OBS), config.queue_capacity,
+                        name)
   return learner, feeder
 
 
 def rollouts(config, i):
   """Batch i of a fixed stream of random rollouts."""
-  rng = np.random.default_rng(100 + i)
-  b, steps, a = config["batch_size"], config["unroll_length"] + 1, \
-      config["num_actions"]
-  dones = rng.uniform(size=(b, steps)) < 0.2
-  batch = dict(
-      observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
-      rewards=rng.normal(size=(b, steps)).astype(np.float32),
-      dones=dones,
-      actions=rng.integers(0, a, (b, steps)).astype(np.int64),
-      logits=rng.normal(size=(b, steps, a)).astype(np.float32),
-      truncated=dones & (rng.uniform(size=(b, steps)) < 0.5),
-      bootstrap_value=rng.normal(size=(b, steps)).astype(np.float32))
-  if config.get("lstm_units"):
-    u = config["lstm_units"]
-    batch["initial_state"] = {
-        "c": rng.normal(size=(b, u)).astype(np.float32),
-        "h": rng.uniform(-0.8, 0.8, (b, u)).astype(np.float32)}
-  return batch
+  return random_rollouts(IMPALAConfig(**config), 100 + i)
 
 
 def learn(learner, feeder, config, steps):

@@ -13,14 +13,14 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from ingraph_rl.agents.impala import IMPALAConfig, IMPALALearner
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.distributed.placement import PSExecutor
 from ingraph_rl.environments import make_vector_env
 env = make_vector_env("CartPole-v1", 1)
 config = IMPALAConfig(num_actions=2, lstm_units=32)
-learner = IMPALALearner(config, env.observation_space, queue_name="placement")
+root = IMPALABuilder(config).make_learner(env.observation_space, "placement")
 devices = ["/device:CPU:0", "/device:CPU:1"]
-ex = PSExecutor(learner, {}, api_names=["update", "get_weights"],
+ex = PSExecutor(root.component, {}, api_names=["update", "get_weights"],
                 ps_devices=devices)
 sizes = {d: 0 for d in devices}
 for path, var in ex.variables().items():

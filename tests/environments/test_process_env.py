@@ -5,9 +5,12 @@ this process."""
 import numpy as np
 import psutil
 
-from ingraph_rl.agents.impala.environments import make_actor_env
-from ingraph_rl.environments import (GymnasiumVectorEnv, WorkerVectorEnv,
-                                     make_vector_env)
+from ingraph_rl.environments import (
+  GymnasiumVectorEnv,
+  WorkerVectorEnv,
+  make_vector_env,
+)
+from ingraph_rl.runners.environments import make_actor_env
 
 
 def test_gymnasium_envs_get_one_worker_each_with_the_same_results():

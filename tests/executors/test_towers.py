@@ -16,14 +16,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
 from ingraph_rl.components.networks import NeuralNetwork
 from ingraph_rl.components.optimizers import GradientDescent
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.strategies import (DefaultStrategy,
-                                             DeviceMapStrategy,
-                                             MultiTowerStrategy)
+from ingraph_rl.executors.strategies import (
+  DefaultStrategy,
+  DeviceMapStrategy,
+  MultiTowerStrategy,
+)
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
 
@@ -125,23 +127,27 @@ def test_uneven_batch_is_a_clear_error():
   config = DQNConfig(num_actions=2, batch_size=9, learning_starts=9)
   with pytest.raises(BuildError, match=r"has 9 rows .* 2 towers cannot "
                      r"split evenly; use a batch size divisible by 2"):
-    DQNAgent(config).build(OBS, strategy=towers(2, split_at="dqn/memory"))
+    DQNBuilder(config).make_agent(OBS).build(
+        strategy=towers(2, split_at="dqn/memory"))
 
 
 def test_split_at_not_found_names_the_candidates():
   config = DQNConfig(num_actions=2, batch_size=8, learning_starts=8)
   with pytest.raises(BuildError) as e:
-    DQNAgent(config).build(OBS, strategy=towers(2, split_at="dqn/nope"))
+    DQNBuilder(config).make_agent(OBS).build(
+        strategy=towers(2, split_at="dqn/nope"))
   msg = str(e.value)
   assert "API 'update': split_at 'dqn/nope' runs no graph function" in msg
   assert msg.endswith("a batch that feeds the loss starts belong to "
                       "['dqn/memory']")
   with pytest.raises(BuildError, match="no graph function of split_at "
                      "'dqn/adam' feeds the optimizer step's loss"):
-    DQNAgent(config).build(OBS, strategy=towers(2, split_at="dqn/adam"))
+    DQNBuilder(config).make_agent(OBS).build(
+        strategy=towers(2, split_at="dqn/adam"))
   with pytest.raises(BuildError, match="split_at=None splits the API's "
                      "arguments, but it takes none"):
-    DQNAgent(config).build(OBS, strategy=towers(2, split_at=None))
+    DQNBuilder(config).make_agent(OBS).build(
+        strategy=towers(2, split_at=None))
 
 
 def test_api_without_optimizer_step_or_not_built_is_an_error():

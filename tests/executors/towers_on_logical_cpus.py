@@ -10,7 +10,6 @@ explicitly; it is not collected with the rest of the suite).
 """
 
 import collections
-import uuid
 
 from ingraph_rl.executors.strategies import configure_logical_cpus
 
@@ -19,15 +18,15 @@ DEVICES = configure_logical_cpus(4)   # Before anything starts TF.
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
-from ingraph_rl.agents.impala import (IMPALAConfig,  # noqa: E402
-                                      IMPALALearner, rollout_space)
-from ingraph_rl.components.queues import FIFOQueue  # noqa: E402
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
 from ingraph_rl.environments import make_vector_env  # noqa: E402
 from ingraph_rl.executors.strategies import (  # noqa: E402
-    MultiTowerStrategy, local_tower_devices)
-from ingraph_rl.executors.tensorflow import TFExecutor  # noqa: E402
+  MultiTowerStrategy,
+  local_tower_devices,
+)
 from ingraph_rl.spaces import FloatBox  # noqa: E402
+from ingraph_rl.testing.queues import queue_feeder, unique_queue_name  # noqa: E402
 
 OBS = FloatBox((4,))
 TOL = dict(rtol=2e-5, atol=2e-6)
@@ -75,7 +74,7 @@ def dqn(num_towers):
                      replay_capacity=64, prioritized=True, seed=3)
   kwargs = {} if num_towers is None else {"strategy": MultiTowerStrategy(
       DEVICES[:num_towers], split_at="dqn/memory")}
-  ex = DQNAgent(config).build(OBS, **kwargs)
+  ex = DQNBuilder(config).make_agent(OBS).build(**kwargs)
   rng = np.random.default_rng(0)
   n = 40
   ex.execute("observe", rng.normal(size=(n, 4)).astype(np.float32),
@@ -131,7 +130,7 @@ def dqn_with_env(num_towers):
                      prioritized=True, seed=1)
   kwargs = {} if num_towers is None else {"strategy": MultiTowerStrategy(
       DEVICES[:num_towers], split_at="dqn/memory")}
-  ex = DQNAgent(config, env).build(**kwargs)
+  ex = DQNBuilder(config).make_agent(env=env).build(**kwargs)
   ex.execute("reset_env", 0)
   return ex, env
 
@@ -192,15 +191,12 @@ def impala_strategy(num_towers, staging):
 def impala(config, num_towers, batches):
   """A learner (None towers: default strategy) with `batches` in its own
   queue (fed by an executor with the same shared_name)."""
-  name = f"test_towers_{uuid.uuid4().hex}"
+  name = unique_queue_name("test_towers")
   kwargs = {} if num_towers is None else {
       "strategy": impala_strategy(num_towers, config.use_staging)}
-  learner = IMPALALearner(config, OBS, name).build(**kwargs)
-  record = rollout_space(config, OBS)
-  feed = TFExecutor(FIFOQueue(record, config.queue_capacity,
-                              shared_name=name),
-                    {"batch": record.with_batch_rank()},
-                    api_names=["enqueue_many"])
+  builder = IMPALABuilder(config)
+  learner = builder.make_learner(OBS, name).build(**kwargs)
+  feed = queue_feeder(builder.record_space(OBS), config.queue_capacity, name)
   for batch in batches:
     feed.execute("enqueue_many", batch)
   if config.use_staging:

@@ -1,7 +1,6 @@
 """experiments/dqn.py as a user runs it: flagfile, TensorBoard scalars with
 CleanRL names, checkpoints, and resuming from --logdir."""
 
-import glob
 import os
 import pathlib
 import re
@@ -12,39 +11,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.testing.tensorboard import scalar_tags, scalars
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def run(logdir, total, loop="in_graph", extra=()):
+def run(logdir, total, extra=()):
   cmd = [sys.executable, "-m", "experiments.dqn",
          "--flagfile=experiments/flagfiles/dqn_cartpole.cfg",
          f"--total_env_steps={total}", "--steps_per_call=100",
-         "--eval_episodes=2", f"--logdir={logdir}", f"--loop={loop}",
-         *extra]
+         "--eval_episodes=2", f"--logdir={logdir}", *extra]
   out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
   assert out.returncode == 0, out.stderr[-3000:]
   return out
-
-
-def scalar_tags(logdir):
-  tags = set()
-  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        tags.add(value.tag)
-  return tags
-
-
-def scalars(logdir, tag):
-  """[(step, value)] of `tag`, in step order."""
-  points = []
-  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == tag:
-          points.append((event.step, float(tf.make_ndarray(value.tensor))))
-  return sorted(points)
 
 
 SUMMARY = re.compile(r"last-100 training return (-?[\d.]+) \((\d+) of (\d+) "
@@ -96,19 +76,3 @@ def test_runs_logs_checkpoints_and_resumes(tmp_path):
           f"2000") in out.stdout
   assert "dqn: 2800 env steps" in out.stdout   # Continued from 2000.
 
-
-def test_python_driven_loop_runs_and_resumes(tmp_path):
-  logdir = str(tmp_path / "py")
-  out = run(logdir, 800, loop="python")
-  assert "dqn: 800 env steps" in out.stdout
-  # The Python loop's counter is checkpointed too.
-  out = run(logdir, 1200, loop="python")
-  assert (f"dqn: resumed from {logdir}/checkpoints/ckpt-800 at env step "
-          f"800") in out.stdout
-  assert "dqn: 1200 env steps" in out.stdout
-
-
-def test_n_step_python_driven_loop_runs(tmp_path):
-  # The in-graph n-step loop is tested in tests/agents/dqn.
-  out = run(str(tmp_path / "n3"), 1200, loop="python", extra=["--n_step=3"])
-  assert "dqn: 1200 env steps" in out.stdout

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.agents.impala import IMPALAConfig, IMPALALearner
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
-from ingraph_rl.export import export_impala_policy
+from ingraph_rl.export import export_policy
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
 
@@ -36,18 +36,19 @@ def policy_dir(tmp_path_factory):
   config = IMPALAConfig(num_actions=9, lstm_units=4, seed=2, torso=(
       {"type": "flatten"},
       {"type": "dense", "units": 8, "activation": "tanh"}))
-  learner = IMPALALearner(config, space, queue_name="evaluate_dmlab_test")
+  builder = IMPALABuilder(config)
+  learner = builder.make_learner(space, "evaluate_dmlab_test").build()
   # Random weights of the learner's shapes, large enough that actions
   # change with the frames (not the near-uniform initial policy).
   rng = np.random.default_rng(0)
   weights = {k: rng.normal(0.0, 2.0 / np.sqrt(v.shape[0]), v.shape)
-             for k, v in learner.build().execute("get_weights").items()}
+             for k, v in learner.execute("get_weights").items()}
   # Often forward (+1 a frame): a score above the cap somewhere.
   weights["policy_head/bias"][0] += 1.25
   weights = {k: tf.constant(v, tf.float32) for k, v in weights.items()}
-  return export_impala_policy(config, space, weights,
-                              str(tmp_path_factory.mktemp("p") / "policy"),
-                              train_step=7)
+  return export_policy(builder, space, weights,
+                       str(tmp_path_factory.mktemp("p") / "policy"),
+                       train_step=7)
 
 
 @pytest.fixture(scope="module")

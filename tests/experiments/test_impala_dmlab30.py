@@ -5,7 +5,6 @@ reach TensorBoard, the run ends with the per-level table and its JSON, and
 the exported policy is evaluated on the 30 test levels in a fresh
 process."""
 
-import glob
 import json
 import os
 import pathlib
@@ -15,24 +14,12 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from ingraph_rl.environments import dmlab30
 from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
+from ingraph_rl.testing.tensorboard import scalars
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def scalars(logdir):
-  """{tag: [(step, value)]} in step order."""
-  out = {}
-  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.HasField("tensor") and not value.tensor.string_val:
-          out.setdefault(value.tag, []).append(
-              (event.step, float(tf.make_ndarray(value.tensor))))
-  return {tag: sorted(points) for tag, points in out.items()}
 
 
 def test_dmlab30_training_logs_scores_per_level(tmp_path):

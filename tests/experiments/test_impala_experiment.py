@@ -2,7 +2,6 @@
 with CleanRL names, checkpoints, resuming from --logdir, the exported
 SavedModel played in a fresh process, and Ctrl-C."""
 
-import glob
 import os
 import pathlib
 import re
@@ -14,6 +13,8 @@ import time
 import psutil
 import pytest
 import tensorflow as tf
+
+from ingraph_rl.testing.tensorboard import scalar_tags, scalars
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAST = ["--log_every_seconds=0.5", "--num_envs_per_actor=4"]
@@ -27,15 +28,6 @@ def run(logdir, frames, extra=()):
                        timeout=300)
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
   return out.stdout
-
-
-def scalar_tags(logdir):
-  tags = set()
-  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        tags.add(value.tag)
-  return tags
 
 
 def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
@@ -60,17 +52,6 @@ def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
   assert "resumed from" in out and "at frame 16000" in out
   # The update count continues from the checkpoint: 150 in all.
   assert re.search(r"\[impala\] 24000 frames \(\d+ fps\), 150 updates", out)
-
-
-def scalars(logdir, tag):
-  """[(step, value)] of `tag`, in step order."""
-  points = []
-  for path in glob.glob(os.path.join(logdir, "events.out.tfevents.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == tag:
-          points.append((event.step, float(tf.make_ndarray(value.tensor))))
-  return sorted(points)
 
 
 SUMMARY = re.compile(r"^\[impala\] last-100 training return (-?[\d.]+) "

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
 from ingraph_rl.components.memories import segment_tree
 from ingraph_rl.environments import make_vector_env
 from ingraph_rl.errors import ExportError
@@ -112,7 +112,7 @@ def build_dqn(prioritized=False, seed=0):
       learning_starts=16, epsilon_steps=200, target_sync_every=5,
       network=({"type": "dense", "units": 16, "activation": "relu"},),
       seed=seed)
-  return env, DQNAgent(config, env).build()
+  return env, DQNBuilder(config).make_agent(env=env).build()
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +283,7 @@ def test_custom_ops_are_recorded_or_refused(tmp_path, monkeypatch):
   config = DQNConfig(num_actions=2, prioritized=True, batch_size=4,
                      learning_starts=4,
                      network=({"type": "dense", "units": 8},))
-  ex = DQNAgent(config).build(FloatBox((4,)))
+  ex = DQNBuilder(config).make_agent(FloatBox((4,))).build()
   with pytest.raises(ExportError, match="custom segment-tree ops"):
     export_agent(ex, str(tmp_path / "plain"), require_plain_tf=True)
   result = export_agent(ex, str(tmp_path / "agent"))

@@ -8,11 +8,10 @@ update signature the rollouts' truncation flags and bootstrap values."""
 import numpy as np
 import pytest
 
-from ingraph_rl.agents.impala import (IMPALAActor, IMPALAConfig,
-                                      IMPALALearner, rollout_space)
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
 from ingraph_rl.errors import ExportError
-from ingraph_rl.export import export_impala_agent
+from ingraph_rl.export import export_actor_learner
 
 QUEUE = "impala_agent_export_test"
 
@@ -129,8 +128,8 @@ def make_data(config, obs_space, prefix, num_batches, seed):
           prefix + "prev_action": rng.integers(0, 2, (4, 2)),
           prefix + "num_batches": np.int64(num_batches)}
   data[prefix + "first"][0] = True
-  batches = [rollout_space(config, obs_space).with_batch_rank().sample(
-      3, seed=seed + i) for i in range(num_batches)]
+  record = IMPALABuilder(config).record_space(obs_space).with_batch_rank()
+  batches = [record.sample(3, seed=seed + i) for i in range(num_batches)]
   for key in batches[0]:
     if key == "initial_state":
       for part in ("c", "h"):
@@ -147,18 +146,18 @@ def test_impala_agent_in_fresh_process(tmp_path, fresh_python):
                         batch_size=3, queue_capacity=8, seed=3,
                         torso=({"type": "dense", "units": 16,
                                 "activation": "tanh"},))
-  learner = IMPALALearner(config, env.observation_space, queue_name=QUEUE)
-  lex = learner.build(update_from_batch=True)
-  actor = IMPALAActor(config, env, queue_name=QUEUE)
-  aex = actor.build(IMPALALearner.weights_space(lex))
+  builder = IMPALABuilder(config)
+  lex = builder.make_learner(env.observation_space, QUEUE,
+                             update_from_batch=True).build()
+  aex = builder.make_actor(env, QUEUE).build()
   with pytest.raises(ExportError, match="update_from_batch=True"):
-    export_impala_agent(aex, aex, str(tmp_path / "no"))
+    export_actor_learner(aex, aex, str(tmp_path / "no"), name=builder.name)
   aex.execute("set_weights", lex.execute("get_weights"))
   aex.execute("reset_env", 0)
   assert int(aex.execute("unroll")["queue_size"]) == 2  # Saved, not kept.
 
   path = str(tmp_path / "agent")
-  result = export_impala_agent(aex, lex, path)
+  result = export_actor_learner(aex, lex, path, name=builder.name)
   signatures = {"action", "get_initial_state", "update", "get_weights",
                 "get_train_step", "sync_weights", "queue_size"}
   assert set(result.exported) == signatures

@@ -3,27 +3,19 @@ cannot import ingraph_rl, for feed-forward and LSTM policies, with the
 previous reward and action as inputs, and for Dict observations with an
 instruction string (one input per leaf)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.agents.impala import IMPALAActor, IMPALAConfig, IMPALALearner
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
-from ingraph_rl.export import export_impala_policy
+from ingraph_rl.export import export_policy
 from ingraph_rl.testing.instruction_env import InstructionVectorEnv
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-# Runs in `python -I` from /: no PYTHONPATH, no cwd on sys.path.
+# Runs in `python -I` from / (the `fresh_python` fixture: no PYTHONPATH, no
+# cwd on sys.path, `import ingraph_rl` blocked).
 PLAYER = r"""
 import json, sys
-sys.modules["ingraph_rl"] = None       # Blocks an editable install too.
 import numpy as np
 import tensorflow as tf
 try:
@@ -74,25 +66,27 @@ def in_process(actor_ex, net, obs, first, prev_reward, prev_action):
 
 
 @pytest.mark.parametrize("lstm_units", [None, 16])
-def test_exported_policy_matches_in_process_policy(tmp_path, lstm_units):
+def test_exported_policy_matches_in_process_policy(tmp_path, lstm_units,
+                                                   fresh_python):
   env = make_vector_env("CartPole-v1", 3, seed=0)
   config = IMPALAConfig(num_actions=2, lstm_units=lstm_units, seed=3)
-  learner = IMPALALearner(config, env.observation_space,
-                          queue_name=f"export_test_{lstm_units}")
-  lex = learner.build()
+  builder = IMPALABuilder(config)
+  lex = builder.make_learner(env.observation_space,
+                             f"export_test_{lstm_units}").build()
   weights = lex.execute("get_weights")
   # Non-initial weights: scale them so a wrong copy would show.
   weights = {k: v * 1.7 for k, v in weights.items()}
-  path = export_impala_policy(config, env.observation_space, weights,
-                              str(tmp_path / "policy"), train_step=42)
-  actor = IMPALAActor(config, env, queue_name=f"export_test_{lstm_units}")
-  aex = actor.build(IMPALALearner.weights_space(lex))
+  path = export_policy(builder, env.observation_space, weights,
+                       str(tmp_path / "policy"), train_step=42)
+  actor_root = builder.make_actor(env, f"export_test_{lstm_units}")
+  actor = actor_root.component
+  aex = actor_root.build()
   aex.execute("set_weights", weights)
 
   rng = np.random.default_rng(0)
   obs = rng.normal(size=(6, 3, 4)).astype(np.float32)
   first, prev_reward, prev_action = steps_data(rng, 6, 3, 2)
-  loaded = play_in_fresh_process(tmp_path, path, dict(
+  loaded = play_in_fresh_process(fresh_python, tmp_path, path, dict(
       observation=obs, first=first, prev_reward=prev_reward,
       prev_action=prev_action))
   expected = in_process(aex, actor.stepper.policy.network, obs, first,
@@ -122,14 +116,9 @@ def steps_data(rng, steps, batch, num_actions):
   return first, prev_reward.astype(np.float32), prev_action.astype(np.int64)
 
 
-def play_in_fresh_process(tmp_path, path, data):
+def play_in_fresh_process(fresh_python, tmp_path, path, data):
   np.savez(tmp_path / "obs.npz", **data)
-  env_vars = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  res = subprocess.run(
-      [sys.executable, "-I", "-c", PLAYER, path, str(tmp_path / "obs.npz")],
-      cwd="/", env=env_vars, capture_output=True, text=True, timeout=120)
-  assert res.returncode == 0, res.stderr[-3000:]
-  return json.loads(res.stdout.strip().splitlines()[-1])
+  return fresh_python(PLAYER, path, tmp_path / "obs.npz", timeout=120)
 
 
 def assert_same(loaded, expected):
@@ -138,31 +127,33 @@ def assert_same(loaded, expected):
                                rtol=1e-5, atol=1e-5, err_msg=key)
 
 
-def test_dict_observations_with_instructions(tmp_path):
+def test_dict_observations_with_instructions(tmp_path, fresh_python):
   """DM Lab-style observations: `observation_RGB_INTERLEAVED` uint8 and
   `observation_INSTR` string inputs; the instruction changes the output."""
   env = InstructionVectorEnv(3, seed=0, frame_shape=(36, 48, 3))
   config = IMPALAConfig(num_actions=3, torso="small", lstm_units=8, seed=1)
   name = "export_test_dict"
-  lex = IMPALALearner(config, env.observation_space, queue_name=name).build()
+  builder = IMPALABuilder(config)
+  lex = builder.make_learner(env.observation_space, name).build()
   weights = lex.execute("get_weights")
-  path = export_impala_policy(config, env.observation_space, weights,
-                              str(tmp_path / "policy"))
+  path = export_policy(builder, env.observation_space, weights,
+                       str(tmp_path / "policy"))
   inputs = tf.saved_model.load(path).signatures[
       "action"].structured_input_signature[1]
   assert {k: (v.dtype, v.shape.as_list()) for k, v in inputs.items()
           if k.startswith("observation")} == {
               "observation_RGB_INTERLEAVED": (tf.uint8, [None, 36, 48, 3]),
               "observation_INSTR": (tf.string, [None])}
-  actor = IMPALAActor(config, env, queue_name=name)
-  aex = actor.build(IMPALALearner.weights_space(lex))
+  actor_root = builder.make_actor(env, name)
+  actor = actor_root.component
+  aex = actor_root.build()
   aex.execute("set_weights", weights)
   rng = np.random.default_rng(1)
   frames = rng.integers(0, 256, (5, 3, 36, 48, 3), np.uint8)
   instr = np.array([["go left", "go right", ""]] * 5, object)
   instr[2] = ["pick up the red ball", "go left", "go  left"]
   first, prev_reward, prev_action = steps_data(rng, 5, 3, 3)
-  loaded = play_in_fresh_process(tmp_path, path, {
+  loaded = play_in_fresh_process(fresh_python, tmp_path, path, {
       "observation_RGB_INTERLEAVED": frames, "observation_INSTR": instr,
       "first": first, "prev_reward": prev_reward,
       "prev_action": prev_action})
@@ -180,10 +171,10 @@ def test_dict_observations_with_instructions(tmp_path):
 def test_signatures_have_named_inputs_and_open_batch(tmp_path):
   env = make_vector_env("CartPole-v1", 1)
   config = IMPALAConfig(num_actions=2, lstm_units=8)
-  lex = IMPALALearner(config, env.observation_space,
-                      queue_name="export_sig").build()
-  path = export_impala_policy(config, env.observation_space,
-                              lex.execute("get_weights"), str(tmp_path / "p"))
+  builder = IMPALABuilder(config)
+  lex = builder.make_learner(env.observation_space, "export_sig").build()
+  path = export_policy(builder, env.observation_space,
+                       lex.execute("get_weights"), str(tmp_path / "p"))
   sigs = tf.saved_model.load(path).signatures
   assert set(sigs) == {"action", "get_initial_state", "get_train_step"}
   inputs = sigs["action"].structured_input_signature[1]

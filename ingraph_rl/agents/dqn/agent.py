@@ -1,12 +1,13 @@
 """The DQN agent: act, observe, update and sync as graph APIs, plus an
 in-graph training loop over a vector environment.
 
-    >>> from ingraph_rl.environments import GymnasiumVectorEnv
-    >>> env = GymnasiumVectorEnv("CartPole-v1", num_envs=4)
-    >>> agent = DQNAgent(DQNConfig(num_actions=2), env)
-    >>> executor = agent.build()          # a TFExecutor
-    >>> _ = executor.execute("reset_env", 0)
-    >>> stats = executor.execute("train", 200)   # 200 vector steps, 1 call
+Built through `DQNBuilder` (agents/dqn/builder.py), which declares its
+root APIs and their input spaces:
+
+    builder = DQNBuilder(DQNConfig(num_actions=2))
+    executor = builder.make_agent(env=env).build()
+    _ = executor.execute("reset_env", 0)
+    stats = executor.execute("train", 200)   # 200 vector steps, 1 call
 """
 
 import numpy as np
@@ -16,17 +17,16 @@ from ingraph_rl.agents.dqn.config import DQNConfig
 from ingraph_rl.agents.dqn.networks import QNetwork, TargetQNetwork
 from ingraph_rl.components.explorations import EpsilonGreedy, LinearDecay
 from ingraph_rl.components.losses import DQNLoss
-from ingraph_rl.components.memories import (NStepAccumulator,
-                                            PrioritizedReplay, ReplayMemory)
+from ingraph_rl.components.memories import (
+  NStepAccumulator,
+  PrioritizedReplay,
+  ReplayMemory,
+)
 from ingraph_rl.components.optimizers import Adam
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
-from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
 from ingraph_rl.utils.lazy import torch
-
-TRAIN_APIS = ["get_actions", "observe", "update", "sync_target",
-              "get_weights", "get_train_step"]
 
 
 class DQNAgent(Component):
@@ -106,32 +106,6 @@ class DQNAgent(Component):
                             scope="n_step")
 
   # --- building --------------------------------------------------------------
-
-  def root_input_spaces(self, observation_space=None):
-    """The root input spaces, from the env's (or a given) observation space."""
-    obs = observation_space or self.env.observation_space
-    states = obs.with_batch_rank()
-    spaces = {"states": states, "next_states": states,
-              "actions": IntBox(self.config.num_actions, dtype=np.int64,
-                                add_batch_rank=True),
-              "rewards": FloatBox(add_batch_rank=True),
-              "terminals": BoolBox(add_batch_rank=True),
-              "explore": BoolBox(), "num_steps": IntBox(1000, low=1),
-              "seed": IntBox(1 << 30)}
-    if self.accumulator is not None:
-      # Only n-step needs to know where episodes were cut short.
-      spaces["truncated"] = BoolBox(add_batch_rank=True)
-    return spaces
-
-  def build(self, observation_space=None, backend="tf", **executor_kwargs):
-    """A built executor for this agent (TF by default)."""
-    if backend == "tf":
-      from ingraph_rl.executors.tensorflow import TFExecutor as cls
-    else:
-      from ingraph_rl.executors.torch import TorchExecutor as cls
-    apis = TRAIN_APIS + (["reset_env", "train"] if self.env else [])
-    return cls(self, self.root_input_spaces(observation_space), api_names=apis,
-               seed=self.config.seed, **executor_kwargs)
 
   def create_variables(self, input_spaces):
     if self.env is None:

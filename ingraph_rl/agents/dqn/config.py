@@ -4,41 +4,51 @@ import dataclasses
 import typing
 
 from ingraph_rl.errors import BuildError
+from ingraph_rl.utils.config_fields import field, required
 
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-  """Everything a DQN agent needs besides its spaces.
+  """Everything a DQN agent needs besides its spaces. Each field's help is
+  its flag's (`experiments/dqn.py` generates the flags from these fields).
 
   >>> DQNConfig(num_actions=2).target_sync_every
   500
   """
-  num_actions: int
-  network: typing.Tuple[dict, ...] = (
-      {"type": "dense", "units": 64, "activation": "relu"},
-      {"type": "dense", "units": 64, "activation": "relu"})
-  dueling: bool = True
-  double_q: bool = True
-  n_step: int = 1                   # >1: n-step returns (NStepAccumulator).
-  discount: float = 0.99
-  huber_delta: typing.Optional[float] = 1.0
-  learning_rate: float = 1e-3
-  adam_epsilon: float = 1e-7
-  clip_grad_norm: typing.Optional[float] = 10.0
-  replay_capacity: int = 50_000
-  prioritized: bool = False
-  alpha: float = 0.6
-  beta: float = 0.4
-  batch_size: int = 64
-  epsilon_from: float = 1.0
-  epsilon_to: float = 0.05
-  epsilon_steps: int = 10_000       # Agent steps (calls x envs) to decay.
-  learning_starts: int = 1_000      # Env steps before the first update.
-  update_every: int = 1             # Vector steps between updates.
-  target_sync_every: int = 500      # Vector steps between target syncs.
-  num_envs: typing.Optional[int] = None   # Rows per observe with n_step > 1
-                                          # (default: the env's num_envs).
-  seed: int = 0
+  num_actions: int = required("Size of the discrete action set (the env's).")
+  network: typing.Tuple[dict, ...] = field(
+      ({"type": "dense", "units": 64, "activation": "relu"},
+       {"type": "dense", "units": 64, "activation": "relu"}),
+      "The Q-network's torso as a layer list spec (experiments: Nature "
+      "DQN's on Atari frames, else this MLP).", flag=False)
+  dueling: bool = field(True, "Dueling head.")
+  double_q: bool = field(True, "Double-Q targets.")
+  n_step: int = field(1, "Steps of the bootstrapped return (n-step DQN, "
+                      "through an NStepAccumulator).")
+  discount: float = field(0.99, "Discount.")
+  huber_delta: typing.Optional[float] = field(
+      1.0, "Huber loss delta (0 or None: squared loss).", zero_is_none=True)
+  learning_rate: float = field(1e-3, "Adam learning rate.")
+  adam_epsilon: float = field(1e-7, "Adam epsilon.")
+  clip_grad_norm: typing.Optional[float] = field(
+      10.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True)
+  replay_capacity: int = field(50_000, "Replay capacity (transitions).")
+  prioritized: bool = field(False, "Prioritized replay.")
+  alpha: float = field(0.6, "Prioritized replay's priority exponent.")
+  beta: float = field(0.4, "Prioritized replay's importance exponent.")
+  batch_size: int = field(64, "Update batch size.")
+  epsilon_from: float = field(1.0, "Initial exploration rate.")
+  epsilon_to: float = field(0.05, "Final exploration rate.")
+  epsilon_steps: int = field(
+      10_000, "Agent steps (calls x envs) over which epsilon decays.")
+  learning_starts: int = field(1_000, "Env steps before the first update.")
+  update_every: int = field(1, "Vector steps between updates.")
+  target_sync_every: int = field(500, "Vector steps between target syncs.")
+  num_envs: typing.Optional[int] = field(
+      None, "Rows per observe call with n_step > 1 (default: the env's "
+      "num_envs).", flag=False)
+  seed: int = field(0, "Seed of the initial weights, exploration and "
+                    "replay sampling.", flag=False)
 
   def __post_init__(self):
     problems = []

@@ -3,15 +3,18 @@
 Defaults follow scalable_agent (Espeholt et al. 2018) where it has them:
 RMSProp(decay 0.99, momentum 0, epsilon 0.1), baseline_cost 0.5,
 discounting 0.99, unroll_length 100 and batch_size 32 for DM Lab; the
-CartPole flagfile overrides several.
+presets (experiments/impala.py's CartPole, the flagfiles) override
+several.
 """
 
 import dataclasses
 import typing
 
 from ingraph_rl.errors import BuildError
+from ingraph_rl.utils.config_fields import field, required
 
 REWARD_CLIPPINGS = ("abs_one", "soft_asymmetric", "none")
+TORSOS = ("mlp", "small", "large")
 
 MLP_TORSO = ({"type": "dense", "units": 64, "activation": "tanh"},
              {"type": "dense", "units": 64, "activation": "tanh"})
@@ -24,45 +27,58 @@ class IMPALAConfig:
   >>> IMPALAConfig(num_actions=2).queue_capacity
   64
 
-  torso: a list spec of layers (default: MLP 64-64 tanh), or "small" /
-    "large" for IMPALA's shallow and deep (ResNet) conv torsos.
-  lstm_units: an LSTM on the torso (None: feed-forward).
-  feed_reward_action: feed the clipped last reward and the one-hot last
-    action to the LSTM (or the heads) beside the torso output, as
-    scalable_agent does.
-  bootstrap_on_truncation: where an episode is truncated (a time limit),
-    the return bootstraps from V(final observation) instead of 0.
-  Dict observations (a frame and a text leaf, DM Lab's RGB_INTERLEAVED and
-  INSTR) add scalable_agent's instruction encoder; see `make_network`.
+  Each field's help is its flag's (`experiments/impala.py` generates the
+  flags from these fields). Dict observations (a frame and a text leaf, DM
+  Lab's RGB_INTERLEAVED and INSTR) add scalable_agent's instruction
+  encoder; see `make_network`.
   """
-  num_actions: int
-  torso: typing.Union[str, typing.Tuple[dict, ...]] = MLP_TORSO
-  lstm_units: typing.Optional[int] = None
-  feed_reward_action: bool = True
-  bootstrap_on_truncation: bool = True
-  unroll_length: int = 100
-  batch_size: int = 32
-  discounting: float = 0.99
-  baseline_cost: float = 0.5
-  entropy_cost: float = 0.00025
-  reward_clipping: str = "abs_one"
-  learning_rate: float = 0.00048
-  decay: float = 0.99
-  momentum: float = 0.0
-  epsilon: float = 0.1
-  clip_grad_norm: typing.Optional[float] = 40.0
-  lr_decay_steps: typing.Optional[int] = None   # Linear decay to 0 (updates).
-  queue_capacity: int = 64                      # In rollouts (one per env).
-  use_staging: bool = True
-  scale_observations: typing.Optional[float] = None  # e.g. 255 for frames.
-  seed: int = 0
+  num_actions: int = required("Size of the discrete action set (the env's).")
+  torso: typing.Union[str, typing.Tuple[dict, ...]] = field(
+      "mlp", "Network torso: mlp (2 x 64 tanh), small or large (IMPALA's "
+      "shallow and deep ResNet conv torsos); in code also a list spec of "
+      "layers.", choices=TORSOS)
+  lstm_units: typing.Optional[int] = field(
+      None, "LSTM size on the torso (0 or None: feed-forward).",
+      zero_is_none=True)
+  feed_reward_action: bool = field(
+      True, "Feed the clipped last reward and one-hot last action to the "
+      "core beside the torso output (scalable_agent).")
+  bootstrap_on_truncation: bool = field(
+      True, "Bootstrap returns from V(final observation) where a time "
+      "limit truncates an episode.")
+  unroll_length: int = field(100, "Steps per rollout (T).")
+  batch_size: int = field(32, "Rollouts per learner batch.")
+  discounting: float = field(0.99, "Discount factor.")
+  baseline_cost: float = field(0.5, "Baseline (value) loss weight.")
+  entropy_cost: float = field(0.00025, "Entropy loss weight.")
+  reward_clipping: str = field("abs_one", "Reward clipping.",
+                               choices=REWARD_CLIPPINGS)
+  learning_rate: float = field(0.00048, "RMSProp learning rate.")
+  decay: float = field(0.99, "RMSProp decay.")
+  momentum: float = field(0.0, "RMSProp momentum.")
+  epsilon: float = field(0.1, "RMSProp epsilon (inside the square root, "
+                         "TF's convention).")
+  clip_grad_norm: typing.Optional[float] = field(
+      40.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True)
+  lr_decay_steps: typing.Optional[int] = field(
+      None, "Updates over which the learning rate decays linearly to 0 "
+      "(None: constant); experiments set it from --lr_decay and the frame "
+      "budget.", flag=False)
+  queue_capacity: int = field(64, "Rollouts (one per env) the queue holds.")
+  use_staging: bool = field(
+      True, "Stage the next batch while the current one trains.")
+  scale_observations: typing.Optional[float] = field(
+      None, "Divide frame observations by this (None: 255 for uint8 "
+      "frames, else none).", zero_is_none=True)
+  seed: int = field(0, "Seed of the initial weights and sampling.",
+                    flag=False)
 
   def __post_init__(self):
     problems = []
     if self.num_actions < 2:
       problems.append("num_actions must be >= 2")
-    if isinstance(self.torso, str) and self.torso not in ("small", "large"):
-      problems.append(f"torso must be a layer spec, 'small' or 'large', got "
+    if isinstance(self.torso, str) and self.torso not in TORSOS:
+      problems.append(f"torso must be a layer spec or one of {TORSOS}, got "
                       f"{self.torso!r}")
     if self.lstm_units is not None and self.lstm_units < 1:
       problems.append("lstm_units must be >= 1 or None")

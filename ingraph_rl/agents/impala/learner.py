@@ -5,8 +5,6 @@ while the current one trains."""
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.impala.actor import DEFAULT_QUEUE_NAME, rollout_space
-from ingraph_rl.agents.impala.networks import make_network
 from ingraph_rl.components.explorations import PolynomialDecay
 from ingraph_rl.components.losses import IMPALALoss
 from ingraph_rl.components.optimizers import RMSProp
@@ -28,9 +26,10 @@ class IMPALALearner(Component):
       each rollout's initial state, and applies one RMSProp step to the
       V-trace loss. "frames" is the number of env steps trained on (B * T).
     update_from_batch(rollouts) -> the same as `update`, on a given batch
-      of rollouts (`rollout_space(...).with_batch_rank()`) instead of one
-      from the queue: for a learner fed from outside (an exported agent).
-      Built with `build(update_from_batch=True)`.
+      of rollouts (`IMPALABuilder.record_space(...).with_batch_rank()`)
+      instead of one from the queue: for a learner fed from outside (an
+      exported agent).
+      Built with `IMPALABuilder.make_learner(..., update_from_batch=True)`.
     get_weights() -> the network's variables by path (for actors).
     get_train_step() -> int64 number of updates so far.
     queue_size() -> int32.
@@ -45,15 +44,22 @@ class IMPALALearner(Component):
   t + 1; the value at T bootstraps. With `bootstrap_on_truncation`, a
   step t + 1 that truncated its episode adds discounting * (its recorded
   bootstrap value, V(final observation)) to the clipped reward.
+
+  Built through `IMPALABuilder.make_learner` (agents/impala/builder.py),
+  which declares its API list, the record space and the network's inputs.
   """
 
-  def __init__(self, config, observation_space, queue_name=DEFAULT_QUEUE_NAME,
-               scope="learner"):
+  def __init__(self, config, network, record_space, network_inputs_space,
+               queue_name, scope="learner"):
+    """network: an `IMPALANetwork`; record_space: one queued rollout
+    (`IMPALABuilder.record_space`); network_inputs_space: a Dict of the
+    network's batch-major observations, resets, last_rewards and
+    last_actions; queue_name: the actors' queue."""
     super().__init__(scope=scope)
     c = self.config = config
-    self.observation_space = observation_space
-    self.network = make_network(config, observation_space)
-    self.record_space = rollout_space(config, observation_space)
+    self.network = network
+    self.record_space = record_space
+    self.network_inputs_space = network_inputs_space
     self.queue = FIFOQueue(self.record_space, c.queue_capacity,
                            shared_name=queue_name)
     self.staging = StagingArea(self.record_space.with_batch_rank()) \
@@ -66,27 +72,6 @@ class IMPALALearner(Component):
     self.optimizer = RMSProp(learning_rate, decay=c.decay,
                              momentum=c.momentum, epsilon=c.epsilon,
                              clip_global_norm=c.clip_grad_norm)
-
-  def build(self, update_from_batch=False, **executor_kwargs):
-    """A TFExecutor of the learner. `update_from_batch`: also build that API
-    (off by default: one more function to trace, and only an export needs
-    it)."""
-    from ingraph_rl.executors.tensorflow import TFExecutor
-    apis = ["update", "get_weights", "get_train_step", "queue_size",
-            "close_queue"] + (["prime"] if self.staging else [])
-    spaces = {}
-    if update_from_batch:
-      apis.append("update_from_batch")
-      spaces["rollouts"] = self.record_space.with_batch_rank()
-    return TFExecutor(self, spaces, api_names=apis, seed=self.config.seed,
-                      **executor_kwargs)
-
-  @staticmethod
-  def weights_space(executor):
-    """The space of `get_weights()`'s output (for `IMPALAActor.build`)."""
-    weights = executor.execute("get_weights")
-    return Dict({path: FloatBox(tuple(v.shape), dtype=v.dtype.as_numpy_dtype)
-                 for path, v in weights.items()})
 
   # --- APIs ---------------------------------------------------------------
 
@@ -147,18 +132,7 @@ class IMPALALearner(Component):
 
   # --- graph functions ----------------------------------------------------
 
-  def _ranked(self, space):
-    """`space` per step, with batch and time ranks (batch-major)."""
-    return space.with_batch_rank().with_time_rank()
-
-  def _network_inputs_space(self):
-    return Dict(observations=self._ranked(self.observation_space),
-                resets=self._ranked(BoolBox()),
-                last_rewards=self._ranked(FloatBox()),
-                last_actions=self._ranked(IntBox(self.config.num_actions,
-                                                 dtype=np.int64)))
-
-  @graph_fn(output_space=lambda self: self._network_inputs_space())
+  @graph_fn(output_space=lambda self: self.network_inputs_space)
   def _graph_fn_network_inputs(self, batch):
     # What the actor's policy saw at each step (see EnvironmentStepper).
     return {"observations": tf.nest.map_structure(tf.identity,

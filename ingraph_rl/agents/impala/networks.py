@@ -11,18 +11,21 @@ are exchanged through `variables()` / `sync(values)` (same paths).
 import numpy as np
 import tensorflow as tf
 
+from ingraph_rl.agents.impala.config import MLP_TORSO
 from ingraph_rl.components.common import Synchronizable, TimeRankFolder
-from ingraph_rl.components.layers import LSTM, Dense
-from ingraph_rl.components.networks import (ImpalaDeepTorso,
-                                             ImpalaSmallNetwork,
-                                             InstructionEncoder, NeuralNetwork)
-from ingraph_rl.components.preprocessing import (Cast, Divide,
-                                                PreprocessorStack)
 from ingraph_rl.components.distributions import Categorical
+from ingraph_rl.components.layers import LSTM, Dense
+from ingraph_rl.components.networks import (
+  ImpalaDeepTorso,
+  ImpalaSmallNetwork,
+  InstructionEncoder,
+  NeuralNetwork,
+)
+from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.core.variables import Scaled
 from ingraph_rl.errors import BuildError
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, TextBox
+from ingraph_rl.spaces import Dict, FloatBox, TextBox
 from ingraph_rl.utils.lazy import F, torch
 
 
@@ -220,19 +223,6 @@ class IMPALAPolicy(Component):
     return self.network.sync(weights)
 
 
-def policy_input_spaces(config, observation_space, network):
-  """The spaces of `IMPALAPolicy.act`'s arguments ([B, T] leading ranks),
-  by argument name, for root APIs that take them."""
-  ranked = dict(add_batch_rank=True, add_time_rank=True)
-  return {"observations":
-              observation_space.with_batch_rank().with_time_rank(),
-          "state": network.state_space(),
-          "resets": BoolBox(**ranked),
-          "last_rewards": FloatBox(**ranked),
-          "last_actions": IntBox(config.num_actions, dtype=np.int64,
-                                 **ranked)}
-
-
 def observation_keys(observation_space):
   """(frame_key, instruction_key) of a Dict observation space: its one
   non-text leaf and its text leaf (None if it has none); (None, None) for
@@ -261,6 +251,8 @@ def make_network(config, observation_space, scope="impala_network"):
     torso = ImpalaSmallNetwork(scope="torso")
   elif config.torso == "large":
     torso = ImpalaDeepTorso(scope="torso")
+  elif config.torso == "mlp":
+    torso = list(MLP_TORSO)
   else:
     torso = list(config.torso)
   frame_key, instruction_key = observation_keys(observation_space)

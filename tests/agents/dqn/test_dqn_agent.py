@@ -5,10 +5,13 @@ against a Python recomputation, and learning CartPole."""
 import numpy as np
 import pytest
 
-from ingraph_rl.agents.dqn import DQNAgent, DQNConfig
-from ingraph_rl.environments import (GymnasiumVectorEnv, VectorEnv,
-                                     make_vector_env)
+from ingraph_rl.agents.dqn import DQNAgent, DQNBuilder, DQNConfig
+from ingraph_rl.environments import (
+  GymnasiumVectorEnv,
+  VectorEnv,
+)
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
 
@@ -26,9 +29,9 @@ def test_config_checks_name_every_problem():
 
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_apis_and_output_spaces(prioritized):
-  agent = DQNAgent(DQNConfig(num_actions=3, prioritized=prioritized,
-                             batch_size=8, learning_starts=8))
-  ex = agent.build(OBS)
+  builder = DQNBuilder(DQNConfig(num_actions=3, prioritized=prioritized,
+                                 batch_size=8, learning_starts=8))
+  ex = builder.make_agent(OBS).build()
   assert set(ex.apis) == {"get_actions", "observe", "update", "sync_target",
                           "get_weights", "get_train_step"}
   out = ex.apis["get_actions"].output_space
@@ -49,7 +52,7 @@ def test_apis_and_output_spaces(prioritized):
 
 
 def test_bad_input_is_named():
-  ex = DQNAgent(DQNConfig(num_actions=2)).build(OBS)
+  ex = DQNBuilder(DQNConfig(num_actions=2)).make_agent(OBS).build()
   with pytest.raises(SpaceError, match="component 'dqn', API method "
                      "'get_actions', argument 'states': shape mismatch"):
     ex.execute("get_actions", np.zeros((2, 5), np.float32), True)
@@ -61,8 +64,8 @@ def test_bad_input_is_named():
 
 def test_greedy_actions_match_between_backends():
   config = DQNConfig(num_actions=2)
-  tf_ex = DQNAgent(config).build(OBS)
-  torch_ex = DQNAgent(config).build(OBS, backend="torch")
+  tf_ex = DQNBuilder(config).make_agent(OBS).build()
+  torch_ex = DQNBuilder(config).make_agent(OBS).build("torch")
   torch_ex.set_weights(tf_ex.get_weights())
   states = FloatBox((4,), add_batch_rank=True).sample(32, seed=1)
   a = to_numpy(tf_ex.execute("get_actions", states, False))
@@ -78,7 +81,7 @@ def test_in_graph_loop_bookkeeping(backend):
   env = GymnasiumVectorEnv("CartPole-v1", num_envs=2, seed=3)
   config = DQNConfig(num_actions=2, batch_size=16, learning_starts=40,
                      target_sync_every=7)
-  ex = DQNAgent(config, env).build(backend=backend)
+  ex = DQNBuilder(config).make_agent(env=env).build(backend)
   ex.execute("reset_env", 3)
   stats = {k: int(v) if "sum" not in k else float(v)
            for k, v in ex.execute("train", 60).items()}
@@ -166,7 +169,7 @@ def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
   config = DQNConfig(num_actions=2, n_step=3, discount=0.9, batch_size=16,
                      learning_starts=64, replay_capacity=1000,
                      prioritized=prioritized, target_sync_every=50)
-  ex = DQNAgent(config, env).build(backend=backend)
+  ex = DQNBuilder(config).make_agent(env=env).build(backend)
   ex.execute("reset_env", 5)
   stats = to_numpy(ex.execute("train", 200))
   assert int(stats["updates"]) > 100 and np.isfinite(stats["loss_sum"])
@@ -186,7 +189,7 @@ def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
 def test_n_step_user_api():
   config = DQNConfig(num_actions=3, n_step=2, num_envs=4, batch_size=8,
                      learning_starts=8)
-  ex = DQNAgent(config).build(OBS)
+  ex = DQNBuilder(config).make_agent(OBS).build()
   assert list(ex.apis["observe"].arg_spaces) == [
       "states", "actions", "rewards", "next_states", "terminals",
       "truncated"]
@@ -213,7 +216,7 @@ def test_n_step_update_bootstraps_with_the_stored_discount(backend):
   repeated transition the loss does not depend on which rows are sampled."""
   config = DQNConfig(num_actions=2, n_step=2, num_envs=2, discount=0.5,
                      huber_delta=None, batch_size=8, learning_starts=8)
-  ex = DQNAgent(config).build(OBS, backend=backend)
+  ex = DQNBuilder(config).make_agent(OBS).build(backend)
   ex.execute("sync_target")                # Target = online.
   s = np.full((2, 4), 3.0, np.float32)
   s2 = np.full((2, 4), -2.0, np.float32)
@@ -240,15 +243,9 @@ def test_n_step_settings_are_checked():
 
 
 def evaluate(executor, episodes, seed):
-  env = make_vector_env("CartPole-v1", 1, seed)
-  obs, returns = env.reset(), []
-  while len(returns) < episodes:
-    actions = to_numpy(executor.execute("get_actions", obs, False)["actions"])
-    step = env.step(actions)
-    obs = step.obs
-    if step.terminated[0] or step.truncated[0]:
-      returns.append(float(step.episode_returns[0]))
-  return float(np.mean(returns))
+  return mean_greedy_return(
+      lambda obs: to_numpy(executor.execute("get_actions", obs, False)[
+          "actions"]), "CartPole-v1", episodes, seed)
 
 
 def learn_cartpole(seed, max_rounds=10, n_step=1):
@@ -257,7 +254,7 @@ def learn_cartpole(seed, max_rounds=10, n_step=1):
   config = DQNConfig(num_actions=2, learning_rate=2.5e-4,
                      target_sync_every=500, epsilon_steps=10_000, seed=seed,
                      n_step=n_step)
-  ex = DQNAgent(config, env).build()
+  ex = DQNBuilder(config).make_agent(env=env).build()
   ex.execute("reset_env", seed)
   best = 0.0
   for _ in range(max_rounds):       # Each round: 2000 vector steps = 8k env steps.

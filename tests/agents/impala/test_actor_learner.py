@@ -8,20 +8,20 @@ staging area trains on the batch staged one update earlier; published
 weights reach the actor; bad `act` input is named; Dict observations with
 instructions (strings) go through actor, queue, staging and learner."""
 
-import uuid
-
 import numpy as np
 import pytest
 
-from ingraph_rl.agents.impala import (IMPALAActor, IMPALAConfig,
-                                      IMPALALearner, rollout_space)
-from ingraph_rl.components.queues import FIFOQueue
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
 from ingraph_rl.errors import SpaceError
-from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.instruction_env import InstructionVectorEnv
+from ingraph_rl.testing.queues import (
+  queue_feeder,
+  random_rollouts,
+  unique_queue_name,
+)
 
 OBS = FloatBox((4,))      # CartPole's observation shape.
 LOSS_KEYS = ("loss", "pg_loss", "baseline_loss", "entropy_loss", "mean_vs",
@@ -29,9 +29,7 @@ LOSS_KEYS = ("loss", "pg_loss", "baseline_loss", "entropy_loss", "mean_vs",
 
 
 def queue_name():
-  # Every test gets its own queue: a shared queue lives as long as the
-  # process, closed or not.
-  return f"test_impala_{uuid.uuid4().hex}"
+  return unique_queue_name("test_impala")
 
 
 def numpy_weights(executor):
@@ -48,9 +46,9 @@ def scalars(out):
 def actor_and_learner(config, num_envs, seed=0, **make_kwargs):
   name = queue_name()
   env = GymnasiumVectorEnv("CartPole-v1", num_envs, seed=seed, **make_kwargs)
-  learner = IMPALALearner(config, env.observation_space, name).build()
-  actor = IMPALAActor(config, env, name).build(
-      IMPALALearner.weights_space(learner))
+  builder = IMPALABuilder(config)
+  learner = builder.make_learner(env.observation_space, name).build()
+  actor = builder.make_actor(env, name).build()
   actor.execute("reset_env", seed)
   return actor, learner, env
 
@@ -115,7 +113,7 @@ def test_importance_weights_are_one_exactly_when_weights_agree(kind):
 def test_act_names_a_bad_argument():
   config = IMPALAConfig(num_actions=2, unroll_length=3)
   env = GymnasiumVectorEnv("CartPole-v1", 2, seed=0)
-  actor = IMPALAActor(config, env, queue_name()).build()
+  actor = IMPALABuilder(config).make_actor(env, queue_name()).build()
   state = {"c": np.zeros((2, 0), np.float32),
            "h": np.zeros((2, 0), np.float32)}
   resets = np.zeros((2, 1), bool)
@@ -145,38 +143,13 @@ def test_act_names_a_bad_argument():
 def feeder(config, name):
   """An executor of a FIFOQueue with the learner's shared_name: rollouts
   enqueued here are what the learner dequeues."""
-  record = rollout_space(config, OBS)
-  return TFExecutor(FIFOQueue(record, config.queue_capacity,
-                              shared_name=name),
-                    {"batch": record.with_batch_rank()},
-                    api_names=["enqueue_many"])
+  return queue_feeder(IMPALABuilder(config).record_space(OBS),
+                      config.queue_capacity, name)
 
 
 def hand_made(config, seed):
-  """`batch_size` random rollouts: off-policy behaviour logits (so the
-  importance weights are clipped at places), rewards beyond [-1, 1] (so
-  clipping matters), episode ends (some of them truncations, with
-  bootstrap values), random LSTM initial states."""
-  rng = np.random.default_rng(seed)
-  b, steps, a = config.batch_size, config.unroll_length + 1, \
-      config.num_actions
-  dones = rng.uniform(size=(b, steps)) < 0.25
-  truncated = dones & (rng.uniform(size=(b, steps)) < 0.5)
-  batch = dict(
-      observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
-      rewards=rng.normal(0, 2, (b, steps)).astype(np.float32),
-      dones=dones,
-      actions=rng.integers(0, a, (b, steps)).astype(np.int64),
-      logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32),
-      truncated=truncated,
-      bootstrap_value=np.where(truncated, rng.normal(2, 1, (b, steps)),
-                               0.0).astype(np.float32))
-  if config.lstm_units:
-    u = config.lstm_units
-    batch["initial_state"] = {
-        "c": rng.normal(size=(b, u)).astype(np.float32),
-        "h": rng.uniform(-0.8, 0.8, (b, u)).astype(np.float32)}
-  return batch
+  """`batch_size` random rollouts (see `random_rollouts`)."""
+  return random_rollouts(config, seed)
 
 
 def sigmoid(x):
@@ -307,7 +280,7 @@ def test_update_matches_numpy_recomputation(kind):
   config = IMPALAConfig(use_staging=False, reward_clipping="abs_one",
                         **UPDATE_CONFIGS[kind], **HAND_CONFIG)
   name = queue_name()
-  learner = IMPALALearner(config, OBS, name).build()
+  learner = IMPALABuilder(config).make_learner(OBS, name).build()
   feed = feeder(config, name)
   try:
     for step, seed in enumerate((10, 11), start=1):
@@ -333,7 +306,7 @@ def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
                         **HAND_CONFIG)
   b = config.batch_size
   name = queue_name()
-  learner = IMPALALearner(config, OBS, name).build()
+  learner = IMPALABuilder(config).make_learner(OBS, name).build()
   feed = feeder(config, name)
   size = lambda: int(learner.execute("queue_size"))
   batches = [hand_made(config, seed) for seed in range(4)]
@@ -373,8 +346,8 @@ def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
 ], ids=["obs_size", "lstm_size"])
 def test_learner_builds_when_a_feature_size_equals_the_rollout_length(
     config):
-  IMPALALearner(IMPALAConfig(num_actions=2, batch_size=2, **config), OBS,
-                queue_name()).build()
+  IMPALABuilder(IMPALAConfig(num_actions=2, batch_size=2, **config)) \
+      .make_learner(OBS, queue_name()).build()
 
 
 # --- Dict observations with instructions --------------------------------------
@@ -392,9 +365,9 @@ def test_dict_observations_with_instructions_end_to_end():
   env = InstructionVectorEnv(4, seed=5, frame_shape=(36, 48, 3),
                              max_episode_steps=4)
   name = queue_name()
-  learner = IMPALALearner(config, env.observation_space, name).build()
-  actor = IMPALAActor(config, env, name).build(
-      IMPALALearner.weights_space(learner))
+  builder = IMPALABuilder(config)
+  learner = builder.make_learner(env.observation_space, name).build()
+  actor = builder.make_actor(env, name).build()
   try:
     weights = numpy_weights(learner)
     assert weights["instruction_encoder/embedding/embeddings"].shape == \

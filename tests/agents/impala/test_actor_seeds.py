@@ -2,16 +2,16 @@
 
 import numpy as np
 
-from ingraph_rl.agents.impala import IMPALAConfig
-from ingraph_rl.agents.impala.driver import IMPALADriver
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
+from ingraph_rl.runners.driver import ActorLearnerDriver
 
 
 def test_actors_sample_differently_from_the_same_inputs():
-  driver = IMPALADriver(IMPALAConfig(num_actions=2, unroll_length=5,
-                                     batch_size=2),
-                        lambda i: make_vector_env("CartPole-v1", 2, seed=0),
-                        2)
+  driver = ActorLearnerDriver(
+      IMPALABuilder(IMPALAConfig(num_actions=2, unroll_length=5,
+                                 batch_size=2)),
+      lambda i: make_vector_env("CartPole-v1", 2, seed=0), 2)
   try:
     weights = driver.learner_executor.execute("get_weights")
     obs = np.zeros((64, 1, 4), np.float32)

@@ -1,4 +1,5 @@
-"""`IMPALADriver` (actor threads + a learner thread in one process): every
+"""`ActorLearnerDriver` with `IMPALABuilder` (actor threads + a learner
+thread in one process): every
 shutdown path ends all threads within seconds (actors blocked on a full
 queue, a learner blocked on an empty one, `run` stopped from outside or at
 its frame budget), and IMPALA learns CartPole-v1 (greedy evaluation)."""
@@ -9,10 +10,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.impala import IMPALAConfig
-from ingraph_rl.agents.impala.driver import EpisodeTotals, IMPALADriver
-from ingraph_rl.agents.impala.evaluation import evaluate
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
+from ingraph_rl.runners.driver import ActorLearnerDriver, EpisodeTotals
+from ingraph_rl.runners.evaluation import evaluate
 
 STOP_S = 10.0         # What any shutdown may take.
 
@@ -21,9 +22,9 @@ def small_driver(num_envs=4, num_actors=2, **config):
   config = IMPALAConfig(**dict(dict(num_actions=2, unroll_length=5,
                                     batch_size=4, queue_capacity=8),
                                **config))
-  return IMPALADriver(
-      config, lambda i: make_vector_env("CartPole-v1", num_envs, seed=i),
-      num_actors)
+  return ActorLearnerDriver(
+      IMPALABuilder(config),
+      lambda i: make_vector_env("CartPole-v1", num_envs, seed=i), num_actors)
 
 
 def impala_threads():
@@ -212,15 +213,15 @@ def test_learns_cartpole(background):
                         lr_decay_steps=FRAMES // (16 * 20),
                         entropy_cost=0.01, epsilon=0.01,
                         reward_clipping="none", seed=LEARN_SEED)
-  driver = IMPALADriver(
-      config, lambda i: make_vector_env("CartPole-v1", 8,
-                                        seed=100 * LEARN_SEED + i),
+  driver = ActorLearnerDriver(
+      IMPALABuilder(config), lambda i: make_vector_env(
+          "CartPole-v1", 8, seed=100 * LEARN_SEED + i),
       2, seed=LEARN_SEED)
   frames = background(lambda: driver.run(FRAMES)).finish(timeout=240)
   assert frames >= FRAMES
   assert driver.actor_errors == [] and impala_threads() == []
   weights = driver.learner_executor.execute("get_weights")
-  returns = evaluate(config, weights, "CartPole-v1", 20,
+  returns = evaluate(IMPALABuilder(config), weights, "CartPole-v1", 20,
                      seed=1000 + LEARN_SEED)
   assert returns.shape == (20,)
   assert np.mean(returns) >= 150.0, returns

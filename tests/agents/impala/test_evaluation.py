@@ -1,12 +1,13 @@
-"""`evaluate` (ingraph_rl/agents/impala/evaluation.py): greedy returns of
+"""`evaluate` (ingraph_rl/runners/evaluation.py) of IMPALA's policy: greedy
+returns of
 hand-set weights equal a plain-Python run of the policy they encode, a
 policy that also looks at the last action (fed as the actors feed it)."""
 
 import gymnasium as gym
 import numpy as np
 
-from ingraph_rl.agents.impala import IMPALAConfig
-from ingraph_rl.agents.impala.evaluation import evaluate
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
+from ingraph_rl.runners.evaluation import evaluate
 
 
 def test_greedy_returns_match_a_python_rollout():
@@ -29,8 +30,8 @@ def test_greedy_returns_match_a_python_rollout():
              "policy_head/bias": np.zeros(2, np.float32),
              "value_head/kernel": np.zeros((6, 1), np.float32),
              "value_head/bias": np.zeros(1, np.float32)}
-  returns = evaluate(config, weights, "CartPole-v1", 5, seed=30,
-                     max_episode_steps=300)
+  returns = evaluate(IMPALABuilder(config), weights, "CartPole-v1", 5,
+                     seed=30, max_episode_steps=300)
   expected = []
   sticky = 0
   for i in range(5):
@@ -56,9 +57,8 @@ def test_dict_observations_match_a_rollout_env_by_env():
   """DM Lab's Dict observations (frame + instruction; the fake DM Lab in
   worker processes): `evaluate` batches the episodes, and each one's
   return equals that of the same policy playing its env alone."""
-  from ingraph_rl.agents.impala import IMPALALearner
-  from ingraph_rl.agents.impala.evaluation import GreedyPolicy
   from ingraph_rl.environments import make_vector_env
+  from ingraph_rl.runners.evaluation import GreedyPolicy
 
   level = "dmlab:contributed/dmlab30/language_select_located_object"
   fake = dict(lab_module="ingraph_rl.testing.fake_deepmind_lab", width=16,
@@ -69,15 +69,16 @@ def test_dict_observations_match_a_rollout_env_by_env():
   config = IMPALAConfig(num_actions=9, lstm_units=4, torso=(
       {"type": "flatten"},
       {"type": "dense", "units": 8, "activation": "tanh"}), seed=4)
-  learner = IMPALALearner(config, space, queue_name="eval_dict_test")
+  builder = IMPALABuilder(config)
+  learner = builder.make_learner(space, "eval_dict_test").build()
   # Random weights of the learner's shapes, large enough that actions
   # change with the frames (not the near-uniform initial policy).
   rng = np.random.default_rng(0)
   weights = {k: rng.normal(0.0, 2.0 / np.sqrt(v.shape[0]), v.shape).astype(
-      np.float32) for k, v in learner.build().execute("get_weights").items()}
-  returns = evaluate(config, weights, level, 3, seed=11, **fake)
+      np.float32) for k, v in learner.execute("get_weights").items()}
+  returns = evaluate(builder, weights, level, 3, seed=11, **fake)
 
-  policy = GreedyPolicy(config, weights, space)
+  policy = GreedyPolicy(builder, weights, space)
   expected, texts = [], set()
   for i in range(3):
     env = make_vector_env(level, 1, seed=11 + i, **fake)

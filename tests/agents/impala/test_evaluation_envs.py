@@ -4,8 +4,8 @@ gymnasium's single-env API."""
 
 import numpy as np
 
-from ingraph_rl.agents.impala.evaluation import make_eval_envs
 from ingraph_rl.environments import WorkerVectorEnv, make_vector_env
+from ingraph_rl.runners.evaluation import make_eval_envs
 from ingraph_rl.spaces import IntBox
 
 FAKE = dict(lab_module="ingraph_rl.testing.fake_deepmind_lab", width=16,

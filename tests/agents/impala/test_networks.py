@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.agents.impala import IMPALAConfig, make_network
-from ingraph_rl.agents.impala.networks import (observation_keys,
-                                               policy_input_spaces)
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig, make_network
+from ingraph_rl.agents.impala.networks import observation_keys
 from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import Dict, FloatBox, IntBox, TextBox
 from ingraph_rl.testing import ComponentTest
@@ -25,7 +24,7 @@ FRAMES = IntBox(256, (36, 48, 3), dtype=np.uint8)    # Small conv torso fits.
 
 def network_test(config, obs_space, backend, seed=0):
   network = make_network(config, obs_space)
-  spaces = policy_input_spaces(config, obs_space, network)
+  spaces = IMPALABuilder(config).policy_input_spaces(obs_space)
   spaces["initial_state"] = spaces.pop("state")
   return ComponentTest(network, spaces, backend, seed=seed,
                        api_names=["unroll"])
@@ -217,7 +216,7 @@ def test_policy_values_equal_act_values():
   config = IMPALAConfig(num_actions=A, lstm_units=4)
   network = make_network(config, FloatBox((4,)))
   ex = TFExecutor(IMPALAPolicy(network),
-                  policy_input_spaces(config, FloatBox((4,)), network),
+                  IMPALABuilder(config).policy_input_spaces(FloatBox((4,))),
                   api_names=["act", "values"])
   args = inputs(FloatBox((4,)), 4)
   np.testing.assert_array_equal(

@@ -13,10 +13,16 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ingraph_rl.agents.impala import IMPALAConfig, IMPALAPolicy, make_network
-from ingraph_rl.agents.impala.networks import policy_input_spaces
-from ingraph_rl.components.env_stepping import (ROLLOUT_FIELDS,
-                                                EnvironmentStepper)
+from ingraph_rl.agents.impala import (
+  IMPALABuilder,
+  IMPALAConfig,
+  IMPALAPolicy,
+  make_network,
+)
+from ingraph_rl.components.env_stepping import (
+  ROLLOUT_FIELDS,
+  EnvironmentStepper,
+)
 from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import IntBox
@@ -37,8 +43,8 @@ def build(seed, lstm_units=None, config_kwargs=None, **make_kwargs):
   stepper = EnvironmentStepper(
       env, IMPALAPolicy(network, seed=seed), network.state_space(), 2, T,
       bootstrap_on_truncation=config.bootstrap_on_truncation)
-  spaces = dict(policy_input_spaces(config, env.observation_space, network),
-                seed=IntBox(1 << 30, low=-1))
+  spaces = dict(IMPALABuilder(config).policy_input_spaces(
+      env.observation_space), seed=IntBox(1 << 30, low=-1))
   ex = TFExecutor(stepper, spaces, api_names=["act", "reset", "unroll"])
   return ex, env
 

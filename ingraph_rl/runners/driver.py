@@ -1,4 +1,5 @@
-"""IMPALA on one machine: actor threads and a learner thread in one process.
+"""An actor-learner agent (IMPALA; any `ActorLearnerBuilder`) on one
+machine: actor threads and a learner thread in one process.
 
 Why threads: every actor unroll and every learner update is ONE graph call,
 and TF releases the GIL while a graph runs, so N actor threads and the
@@ -14,7 +15,6 @@ full queue gets `CancelledError` and a learner blocked on an empty one gets
 """
 
 import collections
-import dataclasses
 import threading
 import time
 import uuid
@@ -22,19 +22,10 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.impala.actor import IMPALAActor
-from ingraph_rl.agents.impala.learner import IMPALALearner
-
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # The stepper's per-env unroll stats ([num_envs] each).
 PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env",
                  "length_sum_per_env")
-
-
-def actor_config(config, index):
-  """Actor `index`'s config: its own seed, so actors' action sampling
-  does not draw the same random numbers."""
-  return dataclasses.replace(config, seed=config.seed + 7919 * (index + 1))
 
 
 class EpisodeTotals:
@@ -55,7 +46,7 @@ class EpisodeTotals:
     self._groups = collections.deque(maxlen=max_groups)
 
   def add(self, stats, actor=0):
-    """Adds an actor unroll's stats (`IMPALAActor.unroll`'s output)."""
+    """Adds an actor unroll's stats (the actor's `unroll` output)."""
     per_env = [np.asarray(stats[k], np.float64) for k in PER_ENV_STATS
                if k in stats]
     with self._lock:
@@ -104,43 +95,46 @@ class EpisodeTotals:
       return out
 
 
-class IMPALADriver:
-  """Builds one learner and `num_actors` actors sharing a private queue.
+class ActorLearnerDriver:
+  """Builds one learner and `num_actors` actors of `builder` (an
+  `ActorLearnerBuilder`, e.g. `IMPALABuilder(config)`) sharing a private
+  queue, and runs them: the one single-process training loop of such
+  agents (`run`).
 
-    driver = IMPALADriver(config, lambda i: make_vector_env(...), 2)
+    driver = ActorLearnerDriver(builder, lambda i: make_vector_env(...), 2)
     driver.start()                       # actor threads
     while ...: out = driver.update()     # learner steps (or run())
     driver.stop()
 
   `env_factory(actor_index)` makes each actor's VectorEnv; actor i resets
-  with seed `seed + 1000 * i`. The learner's `update` publishes its weights
-  (as tensors); an actor loads the newest before each unroll.
+  with seed `seed + 1000 * i` and samples with the builder's actor i seed.
+  The learner's `update` publishes its weights (as tensors); an actor loads
+  the newest before each unroll.
   """
 
-  def __init__(self, config, env_factory, num_actors, seed=0,
+  def __init__(self, builder, env_factory, num_actors, seed=0,
                queue_name=None):
     if num_actors < 1:
       raise ValueError("num_actors must be >= 1")
-    self.config = config
+    self.builder = builder
     # A private queue: a closed queue outlives its driver in this process.
-    self.queue_name = queue_name or f"impala_rollouts_{uuid.uuid4().hex}"
+    self.queue_name = queue_name or \
+        f"{builder.name}_rollouts_{uuid.uuid4().hex}"
     self.envs = [env_factory(i) for i in range(num_actors)]
     obs_space = self.envs[0].observation_space
-    self.learner = IMPALALearner(config, obs_space, self.queue_name)
-    self.learner_executor = self.learner.build()
-    weights_space = IMPALALearner.weights_space(self.learner_executor)
+    root = builder.make_learner(obs_space, self.queue_name)
+    self.learner = root.component
+    self.learner_executor = root.build()
     self.actor_executors = []
     for i, env in enumerate(self.envs):
-      # Each actor samples from its own random stream.
-      actor = IMPALAActor(actor_config(config, i), env, self.queue_name)
-      executor = actor.build(weights_space)
+      executor = builder.make_actor(env, self.queue_name, index=i).build()
       executor.execute("reset_env", seed + 1000 * i)
       self.actor_executors.append(executor)
     self.totals = EpisodeTotals()
     self._weights = (0, None)
     self._stop = threading.Event()
     self._threads = []
-    self._primed = False
+    self._primed = "prime" not in self.learner_executor.apis
     self.actor_errors = []
     self.publish_weights()
 
@@ -172,14 +166,15 @@ class IMPALADriver:
     """Starts the actor threads (daemons, so a crash cannot hang exit)."""
     for i, executor in enumerate(self.actor_executors):
       t = threading.Thread(target=self._actor_loop, args=(i, executor),
-                           name=f"impala-actor-{i}", daemon=True)
+                           name=f"{self.builder.name}-actor-{i}",
+                           daemon=True)
       t.start()
       self._threads.append(t)
 
   def update(self):
     """One learner update (blocks until a batch is queued); publishes the
     new weights. Returns the learner's result dict (tensors)."""
-    if self.learner.staging is not None and not self._primed:
+    if not self._primed:
       self.learner_executor.execute("prime")
       self._primed = True
     out = self.learner_executor.execute("update")
@@ -218,7 +213,8 @@ class IMPALADriver:
 
     if not self._threads:
       self.start()
-    thread = threading.Thread(target=learn, name="impala-learner",
+    thread = threading.Thread(target=learn,
+                              name=f"{self.builder.name}-learner",
                               daemon=True)
     thread.start()
     try:
@@ -248,5 +244,6 @@ class IMPALADriver:
         env.close()
       except Exception as e:            # pylint: disable=broad-except
         # Shutdown goes on: a dead env must not keep the others open.
-        print(f"[impala] closing an env failed: {e!r}", flush=True)
+        print(f"[{self.builder.name}] closing an env failed: {e!r}",
+              flush=True)
     return alive

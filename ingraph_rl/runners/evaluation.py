@@ -1,42 +1,31 @@
-"""Greedy evaluation of IMPALA weights on a plain gymnasium env (or DM Lab
-in env worker processes), stepped in Python (no queue, no stepper): what a
-trained policy scores, independent of the actors' sampling."""
+"""Greedy evaluation of a policy with given weights (any builder's
+`make_policy`: IMPALA's, or an `ActorLearnerBuilder`'s) on a plain
+gymnasium env (or DM Lab in env worker processes), stepped in Python (no
+queue, no stepper): what a trained policy scores, independent of the
+actors' sampling."""
 
 import numpy as np
 
-from ingraph_rl.agents.impala.networks import (IMPALAPolicy, make_network,
-                                               policy_input_spaces)
-from ingraph_rl.spaces import Dict, FloatBox, TextBox, from_gymnasium
-
-
-def weights_space(weights):
-  """The space of a learner's `get_weights()` output (tensors or arrays)."""
-  return Dict({path: FloatBox(tuple(np.shape(v)),
-                              dtype=np.asarray(v).dtype)
-               for path, v in weights.items()})
+from ingraph_rl.spaces import TextBox, from_gymnasium
 
 
 class GreedyPolicy:
-  """An `IMPALAPolicy` executor loaded with `weights`; `act(observations
-  [N, ...], state, resets [N], last_rewards [N], last_actions [N])` ->
-  (greedy actions [N], next state). Observations may be dicts (a Dict
-  observation space)."""
+  """`builder.make_policy(observation_space)` loaded with `weights`;
+  `act(observations [N, ...], state, resets [N], last_rewards [N],
+  last_actions [N])` -> (greedy actions [N], next state). Observations may
+  be dicts (a Dict observation space)."""
 
-  def __init__(self, config, weights, observation_space):
-    from ingraph_rl.executors.tensorflow import TFExecutor
-    weights = {k: np.asarray(v) for k, v in weights.items()}
-    self.network = make_network(config, observation_space)
+  def __init__(self, builder, weights, observation_space):
+    root = builder.make_policy(observation_space)
+    self.state_space = root.input_spaces["state"]
     self.observation_space = observation_space
-    spaces = dict(policy_input_spaces(config, observation_space,
-                                      self.network),
-                  weights=weights_space(weights))
-    self.executor = TFExecutor(IMPALAPolicy(self.network, seed=config.seed),
-                               spaces, api_names=["act", "set_weights"],
-                               seed=config.seed)
-    self.executor.execute("set_weights", weights)
+    self.executor = root.build()
+    self.executor.execute("set_weights",
+                          {k: np.asarray(v) for k, v in weights.items()})
 
   def zero_state(self, n):
-    return self.network.zero_state(n)
+    """The policy's initial state for `n` episodes (NumPy zeros)."""
+    return self.state_space.zeros(n)
 
   def act(self, observations, state, resets, last_rewards, last_actions):
     space = self.observation_space
@@ -124,7 +113,7 @@ def _set_row(batch, i, observation):
     batch[i] = observation
 
 
-def evaluate(config, weights, env_id, num_episodes, seed=0,
+def evaluate(builder, weights, env_id, num_episodes, seed=0,
              **make_kwargs):
   """Returns of `num_episodes` greedy episodes (the `greedy_action`, argmax
   of the logits) of `gymnasium.make(env_id, **make_kwargs)` (DM Lab ids:
@@ -134,14 +123,15 @@ def evaluate(config, weights, env_id, num_episodes, seed=0,
   carried through an episode and reset at its first step, as the actors
   do.
 
-  `weights`: a learner's `get_weights()` output (tensors or arrays).
+  `builder`: the agent's builder (its `make_policy`); `weights`: a
+  learner's `get_weights()` output (tensors or arrays).
   Observations may be Dicts (DM Lab's frame and instruction).
   Returns a float64 array [num_episodes].
   """
   envs, observation_space = make_eval_envs(env_id, num_episodes, seed,
                                            **make_kwargs)
   try:
-    policy = GreedyPolicy(config, weights, observation_space)
+    policy = GreedyPolicy(builder, weights, observation_space)
     obs = _stack([env.reset(seed=seed + i)[0]
                   for i, env in enumerate(envs)])
     state = policy.zero_state(num_episodes)
@@ -170,3 +160,22 @@ def evaluate(config, weights, env_id, num_episodes, seed=0,
   finally:
     for env in envs:
       env.close()
+
+
+def mean_greedy_return(act, env_id, num_episodes, seed=0):
+  """The mean return of `num_episodes` episodes played one after another
+  on ONE env of `env_id` (a 1-env vector env seeded `seed`, reset by its
+  own autoreset), `act(observations [1, ...]) -> actions [1]` choosing
+  every action: e.g. DQN's greedy `get_actions(obs, explore=False)`."""
+  from ingraph_rl.environments import make_vector_env
+  env = make_vector_env(env_id, 1, seed)
+  try:
+    obs, returns = env.reset(), []
+    while len(returns) < num_episodes:
+      step = env.step(np.asarray(act(obs)))
+      obs = step.obs
+      if step.terminated[0] or step.truncated[0]:
+        returns.append(float(step.episode_returns[0]))
+    return float(np.mean(returns))
+  finally:
+    env.close()

@@ -1,4 +1,5 @@
-"""The envs of IMPALA actors, from `--env` ids.
+"""The vector envs of actors (IMPALA's, any actor-learner agent's), from
+`--env` ids.
 
     gymnasium ids ("CartPole-v1"): `GymnasiumVectorEnv`;
     Atari ("ALE/Pong-v5", "atari:pong"): ale-py's C++ vector env (its own
@@ -14,8 +15,7 @@ message per step), one per env for gymnasium and DM Lab envs, one per
 actor for Atari (ale-py already steps its envs in C++ threads).
 """
 
-from ingraph_rl.environments import (is_atari_id, is_dmlab_id,
-                                     make_vector_env)
+from ingraph_rl.environments import is_atari_id, is_dmlab_id, make_vector_env
 
 # Frame skip / action repeats when the flag is left at its default.
 DEFAULT_REPEATS = {"atari": 4, "dmlab": 4, "gymnasium": 1}

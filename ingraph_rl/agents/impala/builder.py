@@ -1,0 +1,195 @@
+"""IMPALA's builder: every root, API list and space of the agent, declared
+once. Runners (`ingraph_rl.runners`, `ingraph_rl.distributed`,
+`ingraph_rl.export`) build IMPALA through it and import nothing of
+IMPALA's.
+
+    >>> from ingraph_rl.environments import make_vector_env
+    >>> builder = IMPALABuilder(IMPALAConfig(num_actions=2, unroll_length=5))
+    >>> env = make_vector_env("CartPole-v1", num_envs=2)
+    >>> learner = builder.make_learner(env.observation_space, "doc").build()
+    >>> actor = builder.make_actor(env, "doc").build()
+    >>> _ = actor.execute("set_weights", learner.execute("get_weights"))
+    >>> _ = actor.execute("reset_env", 0)
+    >>> int(actor.execute("unroll")["queue_size"])
+    2
+    >>> _ = learner.execute("close_queue")
+
+Roots (`runners.builder.Root`: component, API list, input spaces, seed):
+  learner  `IMPALALearner`: update, get_weights, get_train_step,
+           queue_size, close_queue, prime (with staging), and
+           update_from_batch when asked (an exported agent's update).
+  actor    `IMPALAActor`: act, reset_env, unroll, set_weights.
+  policy   `IMPALAPolicy`: act, set_weights (export, evaluation).
+Spaces:
+  policy_input_spaces  the arguments of the policy's `act` ([B, T] ranks).
+  state_space          the LSTM state {"c", "h"} (size 0 without an LSTM).
+  record_space         one queued rollout, [T + 1, ...] per env.
+  weights_space        the learner's `get_weights()` = the network's
+                       variables by path.
+"""
+
+import dataclasses
+from typing import Dict as TypingDict
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from ingraph_rl.agents.impala.actor import IMPALAActor
+from ingraph_rl.agents.impala.config import IMPALAConfig
+from ingraph_rl.agents.impala.learner import IMPALALearner
+from ingraph_rl.agents.impala.networks import (
+  IMPALANetwork,
+  IMPALAPolicy,
+  make_network,
+)
+from ingraph_rl.environments import VectorEnv
+from ingraph_rl.runners.builder import (
+  ACTOR_APIS,
+  LEARNER_APIS,
+  POLICY_APIS,
+  Root,
+  weights_space_of,
+)
+from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
+
+DEFAULT_QUEUE_NAME = "impala_rollouts"
+# Actor i samples with seed `config.seed + ACTOR_SEED_STRIDE * (i + 1)`.
+ACTOR_SEED_STRIDE = 7919
+
+
+def _prepend(space: Space, size: int) -> Space:
+  """`space` (a box, or a Dict of boxes) with a leading dim `size` on every
+  leaf, bounds dropped: the queue checks shapes and dtypes only."""
+  if isinstance(space, Dict):
+    return Dict({k: _prepend(s, size) for k, s in space.items()})
+  return type(space)(shape=(size,) + tuple(space.shape), dtype=space.dtype)
+
+
+class IMPALABuilder:
+  """The roots and spaces of an `IMPALAConfig` (see the module docstring).
+
+  Every method takes the env's observation space (a box, or a Dict of a
+  frame and an instruction) where the answer depends on it.
+  """
+
+  name = "impala"
+
+  def __init__(self, config: IMPALAConfig) -> None:
+    if not isinstance(config, IMPALAConfig):
+      raise TypeError(f"IMPALABuilder needs an IMPALAConfig, got "
+                      f"{type(config).__name__}")
+    self.config = config
+    self._weights_spaces: List[Tuple[Space, Dict]] = []
+
+  def actor_config(self, index: int) -> IMPALAConfig:
+    """Actor `index`'s config: its own seed, so actors' action sampling
+    does not draw the same random numbers."""
+    return dataclasses.replace(
+        self.config, seed=self.config.seed + ACTOR_SEED_STRIDE * (index + 1))
+
+  # --- spaces ---------------------------------------------------------------
+
+  def network(self, observation_space: Space) -> IMPALANetwork:
+    """A new (composed, unbuilt) network for `observation_space`."""
+    return make_network(self.config, observation_space)
+
+  def state_space(self, observation_space: Space) -> Dict:
+    return self.network(observation_space).state_space()
+
+  def policy_input_spaces(self,
+                          observation_space: Space) -> TypingDict[str, Space]:
+    """The spaces of `IMPALAPolicy.act`'s arguments (batch-major [B, T]
+    leading ranks), by argument name; also what the learner feeds its
+    network (the rollout's observations, dones, rewards and actions)."""
+    ranked = dict(add_batch_rank=True, add_time_rank=True)
+    return {"observations":
+                observation_space.with_batch_rank().with_time_rank(),
+            "state": self.state_space(observation_space),
+            "resets": BoolBox(**ranked),
+            "last_rewards": FloatBox(**ranked),
+            "last_actions": IntBox(self.config.num_actions, dtype=np.int64,
+                                   **ranked)}
+
+  def record_space(self, observation_space: Space) -> Dict:
+    """The space of ONE queued rollout (per env): [T + 1, ...] leaves (the
+    `EnvironmentStepper`'s rollout fields; observations keep their Dict
+    structure) and, for an LSTM policy, "initial_state", the state before
+    step 0."""
+    c = self.config
+    steps = c.unroll_length + 1
+    fields = dict(observations=_prepend(observation_space, steps),
+                  rewards=FloatBox((steps,)), dones=BoolBox((steps,)),
+                  actions=IntBox(c.num_actions, shape=(steps,),
+                                 dtype=np.int64),
+                  logits=FloatBox((steps, c.num_actions)),
+                  truncated=BoolBox((steps,)),
+                  bootstrap_value=FloatBox((steps,)))
+    if c.lstm_units:
+      # Only recurrent policies queue a state: TF's queues crash on
+      # zero-sized components.
+      fields["initial_state"] = self.network(
+          observation_space).state_space(batch_rank=False)
+    return Dict(**fields)
+
+  def weights_space(self, observation_space: Space) -> Dict:
+    """The space of the learner's `get_weights()` (the network's variables
+    by path), from a local build of the network alone (cached per
+    observation space): actors and the policy know it without asking a
+    learner."""
+    for space, weights in self._weights_spaces:
+      if space == observation_space:
+        return weights
+    from ingraph_rl.executors.tensorflow import TFExecutor
+    network = self.network(observation_space)
+    spaces = self.policy_input_spaces(observation_space)
+    spaces["initial_state"] = spaces.pop("state")
+    executor = TFExecutor(network, spaces, api_names=["unroll", "variables"])
+    weights = weights_space_of(executor.execute("variables"))
+    self._weights_spaces.append((observation_space, weights))
+    return weights
+
+  # --- roots ----------------------------------------------------------------
+
+  def make_learner(self, observation_space: Space,
+                   queue_name: str = DEFAULT_QUEUE_NAME, *,
+                   update_from_batch: bool = False) -> Root:
+    """`IMPALALearner` on the queue `queue_name`; `update_from_batch` also
+    builds that API (off by default: one more function to trace, and only
+    an export needs it)."""
+    record = self.record_space(observation_space)
+    inputs = self.policy_input_spaces(observation_space)
+    del inputs["state"]
+    learner = IMPALALearner(self.config, self.network(observation_space),
+                            record, Dict(**inputs), queue_name)
+    apis = list(LEARNER_APIS) + (["prime"] if learner.staging else [])
+    spaces = {}
+    if update_from_batch:
+      apis.append("update_from_batch")
+      spaces["rollouts"] = record.with_batch_rank()
+    return Root(learner, spaces, apis, seed=self.config.seed,
+                learner_resident=(learner.queue.path,))
+
+  def make_actor(self, env: VectorEnv, queue_name: str = DEFAULT_QUEUE_NAME,
+                 index: Optional[int] = None) -> Root:
+    """`IMPALAActor` stepping `env` and enqueueing on `queue_name`; actor
+    `index` samples with `actor_config(index)`'s seed (None: the config's
+    own)."""
+    config = self.config if index is None else self.actor_config(index)
+    obs_space = env.observation_space
+    network = self.network(obs_space)
+    actor = IMPALAActor(config, env, IMPALAPolicy(network, seed=config.seed),
+                        network.state_space(), self.record_space(obs_space),
+                        queue_name)
+    spaces = dict(self.policy_input_spaces(obs_space),
+                  seed=IntBox(1 << 30, low=-1),
+                  weights=self.weights_space(obs_space))
+    return Root(actor, spaces, ACTOR_APIS, seed=config.seed,
+                learner_resident=(actor.queue.path,))
+
+  def make_policy(self, observation_space: Space) -> Root:
+    """`IMPALAPolicy` alone: act and set_weights."""
+    policy = IMPALAPolicy(self.network(observation_space),
+                          seed=self.config.seed)
+    spaces = dict(self.policy_input_spaces(observation_space),
+                  weights=self.weights_space(observation_space))
+    return Root(policy, spaces, POLICY_APIS, seed=self.config.seed)
