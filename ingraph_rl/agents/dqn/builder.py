@@ -24,7 +24,7 @@ Spaces:
   weights_space  `get_weights()`: the online Q-network's variables by path.
 """
 
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, cast
 from typing import Dict as TypingDict
 
 import numpy as np
@@ -46,8 +46,7 @@ class _OnlineNetwork(Component):
   """The agent's preprocessing and online Q-network alone, with the
   agent's paths (for the weights space, without a replay memory)."""
 
-  def __init__(self, config: DQNConfig,
-               preprocessor: Optional[Component]) -> None:
+  def __init__(self, config: DQNConfig, preprocessor: Optional[Any]) -> None:
     super().__init__(scope="dqn")
     self.preprocessor = preprocessor
     self.online = QNetwork(config.network, config.num_actions,
@@ -107,13 +106,14 @@ class DQNBuilder:
   def record_space(self, observation_space: Space) -> Dict:
     """One transition as the replay memory stores it (n-step: the n-step
     return in "rewards", the bootstrap discount in "discounts")."""
-    fields = dict(states=observation_space,
-                  actions=IntBox(self.config.num_actions, dtype=np.int64),
-                  rewards=FloatBox(), next_states=observation_space,
-                  terminals=BoolBox())
+    fields: TypingDict[str, Space] = dict(
+        states=observation_space,
+        actions=IntBox(self.config.num_actions, dtype=np.int64),
+        rewards=FloatBox(), next_states=observation_space,
+        terminals=BoolBox())
     if self.config.n_step > 1:
       fields["discounts"] = FloatBox()
-    return Dict(**fields)
+    return Dict(fields)
 
   def weights_space(self, observation_space: Space) -> Dict:
     """The space of `get_weights()` (the online network's variables by
@@ -140,7 +140,7 @@ class DQNBuilder:
     if observation_space is None:
       if env is None:
         raise ValueError("make_agent needs an observation space or an env")
-      observation_space = env.observation_space
+      observation_space = cast(Space, env.observation_space)
     agent = DQNAgent(self.config, env, preprocessor=self._preprocessor())
     apis = TRAIN_APIS + (LOOP_APIS if env is not None else ())
     return Root(agent, self.input_spaces(observation_space), apis,

@@ -29,8 +29,8 @@ Spaces:
 """
 
 import dataclasses
+from typing import Any, List, Optional, Tuple, cast
 from typing import Dict as TypingDict
-from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from ingraph_rl.runners.builder import (
   Root,
   weights_space_of,
 )
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
+from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Space
 
 DEFAULT_QUEUE_NAME = "impala_rollouts"
 # Actor i samples with seed `config.seed + ACTOR_SEED_STRIDE * (i + 1)`.
@@ -62,7 +62,11 @@ def _prepend(space: Space, size: int) -> Space:
   leaf, bounds dropped: the queue checks shapes and dtypes only."""
   if isinstance(space, Dict):
     return Dict({k: _prepend(s, size) for k, s in space.items()})
-  return type(space)(shape=(size,) + tuple(space.shape), dtype=space.dtype)
+  if not isinstance(space, BoxSpace):
+    raise TypeError(f"no rollout leaf for {space!r}")
+  box: Any = type(space)
+  return cast(Space, box(shape=(size,) + tuple(space.shape),
+                         dtype=space.dtype))
 
 
 class IMPALABuilder:
@@ -101,14 +105,14 @@ class IMPALABuilder:
     """The spaces of `IMPALAPolicy.act`'s arguments (batch-major [B, T]
     leading ranks), by argument name; also what the learner feeds its
     network (the rollout's observations, dones, rewards and actions)."""
-    ranked = dict(add_batch_rank=True, add_time_rank=True)
     return {"observations":
                 observation_space.with_batch_rank().with_time_rank(),
             "state": self.state_space(observation_space),
-            "resets": BoolBox(**ranked),
-            "last_rewards": FloatBox(**ranked),
+            "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
+            "last_rewards": FloatBox(add_batch_rank=True,
+                                     add_time_rank=True),
             "last_actions": IntBox(self.config.num_actions, dtype=np.int64,
-                                   **ranked)}
+                                   add_batch_rank=True, add_time_rank=True)}
 
   def record_space(self, observation_space: Space) -> Dict:
     """The space of ONE queued rollout (per env): [T + 1, ...] leaves (the
@@ -117,19 +121,19 @@ class IMPALABuilder:
     step 0."""
     c = self.config
     steps = c.unroll_length + 1
-    fields = dict(observations=_prepend(observation_space, steps),
-                  rewards=FloatBox((steps,)), dones=BoolBox((steps,)),
-                  actions=IntBox(c.num_actions, shape=(steps,),
-                                 dtype=np.int64),
-                  logits=FloatBox((steps, c.num_actions)),
-                  truncated=BoolBox((steps,)),
-                  bootstrap_value=FloatBox((steps,)))
+    fields: TypingDict[str, Space] = dict(
+        observations=_prepend(observation_space, steps),
+        rewards=FloatBox((steps,)), dones=BoolBox((steps,)),
+        actions=IntBox(c.num_actions, shape=(steps,), dtype=np.int64),
+        logits=FloatBox((steps, c.num_actions)),
+        truncated=BoolBox((steps,)),
+        bootstrap_value=FloatBox((steps,)))
     if c.lstm_units:
       # Only recurrent policies queue a state: TF's queues crash on
       # zero-sized components.
       fields["initial_state"] = self.network(
           observation_space).state_space(batch_rank=False)
-    return Dict(**fields)
+    return Dict(fields)
 
   def weights_space(self, observation_space: Space) -> Dict:
     """The space of the learner's `get_weights()` (the network's variables
@@ -160,7 +164,7 @@ class IMPALABuilder:
     inputs = self.policy_input_spaces(observation_space)
     del inputs["state"]
     learner = IMPALALearner(self.config, self.network(observation_space),
-                            record, Dict(**inputs), queue_name)
+                            record, Dict(inputs), queue_name)
     apis = list(LEARNER_APIS) + (["prime"] if learner.staging else [])
     spaces = {}
     if update_from_batch:
@@ -175,7 +179,7 @@ class IMPALABuilder:
     `index` samples with `actor_config(index)`'s seed (None: the config's
     own)."""
     config = self.config if index is None else self.actor_config(index)
-    obs_space = env.observation_space
+    obs_space = cast(Space, env.observation_space)
     network = self.network(obs_space)
     actor = IMPALAActor(config, env, IMPALAPolicy(network, seed=config.seed),
                         network.state_space(), self.record_space(obs_space),
