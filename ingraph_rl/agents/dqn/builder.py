@@ -53,13 +53,13 @@ class _OnlineNetwork(Component):
                            config.dueling, scope="online")
 
   @api
-  def call(self, states):
+  def call(self, states: Any) -> Any:
     if self.preprocessor is not None:
       states = self.preprocessor.call(states)
     return self.online.call(states)
 
   @api
-  def get_weights(self):
+  def get_weights(self) -> Any:
     return self.online.variables()
 
 

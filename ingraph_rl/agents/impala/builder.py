@@ -29,7 +29,7 @@ Spaces:
 """
 
 import dataclasses
-from typing import Any, List, Optional, Tuple, cast
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple, cast
 from typing import Dict as TypingDict
 
 import numpy as np
@@ -47,6 +47,7 @@ from ingraph_rl.runners.builder import (
   ACTOR_APIS,
   LEARNER_APIS,
   POLICY_APIS,
+  ActorLearnerBuilder,
   Root,
   weights_space_of,
 )
@@ -197,3 +198,8 @@ class IMPALABuilder:
     spaces = dict(self.policy_input_spaces(observation_space),
                   weights=self.weights_space(observation_space))
     return Root(policy, spaces, POLICY_APIS, seed=self.config.seed)
+
+
+if TYPE_CHECKING:
+  # The type checker holds IMPALABuilder to the runners' protocol.
+  _PROTOCOL: ActorLearnerBuilder = IMPALABuilder(IMPALAConfig(num_actions=2))
