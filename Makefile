@@ -1,7 +1,8 @@
 # Every target sets itself up: a venv in .venv with the pinned versions of
 # requirements.txt, and the package installed in editable mode.
 #   make impala      the main job: IMPALA on CartPole (ARGS="--flag=..." to change)
-#   make test        the test suite (what CI runs)
+#   make test        the style gate, then the test suite (what CI runs)
+#   make lint        the style gate alone: ruff (lint, format) and mypy
 #   make test-all    including tests marked slow
 #   make bench-build the build-overhead benchmark (full run)
 #   make bench-memory the memory benchmark (full run: ~10 min, ~9 GiB RAM)
@@ -14,8 +15,13 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: venv impala test test-all bench-build bench-memory bench-export \
-    bench-impala bench-quick clean
+# What `ruff format --check` covers until the repo-wide format pass.
+FORMATTED := ingraph_rl/spaces ingraph_rl/core ingraph_rl/executors \
+    tests/core/test_backend_free.py tests/executors/test_backend_imports.py \
+    tests/executors/test_space_conversion.py
+
+.PHONY: venv impala lint test test-all bench-build bench-memory \
+    bench-export bench-impala bench-quick clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
     $(wildcard ingraph_rl/ops/*.cc)
@@ -30,7 +36,13 @@ venv: $(STAMP)
 impala: $(STAMP)
 	$(PY) -m experiments.impala $(ARGS)
 
-test: $(STAMP)
+# Seconds: ruff on the whole tree, mypy on the files pyproject.toml names.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check $(FORMATTED)
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pytest -q
 
 test-all: $(STAMP)

@@ -6,10 +6,13 @@ graph function called from another component, records used across root APIs.
 """
 
 import time
+import typing
 
 import tree
 
 from ingraph_rl.core import context
+from ingraph_rl.core.component import Component
+from ingraph_rl.core.decorators import ApiMethod, GraphFn
 from ingraph_rl.core.meta_graph import (
   ApiCall,
   GraphFnNode,
@@ -25,23 +28,32 @@ from ingraph_rl.errors import AssemblyError
 class Assembly:
   """Records one MetaGraph. Use `assemble(root)`."""
 
-  def __init__(self, root):
+  def __init__(self, root: Component) -> None:
     self.root = root
-    self.api_calls = []
-    self.stack = []  # ApiCalls being executed.
+    self.api_calls: list[ApiCall] = []
+    self.stack: list[ApiCall] = []  # API calls being executed.
     self.num_records = 0
     self.num_nodes = 0
-    self.root_api = None  # Name of the root API being assembled.
-    self.nodes = None  # Node list of the root API being assembled.
+    self.num_inline = 0
+    self.root_api = ""  # Name of the root API being assembled.
+    self.nodes: list[GraphFnNode] = []  # That root API's nodes.
 
-  def new_record(self, producer, label):
+  def new_record(self, producer: GraphFnNode | None, label: str) -> OpRecord:
+    """A new record of the root API being assembled."""
     rec = OpRecord(self.num_records, self.root_api, producer, label)
     self.num_records += 1
     return rec
 
   # --- recording -----------------------------------------------------------
 
-  def call_api(self, component, method, args, kwargs):
+  def call_api(
+    self,
+    component: Component,
+    method: ApiMethod,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> typing.Any:
+    """Records a call of API `method` of `component` and runs it."""
     caller = self.stack[-1].component if self.stack else None
     if caller is None:
       if component is not self.root:
@@ -72,7 +84,15 @@ class Assembly:
     call.outputs = out
     return out
 
-  def call_graph_fn(self, component, fn, args, kwargs):
+  def call_graph_fn(
+    self,
+    component: Component,
+    fn: GraphFn,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> typing.Any:
+    """Records a call of graph function `fn`; returns its record (or a
+    tuple of `fn.returns` records)."""
     if not self.stack or self.stack[-1].component is not component:
       who = (
         f"'{self.stack[-1].component.path}'.{self.stack[-1].name}"
@@ -101,7 +121,8 @@ class Assembly:
       return node.output
     return tuple(node.output[i] for i in range(fn.returns))
 
-  def record_getitem(self, record, key):
+  def record_getitem(self, record: OpRecord, key: typing.Any) -> OpRecord:
+    """Records `record[key]`."""
     owner = self.stack[-1] if self.stack else None
     component = owner.component if owner else self.root
     node = GraphFnNode(
@@ -119,14 +140,15 @@ class Assembly:
     self.nodes.append(node)
     return node.output
 
-  def inline_api(self, component, method):
+  def inline_api(self, component: Component, method: ApiMethod) -> InlineApi:
     """Records `component.method` as an InlineApi (see meta_graph)."""
     outer = (self.root_api, self.nodes)
-    self.num_inline = getattr(self, "num_inline", 0) + 1
+    self.num_inline += 1
     self.root_api = f"{outer[0]}>inline{self.num_inline}"
     self.nodes = []
     try:
-      inputs, args = [], []
+      inputs: list[OpRecord] = []
+      args: list[typing.Any] = []
       for p in method.params:
         if p.kind == p.VAR_POSITIONAL:
           raise AssemblyError(
@@ -144,7 +166,9 @@ class Assembly:
     finally:
       self.root_api, self.nodes = outer
 
-  def _check_records(self, nest, component, what):
+  def _check_records(
+    self, nest: typing.Any, component: Component, what: str
+  ) -> None:
     for x in tree.flatten(nest):
       if is_record(x) and x.api != self.root_api:
         raise AssemblyError(
@@ -155,7 +179,9 @@ class Assembly:
 
   # --- root APIs -----------------------------------------------------------
 
-  def assemble_root_api(self, method, provided_args):
+  def assemble_root_api(
+    self, method: ApiMethod, provided_args: typing.Container[str]
+  ) -> RootApi:
     """Calls one root API with a record per argument.
 
     `provided_args`: names of arguments that get a value at execution (they
@@ -163,7 +189,9 @@ class Assembly:
     """
     self.root_api = method.name
     self.nodes = []
-    inputs, literals, args = {}, {}, []
+    inputs: dict[str, OpRecord] = {}
+    literals: dict[str, typing.Any] = {}
+    args: list[typing.Any] = []
     for p in method.params:
       if p.kind == p.VAR_POSITIONAL:
         raise AssemblyError(
@@ -194,7 +222,7 @@ class Assembly:
     )
 
 
-def inline(bound_api):
+def inline(bound_api: typing.Any) -> InlineApi:
   """Inside an API method: hands a sub-component API to a graph function
   as a callable, e.g. to step it in a `tf.while_loop`:
 
@@ -206,11 +234,20 @@ def inline(bound_api):
   callable's positional arguments, in order.
   """
   component, method = bound_api.args
-  return context.current(component, method.name).inline_api(component, method)
+  return typing.cast(
+    InlineApi,
+    context.current(component, method.name).inline_api(component, method),
+  )
 
 
-def assemble(root, input_spaces, api_names=None):
-  """Builds the MetaGraph of `root`. Returns (meta_graph, seconds)."""
+def assemble(
+  root: Component,
+  input_spaces: typing.Container[str],
+  api_names: typing.Iterable[str] | None = None,
+) -> tuple[MetaGraph, float]:
+  """Builds the MetaGraph of `root`. Returns (meta_graph, seconds).
+  `input_spaces`: the root APIs' arguments that get values (the names
+  of the executor's input spaces)."""
   start = time.perf_counter()
   asm = Assembly(root)
   with context.assembling(asm):

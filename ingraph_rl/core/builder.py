@@ -7,21 +7,34 @@ node runs when its input values exist and its component is input-complete
 values the backend's bodies produce. If the worklist stalls, the components
 still waiting and the arguments they miss are named.
 
-The backend (see executors) supplies: `placeholder(space)`, `run(node, args,
-kwargs)`, `value_space(value, input_spaces)`, `make_variable(component,
-spec)` and `make_resource(component, path, factory)`.
+The backend is the executor (`core.backend.Backend`): it runs the bodies,
+makes variables and resources, and tells the spaces of its values.
 """
 
 import inspect
+import typing
 
 import tree
 
 from ingraph_rl import spaces as sp
-from ingraph_rl.core.meta_graph import OpRecord, inline_apis_in, is_record
-from ingraph_rl.errors import BuildError, InputIncompleteError, SpaceError
+from ingraph_rl.core.backend import Backend
+from ingraph_rl.core.component import Component
+from ingraph_rl.core.decorators import GraphFn
+from ingraph_rl.core.inference import InputLead
+from ingraph_rl.core.meta_graph import (
+  ApiCall,
+  GraphFnNode,
+  MetaGraph,
+  OpRecord,
+  inline_apis_in,
+  is_record,
+)
+from ingraph_rl.errors import InputIncompleteError, SpaceError
 
 
-def space_of_nest(nest, spaces):
+def space_of_nest(
+  nest: typing.Any, spaces: dict[int, sp.Space]
+) -> sp.Space | None:
   """Space of an argument nest whose leaves are records (None if a leaf's
   space is unknown; literal leaves are left out of containers)."""
   if is_record(nest):
@@ -32,29 +45,30 @@ def space_of_nest(nest, spaces):
     }
     if any(s is None for s in sub.values()):
       return None
-    return sp.Dict(sub)
+    return sp.Dict(typing.cast(dict[str, sp.Space], sub))
   if isinstance(nest, (list, tuple)):
-    sub = [space_of_nest(v, spaces) for v in nest if _has_records(v)]
-    if any(s is None for s in sub):
+    items = [space_of_nest(v, spaces) for v in nest if _has_records(v)]
+    if any(s is None for s in items):
       return None
-    return sp.Tuple(*sub)
+    return sp.Tuple(*typing.cast(list[sp.Space], items))
   return None
 
 
-def _has_records(nest):
+def _has_records(nest: typing.Any) -> bool:
   return any(is_record(x) for x in tree.flatten(nest))
 
 
 class Builder:
   """Runs the worklist for one meta graph with one backend."""
 
-  def __init__(self, meta, backend):
+  def __init__(self, meta: MetaGraph, backend: Backend) -> None:
     self.meta = meta
     self.backend = backend
-    self.spaces = {}  # Record id -> Space.
-    self.values = {}  # Record id -> backend value during the build.
+    self.spaces: dict[int, sp.Space] = {}  # Record id -> Space.
+    # Record id -> backend value during the build.
+    self.values: dict[int, typing.Any] = {}
     # Component id -> list of (ApiCall, arg name, nest).
-    self.args_of = {}
+    self.args_of: dict[int, list[tuple[ApiCall, str, typing.Any]]] = {}
     for call in meta.api_calls:
       for name, nest in call.args.items():
         self.args_of.setdefault(id(call.component), []).append(
@@ -63,9 +77,9 @@ class Builder:
 
   # --- completeness --------------------------------------------------------
 
-  def known_input_spaces(self, component):
+  def known_input_spaces(self, component: Component) -> dict[str, sp.Space]:
     """Argument name -> first known space among the calls of `component`."""
-    out = {}
+    out: dict[str, sp.Space] = {}
     for _, name, nest in self.args_of.get(id(component), []):
       if name not in out and _has_records(nest):
         s = space_of_nest(nest, self.spaces)
@@ -73,9 +87,10 @@ class Builder:
           out[name] = s
     return out
 
-  def missing_args(self, component):
+  def missing_args(self, component: Component) -> list[str]:
+    """The `variable_args` of `component` whose spaces are not known yet."""
     known = self.known_input_spaces(component)
-    wanted = component.variable_args
+    wanted: typing.Iterable[str] | None = component.variable_args
     if wanted is None:
       wanted = {
         name
@@ -84,7 +99,7 @@ class Builder:
       }
     return sorted(set(wanted) - set(known))
 
-  def ensure_variables(self, component):
+  def ensure_variables(self, component: Component) -> bool:
     """Runs `create_variables` if the component is input-complete; returns
     whether its variables exist."""
     if component.variables_created:
@@ -107,7 +122,8 @@ class Builder:
       component._build_backend = None
     return True
 
-  def ready(self, node):
+  def ready(self, node: GraphFnNode) -> bool:
+    """Whether `node` can run now (see module doc)."""
     if any(r.id not in self.values for r in node.inputs()):
       return False
     if node.fn is None:
@@ -127,14 +143,15 @@ class Builder:
 
   # --- the worklist --------------------------------------------------------
 
-  def run(self, root_values):
-    """`root_values`: record id -> (space, backend value) for root inputs."""
+  def run(self, root_values: dict[int, tuple[sp.Space, typing.Any]]) -> None:
+    """Runs the worklist. `root_values`: record id -> (space, backend
+    value) for root inputs."""
     for rid, (space, value) in root_values.items():
       self.spaces[rid] = space
       self.values[rid] = value
     pending = self.meta.all_nodes()
     while pending:
-      still = []
+      still: list[GraphFnNode] = []
       for node in pending:
         if self.ready(node):
           self.run_node(node)
@@ -148,14 +165,17 @@ class Builder:
       if not self.ensure_variables(comp):
         self.raise_incomplete([])
 
-  def resolve(self, nest):
+  def resolve(self, nest: typing.Any) -> typing.Any:
+    """`nest` with each record replaced by its build-time value."""
     return tree.map_structure(
       lambda x: self.values[x.id] if isinstance(x, OpRecord) else x, nest
     )
 
-  def run_node(self, node):
+  def run_node(self, node: GraphFnNode) -> None:
+    """Runs one ready node and records its value and space."""
     args, kwargs = self.resolve(node.args), self.resolve(node.kwargs)
     in_spaces = [self.spaces[r.id] for r in node.inputs()]
+    space: typing.Any
     if node.fn is None:
       value = self.backend.getitem(args[0], node.getitem_key, node)
       parent = in_spaces[0]
@@ -169,7 +189,8 @@ class Builder:
         value = self.backend.run(node, args, kwargs)
       except SpaceError as e:
         raise e.with_context(
-          component=node.component.path, api=node.api_call.name
+          component=node.component.path,
+          api=node.api_call.name if node.api_call else None,
         ) from None
       # A declared space wins; a declaration may return None to infer.
       space = declared_space(node.fn, node.component, in_spaces)
@@ -180,11 +201,11 @@ class Builder:
     self.values[node.output.id] = value
     self.spaces[node.output.id] = space
 
-  def input_leads(self, node):
+  def input_leads(self, node: GraphFnNode) -> list[InputLead]:
     """[(ranks, leading shape)] of the node's input leaves that have batch
     or time ranks: an output starting with the same (even static) dims gets
     the same ranks."""
-    out = []
+    out: list[InputLead] = []
     for rec in node.inputs():
       space = self.spaces.get(rec.id)
       if space is None:
@@ -204,7 +225,8 @@ class Builder:
           out.append((ranks, tuple(shape[:n])))
     return out
 
-  def raise_incomplete(self, stuck_nodes):
+  def raise_incomplete(self, stuck_nodes: list[GraphFnNode]) -> typing.NoReturn:
+    """Raises InputIncompleteError naming who waits for what."""
     waiting = {}
     for comp in self.meta.components():
       if not comp.variables_created:
@@ -223,7 +245,9 @@ class Builder:
     )
 
 
-def declared_space(fn, component, in_spaces):
+def declared_space(
+  fn: GraphFn, component: Component, in_spaces: list[sp.Space]
+) -> sp.Space | None:
   """A graph function's declared output space: `output_space(component)`
   or `output_space(component, in_spaces)` (the spaces of the call's
   inputs, in order); None means infer it."""
@@ -231,78 +255,9 @@ def declared_space(fn, component, in_spaces):
   if declare is None:
     return None
   try:
-    params = inspect.signature(declare).parameters
+    num_params = len(inspect.signature(declare).parameters)
   except (TypeError, ValueError):
-    params = ()
-  if len(params) >= 2:
+    num_params = 0
+  if num_params >= 2:
     return declare(component, in_spaces)
   return declare(component)
-
-
-def infer_leaf_space(dtype, shape, in_spaces, in_leads=()):
-  """Space of one output tensor from its numpy dtype and shape (None for
-  dims unknown at build time). Leading unknown dims become the batch rank,
-  and the time rank as well when an input had one (keeping its major-ness).
-  Static leading dims count as ranks when they equal the leading dims of an
-  input that has ranks (`in_leads`: [(ranks, leading shape)], e.g. a batch
-  of a fixed size sampled from a memory). Shapes alone cannot tell a
-  [batch, time] value from [batch, feature]: graph functions that change
-  ranks (time folding) declare their output spaces instead.
-  """
-  matches = [
-    (ranks, lead)
-    for ranks, lead in in_leads
-    if None not in lead and tuple(shape[: len(lead)]) == lead
-  ]
-  if matches and (not shape or shape[0] is not None):
-    ranks, lead = max(matches, key=lambda m: len(m[1]))
-    return _box(dtype, shape[len(lead) :], ranks)
-  leaves = [
-    s for space in in_spaces if space is not None for _, s in space.flatten()
-  ]
-  time_leaf = next((s for s in leaves if s.has_time_rank), None)
-  any_batch = any(s.has_batch_rank for s in leaves)
-  n_unknown = 0
-  for d in shape:
-    if d is not None:
-      break
-    n_unknown += 1
-  if n_unknown >= 2 and time_leaf is not None and any_batch:
-    ranks = dict(
-      add_batch_rank=True, add_time_rank=True, time_major=time_leaf.time_major
-    )
-    rest = shape[2:]
-  elif n_unknown >= 1 and time_leaf is not None and not any_batch:
-    ranks = dict(add_time_rank=True)  # Inputs have a time rank only.
-    rest = shape[1:]
-  elif n_unknown >= 1:
-    ranks = dict(add_batch_rank=True)
-    rest = shape[1:]
-  else:
-    ranks = {}
-    rest = shape
-  return _box(dtype, rest, ranks)
-
-
-def _box(dtype, rest, ranks):
-  kind = dtype.kind
-  if kind == "f":
-    return sp.FloatBox(rest, dtype=dtype, **ranks)
-  if kind in "iu":
-    return sp.IntBox(None, rest, dtype=dtype, **ranks)
-  if kind == "b":
-    return sp.BoolBox(rest, **ranks)
-  if kind in "OSU":
-    return sp.TextBox(rest, **ranks)
-  raise BuildError(f"cannot make a space for dtype {dtype}")
-
-
-def nest_to_space(nest, leaf_fn):
-  """Dict/Tuple space of a nested value, `leaf_fn(leaf)` for the leaves."""
-  if nest is None:
-    return None
-  if isinstance(nest, dict):
-    return sp.Dict({k: nest_to_space(v, leaf_fn) for k, v in nest.items()})
-  if isinstance(nest, (list, tuple)):
-    return sp.Tuple(*[nest_to_space(v, leaf_fn) for v in nest])
-  return leaf_fn(nest)

@@ -23,14 +23,17 @@ sub-components, nothing else. Variables are made later, exactly once, by
 """
 
 import re
+import typing
 
 import numpy as np
+import numpy.typing as npt
 
 from ingraph_rl.core import decorators
-from ingraph_rl.core.builder import infer_leaf_space
-from ingraph_rl.core.variables import VariableSpec
+from ingraph_rl.core.backend import Backend
+from ingraph_rl.core.inference import infer_leaf_space
+from ingraph_rl.core.variables import Initializer, VariableSpec
 from ingraph_rl.errors import AssemblyError, BuildError, SpaceError
-from ingraph_rl.spaces import BoxSpace, Dict
+from ingraph_rl.spaces import BoxSpace, Dict, Space
 
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -45,27 +48,34 @@ class Component:
 
   # API arguments whose spaces `create_variables` needs. None: all arguments
   # of all API methods that assembly saw being called.
-  variable_args = None
+  variable_args: typing.ClassVar[typing.Collection[str] | None] = None
 
-  def __init__(self, scope=None):
+  # Set with object.__setattr__ (see __setattr__).
+  _sub_components: dict[str, "Component"]
+  parent: "Component | None"
+
+  def __init__(self, scope: str | None = None) -> None:
     object.__setattr__(self, "_sub_components", {})
     object.__setattr__(self, "parent", None)
     scope = scope or _snake(type(self).__name__)
     if not _SCOPE_RE.match(scope):
       raise AssemblyError(f"bad scope {scope!r}: use letters, digits, _ . -")
     self.scope = scope
-    self.input_spaces = None  # Set once by the builder.
-    self._variables = {}  # Local name -> backend variable.
-    self._variable_specs = {}  # Local name -> VariableSpec.
-    self._resources = {}  # Local name -> backend resource.
-    self._build_backend = None  # The executor, set by the builder
-    # around create_variables.
-    self.built_by = None  # Executor name once built.
-    self.executor = None  # The executor, once built.
+    # Argument name -> space; set once by the builder.
+    self.input_spaces: dict[str, Space] | None = None
+    # Local name -> backend variable.
+    self._variables: dict[str, typing.Any] = {}
+    self._variable_specs: dict[str, VariableSpec] = {}  # Local name -> spec.
+    self._resources: dict[str, typing.Any] = {}  # Local name -> resource.
+    # The executor, set by the builder around create_variables.
+    self._build_backend: Backend | None = None
+    self.built_by: str | None = None  # Executor name once built.
+    # The executor (an `executors.base.Executor`), once built.
+    self.executor: typing.Any = None
 
   # --- composition -----------------------------------------------------------
 
-  def __setattr__(self, name, value):
+  def __setattr__(self, name: str, value: typing.Any) -> None:
     if "_sub_components" not in self.__dict__:
       raise AssemblyError(
         f"{type(self).__name__}.__init__ must call super().__init__() "
@@ -81,8 +91,9 @@ class Component:
       self.add_components(*value)
     object.__setattr__(self, name, value)
 
-  def add_components(self, *components):
-    """Registers sub-components (idempotent for the same object)."""
+  def add_components(self, *components: "Component") -> typing.Any:
+    """Registers sub-components (idempotent for the same object); returns
+    the one component given, or the tuple of them."""
     for c in components:
       if c.parent is not None and c.parent is not self:
         raise AssemblyError(
@@ -102,16 +113,16 @@ class Component:
     return components[0] if len(components) == 1 else components
 
   @property
-  def sub_components(self):
+  def sub_components(self) -> dict[str, "Component"]:
     return dict(self._sub_components)
 
   @property
-  def path(self):
+  def path(self) -> str:
     return (
       self.scope if self.parent is None else f"{self.parent.path}/{self.scope}"
     )
 
-  def is_descendant_of(self, other):
+  def is_descendant_of(self, other: "Component") -> bool:
     p = self.parent
     while p is not None:
       if p is other:
@@ -119,15 +130,16 @@ class Component:
       p = p.parent
     return False
 
-  def walk(self):
+  def walk(self) -> typing.Iterator["Component"]:
     """This component and all descendants, depth first."""
     yield self
     for c in self._sub_components.values():
       yield from c.walk()
 
   @classmethod
-  def api_methods(cls):
-    out = {}
+  def api_methods(cls) -> dict[str, decorators.ApiMethod]:
+    """Name -> API method of this class (inherited ones included)."""
+    out: dict[str, decorators.ApiMethod] = {}
     for klass in reversed(cls.__mro__):
       for name, value in vars(klass).items():
         if isinstance(value, decorators.ApiMethod):
@@ -137,33 +149,33 @@ class Component:
     return out
 
   @classmethod
-  def internal_apis(cls):
+  def internal_apis(cls) -> set[str]:
     """APIs every component has; not exposed as root APIs by default."""
     return {"variables"}
 
   # --- variables -------------------------------------------------------------
 
-  def create_variables(self, input_spaces):
+  def create_variables(self, input_spaces: dict[str, Space]) -> None:
     """Override to make variables with `add_variable` (and to read the input
     spaces you need). Called exactly once, when input-complete."""
 
   @property
-  def needs_variables_call(self):
+  def needs_variables_call(self) -> bool:
     return type(self).create_variables is not Component.create_variables
 
   @property
-  def variables_created(self):
+  def variables_created(self) -> bool:
     return self.input_spaces is not None or not self.needs_variables_call
 
   def add_variable(
     self,
-    name,
-    shape,
-    dtype=np.float32,
-    initializer="zeros",
-    trainable=True,
-    torch_permutation=None,
-  ):
+    name: str,
+    shape: typing.Iterable[int],
+    dtype: npt.DTypeLike = np.float32,
+    initializer: Initializer = "zeros",
+    trainable: bool = True,
+    torch_permutation: tuple[int, ...] | None = None,
+  ) -> typing.Any:
     """Makes a variable of the executor's backend; only inside
     `create_variables`.
 
@@ -191,7 +203,13 @@ class Component:
     self._variables[name] = var
     return var
 
-  def add_resource(self, name, *, tf=None, torch=None):
+  def add_resource(
+    self,
+    name: str,
+    *,
+    tf: typing.Callable[[], typing.Any] | None = None,
+    torch: typing.Callable[[], typing.Any] | None = None,
+  ) -> typing.Any:
     """Makes a non-variable state object (a queue, a staging area) inside
     `create_variables`. `tf` / `torch` are zero-argument factories; the
     executor calls its own. TF resources are tracked by the executor's
@@ -215,10 +233,10 @@ class Component:
     self._resources[name] = obj
     return obj
 
-  def subtree_variables(self):
+  def subtree_variables(self) -> dict[str, typing.Any]:
     """Variables of this component and its descendants, keyed by path
     relative to this component (e.g. 'dense_0/kernel')."""
-    out = {}
+    out: dict[str, typing.Any] = {}
     prefix = len(self.path) + 1
     for c in self.walk():
       for spec in c._variable_specs.values():
@@ -228,8 +246,13 @@ class Component:
   # --- helpers for create_variables ---------------------------------------
 
   def expect_space(
-    self, input_spaces, arg, kind=None, min_rank=None, rank=None
-  ):
+    self,
+    input_spaces: dict[str, Space],
+    arg: str,
+    kind: type | tuple[type, ...] | None = None,
+    min_rank: int | None = None,
+    rank: int | None = None,
+  ) -> typing.Any:
     """Checks an input space and raises a SpaceError naming this component
     and the argument."""
     space = input_spaces.get(arg)
@@ -239,10 +262,9 @@ class Component:
     else:
       if kind is not None and not isinstance(space, kind):
         problems.append(f"a {_kind_name(kind)}")
-      if (min_rank is not None or rank is not None) and not isinstance(
-        space, BoxSpace
-      ):
-        problems.append("a single tensor")
+      if not isinstance(space, BoxSpace):
+        if min_rank is not None or rank is not None:
+          problems.append("a single tensor")
       elif min_rank is not None and space.rank < min_rank:
         problems.append(f"per-item rank >= {min_rank}")
       elif rank is not None and space.rank != rank:
@@ -265,14 +287,14 @@ class Component:
   # --- built-in APIs -----------------------------------------------------
 
   @decorators.api
-  def variables(self):
+  def variables(self) -> typing.Any:
     """This component's subtree variables, keyed by relative path (e.g. to
     feed a target network's `sync` or an optimizer's `step`). Inside the
     graph they are the variables themselves, so gradients reach them; a
     root API returning them returns their values."""
     return self._graph_fn_variables()
 
-  def subtree_variable_space(self):
+  def subtree_variable_space(self) -> Dict:
     """Dict space of `variables()`, in TF layout in every backend (the
     torch mirror may store some variables permuted)."""
     prefix = len(self.path) + 1
@@ -289,21 +311,21 @@ class Component:
     neutral=True,
     output_space=lambda self: self.subtree_variable_space(),
   )
-  def _graph_fn_variables(self):
+  def _graph_fn_variables(self) -> dict[str, typing.Any]:
     return self.subtree_variables()
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"{type(self).__name__}('{self.path}')"
 
 
-def _snake(name):
+def _snake(name: str) -> str:
   # "TFOnly" -> "tf_only", "NeuralNetwork" -> "neural_network".
   return re.sub(
     r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name
   ).lower()
 
 
-def _kind_name(kind):
+def _kind_name(kind: type | tuple[type, ...]) -> str:
   if isinstance(kind, tuple):
     return " or ".join(k.__name__ for k in kind)
   return kind.__name__

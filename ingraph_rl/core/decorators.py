@@ -20,15 +20,19 @@ register a torch body beside it:
 
 import functools
 import inspect
+import typing
 
 from ingraph_rl.core import context
+
+# A component's method: its first argument is the component.
+Body = typing.Callable[..., typing.Any]
 
 
 class ApiMethod:
   """Descriptor made by `@api`. Calling it on a component records an API
   call in the running assembly (see `core.assembly`)."""
 
-  def __init__(self, fn):
+  def __init__(self, fn: Body) -> None:
     self.fn = fn
     self.name = fn.__name__
     self.signature = inspect.signature(fn)
@@ -37,19 +41,26 @@ class ApiMethod:
       if p.kind in (p.VAR_KEYWORD,):
         raise TypeError(f"API method '{self.name}' may not take **kwargs")
     self.params = params
-    functools.update_wrapper(self, fn)
+    functools.update_wrapper(typing.cast(Body, self), fn)
 
-  def __get__(self, component, owner=None):
+  def __get__(
+    self, component: typing.Any, owner: type | None = None
+  ) -> typing.Any:
     if component is None:
       return self
     return functools.partial(_call_api, component, self)
 
-  def bind(self, component, args, kwargs):
+  def bind(
+    self,
+    component: typing.Any,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> dict[str, typing.Any]:
     """Argument name -> value, with defaults applied; *args are expanded to
     names `name[0]`, `name[1]`, ..."""
     bound = self.signature.bind(component, *args, **kwargs)
     bound.apply_defaults()
-    out = {}
+    out: dict[str, typing.Any] = {}
     for p in self.params:
       value = bound.arguments[p.name]
       if p.kind == p.VAR_POSITIONAL:
@@ -60,13 +71,18 @@ class ApiMethod:
     return out
 
 
-def _call_api(component, method, *args, **kwargs):
+def _call_api(
+  component: typing.Any,
+  method: ApiMethod,
+  *args: typing.Any,
+  **kwargs: typing.Any,
+) -> typing.Any:
   return context.current(component, method.name).call_api(
     component, method, args, kwargs
   )
 
 
-def api(fn):
+def api(fn: Body) -> ApiMethod:
   """Declares an API method of a component."""
   return ApiMethod(fn)
 
@@ -94,50 +110,55 @@ class GraphFn:
 
   def __init__(
     self,
-    tf_body,
-    returns=None,
-    neutral=False,
-    needs_subtree=False,
-    needs_gradients=False,
-    output_space=None,
-  ):
+    tf_body: Body,
+    returns: int | None = None,
+    neutral: bool = False,
+    needs_subtree: bool = False,
+    needs_gradients: bool = False,
+    output_space: Body | None = None,
+  ) -> None:
     self.tf_body = tf_body
-    self.torch_body = tf_body if neutral else None
+    self.torch_body: Body | None = tf_body if neutral else None
     self.name = tf_body.__name__
     self.returns = returns
     self.needs_subtree = needs_subtree
     self.needs_gradients = needs_gradients
     self.output_space = output_space
-    functools.update_wrapper(self, tf_body)
+    functools.update_wrapper(typing.cast(Body, self), tf_body)
 
-  def torch(self, body):
+  def torch(self, body: Body) -> "GraphFn":
     """Registers the torch body; use as `@_graph_fn_x.torch`."""
     self.torch_body = body
     return self
 
-  def __get__(self, component, owner=None):
+  def __get__(
+    self, component: typing.Any, owner: type | None = None
+  ) -> typing.Any:
     if component is None:
       return self
     return functools.partial(_call_graph_fn, component, self)
 
 
-def _call_graph_fn(component, fn, *args, **kwargs):
+def _call_graph_fn(
+  component: typing.Any, fn: GraphFn, *args: typing.Any, **kwargs: typing.Any
+) -> typing.Any:
   return context.current(component, fn.name).call_graph_fn(
     component, fn, args, kwargs
   )
 
 
 def graph_fn(
-  fn=None,
+  fn: Body | None = None,
   *,
-  returns=None,
-  neutral=False,
-  needs_subtree=False,
-  needs_gradients=False,
-  output_space=None,
-):
-  """Declares a graph function. Usable bare or with options."""
-  options = dict(
+  returns: int | None = None,
+  neutral: bool = False,
+  needs_subtree: bool = False,
+  needs_gradients: bool = False,
+  output_space: Body | None = None,
+) -> typing.Any:
+  """Declares a graph function. Usable bare or with options: a `GraphFn`,
+  or a decorator that makes one."""
+  options: dict[str, typing.Any] = dict(
     returns=returns,
     neutral=neutral,
     needs_subtree=needs_subtree,

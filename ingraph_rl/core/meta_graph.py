@@ -12,7 +12,12 @@ import typing
 import tree
 
 from ingraph_rl.core import context
+from ingraph_rl.core.decorators import GraphFn
 from ingraph_rl.errors import AssemblyError
+
+# Components are `core.component.Component`s; typed Any here because
+# component.py imports this module (through core.backend).
+AnyComponent = typing.Any
 
 
 class OpRecord:
@@ -25,36 +30,39 @@ class OpRecord:
 
   __slots__ = ("id", "api", "producer", "label")
 
-  def __init__(self, id_, api, producer, label):
+  def __init__(
+    self, id_: int, api: str, producer: "GraphFnNode | None", label: str
+  ) -> None:
     self.id = id_
     self.api = api  # Name of the root API this record belongs to.
     self.producer = producer  # GraphFnNode, or None for a root API argument.
     self.label = label  # Human-readable origin, for errors and DOT.
 
-  def __getitem__(self, key):
-    return context.current().record_getitem(self, key)
+  def __getitem__(self, key: typing.Any) -> "OpRecord":
+    return typing.cast(OpRecord, context.current().record_getitem(self, key))
 
-  def __iter__(self):
+  def __iter__(self) -> typing.NoReturn:
     raise AssemblyError(
       f"cannot unpack {self.label}: a graph function returning several "
       f"values must declare it, e.g. @graph_fn(returns=2)"
     )
 
-  def __bool__(self):
+  def __bool__(self) -> typing.NoReturn:
     raise AssemblyError(
       f"{self.label} has no value during assembly; use tf.cond/tf.where "
       f"inside a graph function instead of Python control flow"
     )
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"OpRecord({self.id}: {self.label})"
 
 
-def is_record(x):
+def is_record(x: typing.Any) -> typing.TypeGuard[OpRecord]:
   return isinstance(x, OpRecord)
 
 
-def records_in(nest):
+def records_in(nest: typing.Any) -> list[OpRecord]:
+  """The records among the leaves of `nest`, in leaf order."""
   return [x for x in tree.flatten(nest) if isinstance(x, OpRecord)]
 
 
@@ -67,19 +75,21 @@ class GraphFnNode:
   """
 
   id: int
-  component: typing.Any
-  fn: typing.Any
-  args: tuple
-  kwargs: dict
-  output: typing.Any  # OpRecord.
-  api_call: "ApiCall"  # The API call during which this node was made.
+  component: AnyComponent
+  fn: GraphFn | None
+  args: tuple[typing.Any, ...]
+  kwargs: dict[str, typing.Any]
+  output: typing.Any  # OpRecord (None until assembly sets it).
+  # The API call during which this node was made.
+  api_call: "ApiCall | None"
   getitem_key: typing.Any = None
 
   @property
-  def name(self):
+  def name(self) -> str:
     return f"[{self.getitem_key!r}]" if self.fn is None else self.fn.name
 
-  def inputs(self):
+  def inputs(self) -> list[OpRecord]:
+    """The records among the arguments, in order."""
     return records_in((self.args, self.kwargs))
 
 
@@ -87,10 +97,10 @@ class GraphFnNode:
 class ApiCall:
   """One call of an API method: component, name, bound arguments, result."""
 
-  component: typing.Any
+  component: AnyComponent
   name: str
-  args: dict  # Argument name -> nest of records / literals.
-  parent: typing.Optional["ApiCall"]
+  args: dict[str, typing.Any]  # Argument name -> nest of records / literals.
+  parent: "ApiCall | None"
   outputs: typing.Any = None
 
 
@@ -99,11 +109,11 @@ class RootApi:
   """A root API method: its inputs, outputs and graph-function nodes."""
 
   name: str
-  arg_names: list  # Arguments fed at execution, in order.
-  inputs: dict  # Argument name -> OpRecord.
-  literals: dict  # Arguments left at their Python default.
+  arg_names: list[str]  # Arguments fed at execution, in order.
+  inputs: dict[str, OpRecord]  # Argument name -> record.
+  literals: dict[str, typing.Any]  # Arguments left at their Python default.
   outputs: typing.Any  # Nest of OpRecords (or None).
-  nodes: list  # GraphFnNodes in call order.
+  nodes: list[GraphFnNode]  # In call order.
 
 
 @dataclasses.dataclass(eq=False)
@@ -116,13 +126,13 @@ class InlineApi:
   that built them. Its components must get their variables from a root API.
   """
 
-  component: typing.Any
+  component: AnyComponent
   name: str
-  inputs: list  # OpRecords, one per argument, in order.
+  inputs: list[OpRecord]  # One per argument, in order.
   outputs: typing.Any  # Nest of OpRecords.
-  nodes: list  # GraphFnNodes in call order.
+  nodes: list[GraphFnNode]  # In call order.
 
-  def __call__(self, *args):
+  def __call__(self, *args: typing.Any) -> typing.Any:
     executor = self.component.executor
     if executor is None:
       raise AssemblyError(
@@ -143,14 +153,16 @@ class InlineApi:
     )
 
   @property
-  def needs_gradients(self):
+  def needs_gradients(self) -> bool:
     return any(n.fn is not None and n.fn.needs_gradients for n in self.nodes)
 
-  def components(self):
+  def components(self) -> typing.Iterable[AnyComponent]:
+    """The components whose graph functions it replays."""
     return {id(n.component): n.component for n in self.nodes}.values()
 
 
-def inline_apis_in(nest):
+def inline_apis_in(nest: typing.Any) -> list[InlineApi]:
+  """The inline APIs among the leaves of `nest`."""
   return [x for x in tree.flatten(nest) if isinstance(x, InlineApi)]
 
 
@@ -158,26 +170,27 @@ def inline_apis_in(nest):
 class MetaGraph:
   """Everything assembly recorded for one root component."""
 
-  root: typing.Any
-  apis: dict  # Name -> RootApi.
-  api_calls: list  # Every ApiCall, in order.
+  root: AnyComponent
+  apis: dict[str, RootApi]  # By name.
+  api_calls: list[ApiCall]  # Every API call, in order.
   num_records: int
 
-  def all_nodes(self):
+  def all_nodes(self) -> list[GraphFnNode]:
+    """The nodes of every root API, API by API."""
     return [n for api in self.apis.values() for n in api.nodes]
 
-  def components(self):
+  def components(self) -> list[AnyComponent]:
     """Every component reached by an API call, root first."""
-    seen = {}
+    seen: dict[int, AnyComponent] = {}
     for call in self.api_calls:
       seen.setdefault(id(call.component), call.component)
     return list(seen.values())
 
-  def to_dot(self):
+  def to_dot(self) -> str:
     """Graphviz DOT text: one cluster per component, graph functions as
     boxes, root inputs as ellipses, edges along the records."""
     lines = ["digraph meta_graph {", "  rankdir=LR;", "  node [fontsize=10];"]
-    by_comp = {}
+    by_comp: dict[str, list[GraphFnNode]] = {}
     for node in self.all_nodes():
       by_comp.setdefault(node.component.path, []).append(node)
     for i, (path, nodes) in enumerate(sorted(by_comp.items())):

@@ -9,21 +9,34 @@ import math
 import typing
 
 import numpy as np
+import numpy.typing as npt
 
 from ingraph_rl.errors import BuildError
+
+# How a variable starts: "zeros", "ones", "glorot_uniform", "he_uniform", a
+# number or array (broadcast to the shape), or a callable `(shape, dtype,
+# rng) -> array` such as `Scaled`.
+Initializer = (
+  str
+  | float
+  | npt.ArrayLike
+  | typing.Callable[
+    [tuple[int, ...], np.dtype, np.random.Generator], npt.ArrayLike
+  ]
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class VariableSpec:
   path: str  # Full path, e.g. 'agent/net/dense_0/kernel'.
-  shape: tuple
+  shape: tuple[int, ...]
   dtype: np.dtype
-  initializer: typing.Any
+  initializer: Initializer
   trainable: bool
-  torch_permutation: typing.Optional[tuple] = None
+  torch_permutation: tuple[int, ...] | None = None
 
 
-def _fans(shape):
+def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
   if len(shape) < 1:
     return 1, 1
   if len(shape) == 1:
@@ -35,7 +48,7 @@ def _fans(shape):
 UNIFORM_INITIALIZERS = ("glorot_uniform", "he_uniform")
 
 
-def _uniform_limit(name, shape):
+def _uniform_limit(name: str, shape: tuple[int, ...]) -> float:
   fan_in, fan_out = _fans(shape)
   if name == "glorot_uniform":
     return math.sqrt(6.0 / (fan_in + fan_out))
@@ -50,19 +63,23 @@ class Scaled:
   name: str
   scale: float
 
-  def __post_init__(self):
+  def __post_init__(self) -> None:
     if self.name not in UNIFORM_INITIALIZERS:
       raise BuildError(
         f"Scaled: unknown initializer {self.name!r}; known: "
         f"{UNIFORM_INITIALIZERS}"
       )
 
-  def __call__(self, shape, dtype, rng):
+  def __call__(
+    self, shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator
+  ) -> np.ndarray:
     limit = self.scale * _uniform_limit(self.name, shape)
     return rng.uniform(-limit, limit, size=shape).astype(dtype)
 
 
-def initial_value(spec, rng):
+def initial_value(
+  spec: VariableSpec, rng: np.random.Generator
+) -> np.ndarray | None:
   """NumPy initial value of `spec`, or None for all-zero (the backend makes
   zeros itself, so a 7 GB replay buffer is never built in NumPy first)."""
   init, shape, dtype = spec.initializer, spec.shape, spec.dtype
@@ -92,20 +109,22 @@ class VariableRegistry:
   executor permutes to its own layout (see `VariableSpec.torch_permutation`).
   """
 
-  def __init__(self):
-    self.specs = {}
-    self.variables = {}
+  def __init__(self) -> None:
+    self.specs: dict[str, VariableSpec] = {}
+    self.variables: dict[str, typing.Any] = {}
 
-  def add(self, spec, variable):
+  def add(self, spec: VariableSpec, variable: typing.Any) -> None:
     if spec.path in self.specs:
       raise BuildError(f"two variables with the path '{spec.path}'")
     self.specs[spec.path] = spec
     self.variables[spec.path] = variable
 
-  def trainable(self):
+  def trainable(self) -> dict[str, typing.Any]:
     return {p: v for p, v in self.variables.items() if self.specs[p].trainable}
 
-  def check_weights(self, weights):
+  def check_weights(
+    self, weights: typing.Mapping[str, npt.ArrayLike]
+  ) -> dict[str, np.ndarray]:
     """Raises a clear error unless `weights` has exactly our paths and
     shapes; returns the arrays cast to our dtypes."""
     missing = sorted(set(self.specs) - set(weights))

@@ -10,11 +10,14 @@ import tree
 
 from ingraph_rl.core.assembly import assemble
 from ingraph_rl.core.builder import Builder
-from ingraph_rl.core.meta_graph import OpRecord
-from ingraph_rl.core.variables import VariableRegistry
+from ingraph_rl.core.component import Component
+from ingraph_rl.core.inference import InputLead
+from ingraph_rl.core.meta_graph import GraphFnNode, MetaGraph, OpRecord
+from ingraph_rl.core.variables import VariableRegistry, VariableSpec
 from ingraph_rl.errors import AssemblyError, SpaceError
 from ingraph_rl.executors.checks import space_error_from
 from ingraph_rl.spaces import Space
+from ingraph_rl.spaces.space import Size
 
 
 @dataclasses.dataclass
@@ -27,7 +30,7 @@ class BuildStats:
   trace_s: float = 0.0
 
   @property
-  def total_s(self):
+  def total_s(self) -> float:
     return self.assembly_s + self.build_s + self.trace_s
 
 
@@ -36,12 +39,15 @@ class ApiSpec:
   """A root API: its argument spaces (in order) and output space nest."""
 
   name: str
-  arg_spaces: dict
-  output_space: typing.Any
+  arg_spaces: dict[str, Space]  # In argument order.
+  output_space: typing.Any  # A nest of spaces (None where unknown).
 
 
 class Executor:
   """Builds a root component and runs its API methods.
+
+  It is the backend core builds with (`core.backend.Backend`): subclasses
+  implement the hooks below for their backend.
 
   Args:
     root: the root component (composed, not yet built).
@@ -53,11 +59,19 @@ class Executor:
     seed: seed of the NumPy generator that makes initial weights.
   """
 
-  backend = None  # Name, set by subclasses.
+  backend: str = ""  # Name, set by subclasses.
+  # API name -> callable(*args), made by `_make_functions`.
+  _functions: dict[str, typing.Callable[..., typing.Any]]
 
   def __init__(
-    self, root, input_spaces, *, api_names=None, check_inputs=True, seed=0
-  ):
+    self,
+    root: Component,
+    input_spaces: typing.Mapping[str, Space],
+    *,
+    api_names: typing.Iterable[str] | None = None,
+    check_inputs: bool = True,
+    seed: int | None = 0,
+  ) -> None:
     if root.parent is not None:
       raise AssemblyError(f"'{root.path}' has a parent; build the root")
     if root.built_by is not None:
@@ -87,7 +101,7 @@ class Executor:
     builder = Builder(self.meta_graph, self)
     self._build(builder)
     build_s = time.perf_counter() - start
-    self.apis = {}
+    self.apis: dict[str, ApiSpec] = {}
     for name, rapi in self.meta_graph.apis.items():
       self.apis[name] = ApiSpec(
         name,
@@ -110,19 +124,71 @@ class Executor:
 
   # --- backend hooks -------------------------------------------------------
 
-  def _build(self, builder):
+  def _build(self, builder: Builder) -> None:
+    """Runs `builder` on the backend's root values."""
     raise NotImplementedError
 
-  def _make_functions(self):
+  def _make_functions(self) -> None:
     """Fills `self._functions`: API name -> callable(*args)."""
     raise NotImplementedError
 
-  def create_variables(self, component, input_spaces):
+  def create_variables(
+    self, component: Component, input_spaces: dict[str, Space]
+  ) -> None:
     component.create_variables(input_spaces)
+
+  def make_variable(
+    self, component: Component, spec: VariableSpec
+  ) -> typing.Any:
+    raise NotImplementedError
+
+  def make_resource(
+    self,
+    component: Component,
+    path: str,
+    factory: typing.Callable[[], typing.Any],
+  ) -> typing.Any:
+    raise NotImplementedError
+
+  def run(
+    self,
+    node: GraphFnNode,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> typing.Any:
+    raise NotImplementedError
+
+  def getitem(
+    self, value: typing.Any, key: typing.Any, node: GraphFnNode
+  ) -> typing.Any:
+    raise NotImplementedError
+
+  def value_shape(self, value: typing.Any) -> list[int | None]:
+    raise NotImplementedError
+
+  def value_space(
+    self,
+    value: typing.Any,
+    in_spaces: typing.Sequence[Space | None],
+    in_leads: typing.Iterable[InputLead] = (),
+  ) -> typing.Any:
+    raise NotImplementedError
+
+  def replay(
+    self,
+    nodes: list[GraphFnNode],
+    input_ids: list[int],
+    args: typing.Sequence[typing.Any],
+    outputs: typing.Any,
+    record: bool = False,
+  ) -> typing.Any:
+    raise NotImplementedError
 
   # --- execution -----------------------------------------------------------
 
-  def execute(self, api_name, *args, **kwargs):
+  def execute(
+    self, api_name: str, *args: typing.Any, **kwargs: typing.Any
+  ) -> typing.Any:
     """Runs root API `api_name`; outputs are backend tensors (in the nest
     the API returns)."""
     try:
@@ -150,7 +216,12 @@ class Executor:
         raise
       raise error from None
 
-  def _bind(self, spec, args, kwargs):
+  def _bind(
+    self,
+    spec: ApiSpec,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> tuple[typing.Any, ...]:
     names = list(spec.arg_spaces)
     if len(args) > len(names):
       raise SpaceError(
@@ -176,9 +247,11 @@ class Executor:
         api=spec.name,
         expected=f"arguments {names}",
       )
-    return [out[n] for n in names]
+    return tuple(out[n] for n in names)
 
-  def sample_inputs(self, api_name, size=None, seed=None):
+  def sample_inputs(
+    self, api_name: str, size: Size = None, seed: int | None = None
+  ) -> list[typing.Any]:
     """Random arguments for `api_name` from the input spaces."""
     rng = np.random.default_rng(seed)
     return [
@@ -186,7 +259,7 @@ class Executor:
       for s in self.apis[api_name].arg_spaces.values()
     ]
 
-  def describe(self):
+  def describe(self) -> str:
     """One line per API: name(arg: space, ...) -> output space."""
     lines = []
     for spec in self.apis.values():
@@ -196,15 +269,18 @@ class Executor:
 
   # --- weights ---------------------------------------------------------------
 
-  def get_weights(self):
+  def get_weights(self) -> dict[str, np.ndarray]:
     """{variable path: numpy array} in TF layout."""
     raise NotImplementedError
 
-  def set_weights(self, weights):
+  def set_weights(self, weights: typing.Mapping[str, typing.Any]) -> None:
+    """Sets every variable from {variable path: array} in TF layout."""
     raise NotImplementedError
 
 
-def root_input_specs(meta_graph, input_spaces):
+def root_input_specs(
+  meta_graph: MetaGraph, input_spaces: typing.Mapping[str, Space]
+) -> list[tuple[OpRecord, Space]]:
   """[(record, space)] for every root API argument of the meta graph."""
   out = []
   for rapi in meta_graph.apis.values():
@@ -213,7 +289,8 @@ def root_input_specs(meta_graph, input_spaces):
   return out
 
 
-def resolve(values, nest):
+def resolve(values: dict[int, typing.Any], nest: typing.Any) -> typing.Any:
+  """`nest` with each record replaced by its value in `values`."""
   return tree.map_structure(
     lambda x: values[x.id] if isinstance(x, OpRecord) else x, nest
   )

@@ -92,42 +92,60 @@ import typing
 import tensorflow as tf
 import tree
 
-from ingraph_rl.core.meta_graph import OpRecord
+from ingraph_rl.core.meta_graph import GraphFnNode, InlineApi, OpRecord, RootApi
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.checks import tf_check
+from ingraph_rl.spaces import BoxSpace, Space
+
+if typing.TYPE_CHECKING:
+  from ingraph_rl.executors.tensorflow import TFExecutor
 
 REDUCTIONS = ("mean", "sum", "first")
+
+# Per leaf of a value: (key path, leaf space or None, build-time shape).
+_LeafInfo = list[tuple[str, BoxSpace | None, typing.Any]]
+
+
+class Plan(typing.Protocol):
+  """How a strategy runs one API (see `Strategy.plan`)."""
+
+  def replay(self, args: typing.Sequence[typing.Any]) -> typing.Any:
+    """Traces the API on `args` (inside its tf.function); returns its
+    outputs."""
+    ...
 
 
 class Strategy:
   """Base: `device_map` for variables and ops, and per root API an optional
   plan that replaces the plain replay."""
 
-  device_map = {}
+  device_map: dict[str, str] = {}
 
-  def validate(self, executor):
+  def validate(self, executor: "TFExecutor") -> None:
     """Checks the strategy against a built executor (before tracing)."""
 
-  def plan(self, executor, rapi):
+  def plan(self, executor: "TFExecutor", rapi: RootApi) -> Plan | None:
     """A plan with `replay(args)` for root API `rapi`, or None to replay
     its nodes as recorded."""
     del executor, rapi
     return None
 
-  def plan_inline(self, executor, inline):
+  def plan_inline(
+    self, executor: "TFExecutor", inline: InlineApi
+  ) -> Plan | None:
     """The same for an API inlined into another (`core.inline`)."""
     del executor, inline
     return None
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"{type(self).__name__}()"
 
 
 class DefaultStrategy(Strategy):
   """TF places everything (the first GPU if present, else the CPU)."""
 
-  def __init__(self):
+  def __init__(self) -> None:
     self.device_map = {}
 
 
@@ -135,10 +153,10 @@ class DeviceMapStrategy(Strategy):
   """Component path (or path prefix) -> TF device string; the longest
   matching prefix places that component's variables and ops."""
 
-  def __init__(self, device_map):
+  def __init__(self, device_map: typing.Mapping[str, str]) -> None:
     self.device_map = dict(device_map)
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return f"DeviceMapStrategy({self.device_map!r})"
 
 
@@ -161,13 +179,13 @@ class MultiTowerStrategy(Strategy):
 
   def __init__(
     self,
-    devices,
-    split_at,
-    apis=("update",),
-    loss_reduction="mean",
-    output_reductions=None,
-    device_map=None,
-  ):
+    devices: typing.Sequence[str],
+    split_at: str | None,
+    apis: str | typing.Iterable[str] = ("update",),
+    loss_reduction: str = "mean",
+    output_reductions: typing.Mapping[str, str] | None = None,
+    device_map: typing.Mapping[str, str] | None = None,
+  ) -> None:
     if isinstance(devices, str) or not devices:
       raise BuildError(
         "MultiTowerStrategy: devices must be a non-empty list "
@@ -194,16 +212,17 @@ class MultiTowerStrategy(Strategy):
     self.device_map = dict(device_map or {})
 
   @property
-  def num_towers(self):
+  def num_towers(self) -> int:
     return len(self.devices)
 
-  def reduction_for(self, name):
+  def reduction_for(self, name: str) -> str:
+    """The reduction of a per-tower leaf without a batch rank."""
     for pattern, rule in self.output_reductions.items():
       if fnmatch.fnmatchcase(name, pattern):
         return rule
     return self.loss_reduction
 
-  def validate(self, executor):
+  def validate(self, executor: "TFExecutor") -> None:
     missing = [a for a in self.apis if a not in executor.meta_graph.apis]
     if missing:
       raise BuildError(
@@ -212,7 +231,7 @@ class MultiTowerStrategy(Strategy):
         f"{sorted(executor.meta_graph.apis)}"
       )
 
-  def plan(self, executor, rapi):
+  def plan(self, executor: "TFExecutor", rapi: RootApi) -> "TowerPlan | None":
     if rapi.name not in self.apis:
       return None
     return TowerPlan(
@@ -224,7 +243,9 @@ class MultiTowerStrategy(Strategy):
       rapi.outputs,
     )
 
-  def plan_inline(self, executor, inline):
+  def plan_inline(
+    self, executor: "TFExecutor", inline: InlineApi
+  ) -> "TowerPlan | None":
     """The plan of an inlined tower API (e.g. DQN's `train` loop inlining
     `update`): that of the root API it repeats, node for node."""
     if inline.component is not executor.root or inline.name not in self.apis:
@@ -263,7 +284,7 @@ class MultiTowerStrategy(Strategy):
       space_ids,
     )
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     return (
       f"MultiTowerStrategy({self.devices!r}, split_at="
       f"{self.split_at!r}, apis={self.apis!r}, loss_reduction="
@@ -279,8 +300,15 @@ class TowerPlan:
   """
 
   def __init__(
-    self, strategy, executor, name, nodes, input_ids, outputs, space_ids=None
-  ):
+    self,
+    strategy: MultiTowerStrategy,
+    executor: "TFExecutor",
+    name: str,
+    nodes: list[GraphFnNode],
+    input_ids: typing.Iterable[int],
+    outputs: typing.Any,
+    space_ids: dict[int, int] | None = None,
+  ) -> None:
     self.strategy = strategy
     self.executor = executor
     self.name = name
@@ -330,11 +358,13 @@ class TowerPlan:
           f"steps whose losses depend on the batch only"
         )
 
-  def _split_name(self):
+  def _split_name(self) -> str:
     split_at = self.strategy.split_at
     return "the API's arguments" if split_at is None else f"'{split_at}'"
 
-  def _find_sources(self, nodes, feeds):
+  def _find_sources(
+    self, nodes: list[GraphFnNode], feeds: set[int]
+  ) -> set[int]:
     split_at = self.strategy.split_at
     if split_at is None:
       sources = set(self.input_ids)
@@ -361,23 +391,25 @@ class TowerPlan:
       )
     return sources
 
-  def space_of(self, record_id):
+  def space_of(self, record_id: int) -> Space | None:
+    """The build-time space of a record (None if unknown)."""
     return self.executor.record_spaces.get(
       self.space_ids.get(record_id, record_id)
     )
 
-  def shape_of(self, record_id):
+  def shape_of(self, record_id: int) -> typing.Any:
+    """The build-time static shape (nest) of a record, or None."""
     return self.executor.record_shapes.get(
       self.space_ids.get(record_id, record_id)
     )
 
-  def _batched(self, record_id):
+  def _batched(self, record_id: int) -> bool:
     space = self.space_of(record_id)
     return space is not None and any(
       s.has_batch_rank for _, s in space.flatten()
     )
 
-  def _candidates(self, nodes, feeds):
+  def _candidates(self, nodes: list[GraphFnNode], feeds: set[int]) -> str:
     """Where batches start: graph functions that feed the loss with a
     batch-ranked output from inputs without one."""
     paths = []
@@ -397,7 +429,7 @@ class TowerPlan:
       else ""
     )
 
-  def replay(self, args):
+  def replay(self, args: typing.Sequence[typing.Any]) -> typing.Any:
     """Traces the API with towers (inside its tf.function); returns its
     outputs."""
     with (
@@ -410,17 +442,22 @@ class TowerPlan:
 class _TowerTrace:
   """The values of one trace: shared (once), per tower, merged, split."""
 
-  def __init__(self, plan, registry):
+  def __init__(
+    self, plan: TowerPlan, registry: dict[int, gradients.GradientOverride]
+  ) -> None:
     self.plan = plan
     self.strategy = plan.strategy
     self.executor = plan.executor
     self.registry = registry
-    self.values = {}  # Record id -> shared value.
-    self.towers = {}  # Record id -> [value per tower].
-    self.merged = {}  # Record id -> merged value of a tower record.
-    self.slices = {}  # Record id -> [slice per tower] of a batch.
+    self.values: dict[int, typing.Any] = {}  # Record id -> shared value.
+    # Record id -> [value per tower].
+    self.towers: dict[int, list[typing.Any]] = {}
+    # Record id -> merged value of a tower record.
+    self.merged: dict[int, typing.Any] = {}
+    # Record id -> [slice per tower] of a batch.
+    self.slices: dict[int, list[typing.Any]] = {}
 
-  def run(self, args):
+  def run(self, args: typing.Sequence[typing.Any]) -> typing.Any:
     self.values.update(zip(self.plan.input_ids, args))
     for node in self.plan.nodes:
       if node.id in self.plan.tower_ids:
@@ -438,8 +475,8 @@ class _TowerTrace:
 
   # --- views of records --------------------------------------------------
 
-  def _shared(self, nest):
-    def value(x):
+  def _shared(self, nest: typing.Any) -> typing.Any:
+    def value(x: OpRecord) -> typing.Any:
       if x.id in self.towers:
         if x.id not in self.merged:
           self.merged[x.id] = self._merge(x, self.towers[x.id])
@@ -448,8 +485,8 @@ class _TowerTrace:
 
     return _resolve(value, nest)
 
-  def _tower(self, nest, k):
-    def value(x):
+  def _tower(self, nest: typing.Any, k: int) -> typing.Any:
+    def value(x: OpRecord) -> typing.Any:
       if x.id in self.towers:
         return self.towers[x.id][k]
       if x.id in self.plan.sources:
@@ -460,7 +497,7 @@ class _TowerTrace:
 
     return _resolve(value, nest)
 
-  def _run_tower(self, node, k):
+  def _run_tower(self, node: GraphFnNode, k: int) -> typing.Any:
     args, kwargs = self._tower(node.args, k), self._tower(node.kwargs, k)
     if node.fn is None:
       return args[0][node.getitem_key]
@@ -472,18 +509,20 @@ class _TowerTrace:
 
   # --- split and merge -------------------------------------------------------
 
-  def _leaves(self, record, value):
+  def _leaves(
+    self, record: OpRecord, value: typing.Any
+  ) -> tuple[_LeafInfo, list[typing.Any], typing.Any]:
     """[(name, leaf space or None, build-time shape or None)] and the flat
     leaves of `value`, the value of `record`."""
     space = self.plan.space_of(record.id)
     shapes = self.plan.shape_of(record.id)
     if space is None:
       flat = tree.flatten(value)
-      info = [(_name(record, ()), None, None) for _ in flat]
+      info: _LeafInfo = [(_name(record, ()), None, None) for _ in flat]
       return info, flat, value
     struct = space.structure()
     flat = tree.flatten_up_to(struct, value, check_types=False)
-    flat_shapes = [None] * len(flat)
+    flat_shapes: list[typing.Any] = [None] * len(flat)
     if shapes is not None:
       try:
         flat_shapes = tree.flatten_up_to(struct, shapes, check_types=False)
@@ -495,11 +534,11 @@ class _TowerTrace:
     ]
     return info, flat, struct
 
-  def _split(self, record):
+  def _split(self, record: OpRecord) -> list[typing.Any]:
     value = self.values[record.id]
     info, flat, struct = self._leaves(record, value)
     k_towers = self.strategy.num_towers
-    per_tower = [[] for _ in range(k_towers)]
+    per_tower: list[list[typing.Any]] = [[] for _ in range(k_towers)]
     for (name, space, _), leaf in zip(info, flat):
       if space is None or not space.has_batch_rank:
         for k in range(k_towers):
@@ -528,14 +567,17 @@ class _TowerTrace:
         per_tower[k].append(part)
     return [tree.unflatten_as(struct, leaves) for leaves in per_tower]
 
-  def _merge(self, record, tower_values):
-    infos, flats = None, []
+  def _merge(
+    self, record: OpRecord, tower_values: list[typing.Any]
+  ) -> typing.Any:
+    infos: _LeafInfo = []
+    flats = []
     struct = None
     for value in tower_values:
       info, flat, struct = self._leaves(record, value)
       infos = infos or info
       flats.append(flat)
-    out = []
+    out: list[typing.Any] = []
     for i, (name, space, shape) in enumerate(infos):
       leaves = [f[i] for f in flats]
       if not isinstance(leaves[0], (tf.Tensor, tf.Variable)):
@@ -554,7 +596,13 @@ class _TowerTrace:
       out.append(merged)
     return tree.unflatten_as(struct, out)
 
-  def _check_unbatched(self, record, name, build_shape, leaf):
+  def _check_unbatched(
+    self,
+    record: OpRecord,
+    name: str,
+    build_shape: typing.Any,
+    leaf: typing.Any,
+  ) -> None:
     """A leaf reduced as a scalar must not have changed shape with the
     batch (its space would miss a batch rank)."""
     if build_shape is None or leaf.shape.rank is None:
@@ -584,7 +632,9 @@ class TowerLoss:
   devices: list  # The tower devices, in the same order.
   combine: str  # "mean", "sum" or "first".
 
-  def gradients(self, tape, variables):
+  def gradients(
+    self, tape: tf.GradientTape, variables: typing.Any
+  ) -> typing.Any:
     if self.combine not in ("mean", "sum"):
       raise BuildError(
         f"the loss handed to the optimizer merges its towers with "
@@ -592,11 +642,11 @@ class TowerLoss:
         f"MultiTowerStrategy's loss_reduction and output_reductions)"
       )
     flat = tree.flatten(variables)
-    per_tower = []
+    per_tower: list[list[typing.Any]] = []
     for loss, device in zip(self.losses, self.devices):
       with tf.device(device):
         per_tower.append(tape.gradient(loss, flat))
-    out = []
+    out: list[typing.Any] = []
     for i, var in enumerate(flat):
       grads = [g[i] for g in per_tower if g[i] is not None]
       if not grads:
@@ -610,14 +660,16 @@ class TowerLoss:
     return tree.unflatten_as(variables, out)
 
 
-def _resolve(value, nest):
+def _resolve(
+  value: typing.Callable[[OpRecord], typing.Any], nest: typing.Any
+) -> typing.Any:
   """`nest` with each record replaced by `value(record)`."""
   return tree.map_structure(
     lambda x: value(x) if isinstance(x, OpRecord) else x, nest
   )
 
 
-def _name(record, leaf_path):
+def _name(record: OpRecord, leaf_path: typing.Sequence[typing.Any]) -> str:
   """The key path of a leaf: getitem keys from the graph function's output,
   then the leaf's path in the value ("loss", "mean_vs")."""
   keys = list(leaf_path)
@@ -628,11 +680,11 @@ def _name(record, leaf_path):
   return "/".join(str(k) for k in keys)
 
 
-def _batch_axis(space):
+def _batch_axis(space: Space) -> int:
   return 1 if space.has_time_rank and space.time_major else 0
 
 
-def _reduce(rule, leaves):
+def _reduce(rule: str, leaves: list[typing.Any]) -> typing.Any:
   dtype = leaves[0].dtype
   if (
     rule == "first"
@@ -651,7 +703,7 @@ def _reduce(rule, leaves):
 # --- devices --------------------------------------------------------------
 
 
-def configure_logical_cpus(num):
+def configure_logical_cpus(num: int) -> list[str]:
   """Splits the CPU into `num` logical devices ("/device:CPU:0" ...), for
   towers without GPUs. Must run before TF initializes its devices (before
   the first op); a clear error otherwise."""
@@ -671,7 +723,7 @@ def configure_logical_cpus(num):
   return [f"/device:CPU:{i}" for i in range(int(num))]
 
 
-def local_tower_devices(num_towers):
+def local_tower_devices(num_towers: int) -> list[str]:
   """`num_towers` device strings: the local (logical) GPUs if there are
   that many, else logical CPUs (see `configure_logical_cpus`)."""
   for kind in ("GPU", "CPU"):

@@ -19,6 +19,7 @@ several devices.
 
 import contextlib
 import re
+import typing
 
 import numpy as np
 import tensorflow as tf
@@ -27,9 +28,11 @@ import tree
 # FuncGraph is what tf.function traces into; used bare for the build pass.
 from tensorflow.python.framework import func_graph
 
-from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
-from ingraph_rl.core.meta_graph import inline_apis_in
-from ingraph_rl.core.variables import initial_value
+from ingraph_rl.core.builder import Builder
+from ingraph_rl.core.component import Component
+from ingraph_rl.core.inference import InputLead, infer_leaf_space, nest_to_space
+from ingraph_rl.core.meta_graph import GraphFnNode, RootApi, inline_apis_in
+from ingraph_rl.core.variables import VariableSpec, initial_value
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
@@ -39,9 +42,10 @@ from ingraph_rl.executors.strategies import (
   Strategy,
 )
 from ingraph_rl.executors.tf_spaces import tensor_spec
+from ingraph_rl.spaces import Space
 
 
-def _static_shape(value):
+def _static_shape(value: typing.Any) -> list[int | None] | None:
   shape = getattr(value, "shape", None)
   if shape is None:
     return None
@@ -49,7 +53,7 @@ def _static_shape(value):
   return shape.as_list() if shape.rank is not None else None
 
 
-def _variable_name(path):
+def _variable_name(path: str) -> str:
   """A TF name for the variable at `path`: SavedModels re-create variables
   in a graph, where names like "state_('h',)" are invalid scope names."""
   return re.sub(r"[^A-Za-z0-9_.\-]", "_", path.replace("/", "."))
@@ -76,16 +80,16 @@ class TFExecutor(Executor):
 
   def __init__(
     self,
-    root,
-    input_spaces,
+    root: Component,
+    input_spaces: typing.Mapping[str, Space],
     *,
-    jit_compile=False,
-    device_map=None,
-    strategy=None,
-    autograph=False,
-    trace_at_build=True,
-    **kwargs,
-  ):
+    jit_compile: bool = False,
+    device_map: typing.Mapping[str, str] | None = None,
+    strategy: Strategy | None = None,
+    autograph: bool = False,
+    trace_at_build: bool = True,
+    **kwargs: typing.Any,
+  ) -> None:
     self.jit_compile = jit_compile
     if strategy is None:
       strategy = (
@@ -103,7 +107,8 @@ class TFExecutor(Executor):
       )
     self.strategy = strategy
     self.device_map = dict(strategy.device_map)
-    self._inline_plans = {}  # Filled once the build pass is over.
+    # Filled once the build pass is over.
+    self._inline_plans: dict[int, typing.Any] = {}
     self.autograph = autograph
     self.trace_at_build = trace_at_build
     self.module = tf.Module(name="ingraph_rl_variables")
@@ -113,7 +118,8 @@ class TFExecutor(Executor):
 
   # --- placement -----------------------------------------------------------
 
-  def device_for(self, component):
+  def device_for(self, component: Component) -> str | None:
+    """The device of `component` in the device map (None: TF's choice)."""
     path = component.path
     best = None
     for prefix, device in self.device_map.items():
@@ -122,13 +128,17 @@ class TFExecutor(Executor):
           best = (prefix, device)
     return None if best is None else best[1]
 
-  def _device_scope(self, component):
+  def _device_scope(
+    self, component: Component
+  ) -> typing.ContextManager[typing.Any]:
     device = self.device_for(component)
     return tf.device(device) if device else contextlib.nullcontext()
 
   # --- builder hooks -------------------------------------------------------
 
-  def make_variable(self, component, spec):
+  def make_variable(
+    self, component: Component, spec: VariableSpec
+  ) -> typing.Any:
     init = initial_value(spec, self.rng)
     with tf.init_scope(), self._device_scope(component):
       value = tf.zeros(spec.shape, spec.dtype) if init is None else init
@@ -142,29 +152,50 @@ class TFExecutor(Executor):
     self.module.variables_by_path[spec.path] = var
     return var
 
-  def make_resource(self, component, path, factory):
+  def make_resource(
+    self,
+    component: Component,
+    path: str,
+    factory: typing.Callable[[], typing.Any],
+  ) -> typing.Any:
     with tf.init_scope(), self._device_scope(component):
       obj = factory()
     self.module.resources_by_path[path] = obj
     return obj
 
-  def create_variables(self, component, input_spaces):
+  def create_variables(
+    self, component: Component, input_spaces: dict[str, Space]
+  ) -> None:
     with tf.init_scope(), self._device_scope(component):
       component.create_variables(input_spaces)
 
-  def run(self, node, args, kwargs):
+  def run(
+    self,
+    node: GraphFnNode,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> typing.Any:
+    fn = node.fn
+    assert fn is not None  # The builder runs getitem nodes with getitem().
     with self._device_scope(node.component):
-      return node.fn.tf_body(node.component, *args, **kwargs)
+      return fn.tf_body(node.component, *args, **kwargs)
 
-  def getitem(self, value, key, node):
+  def getitem(
+    self, value: typing.Any, key: typing.Any, node: GraphFnNode
+  ) -> typing.Any:
     return value[key]
 
-  def value_shape(self, value):
+  def value_shape(self, value: typing.Any) -> list[int | None]:
     """Static shape, None for dims known only at run time."""
     return value.shape.as_list()
 
-  def value_space(self, value, in_spaces, in_leads=()):
-    def leaf(t):
+  def value_space(
+    self,
+    value: typing.Any,
+    in_spaces: typing.Sequence[Space | None],
+    in_leads: typing.Iterable[InputLead] = (),
+  ) -> typing.Any:
+    def leaf(t: typing.Any) -> Space:
       if not hasattr(t, "dtype") or not hasattr(t, "shape"):
         raise BuildError(f"a graph function returned {t!r}; return tensors")
       return infer_leaf_space(
@@ -173,7 +204,7 @@ class TFExecutor(Executor):
 
     return nest_to_space(value, leaf)
 
-  def _build(self, builder):
+  def _build(self, builder: Builder) -> None:
     # The worklist runs once over every root API in a scratch FuncGraph:
     # symbolic tensors give the output spaces, and the graph is dropped
     # (a bare FuncGraph costs a fraction of tracing a whole tf.function).
@@ -199,7 +230,7 @@ class TFExecutor(Executor):
 
   # --- execution -----------------------------------------------------------
 
-  def _make_functions(self):
+  def _make_functions(self) -> None:
     self.strategy.validate(self)
     # Inlined APIs the strategy replays its own way, by their node lists
     # (what `InlineApi` hands to `replay`).
@@ -223,14 +254,14 @@ class TFExecutor(Executor):
         fn.get_concrete_function()
       self._functions[name] = fn
 
-  def _api_body(self, rapi):
+  def _api_body(self, rapi: RootApi) -> typing.Callable[..., typing.Any]:
     input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
     nodes = rapi.nodes
     # Only APIs that differentiate pay for a tape.
     record = any(n.fn is not None and n.fn.needs_gradients for n in nodes)
     plan = self.strategy.plan(self, rapi)
 
-    def body(*args):
+    def body(*args: typing.Any) -> typing.Any:
       if plan is not None:
         return plan.replay(args)
       return self.replay(nodes, input_ids, args, rapi.outputs, record)
@@ -238,7 +269,14 @@ class TFExecutor(Executor):
     body.__name__ = rapi.name
     return body
 
-  def replay(self, nodes, input_ids, args, outputs, record=False):
+  def replay(
+    self,
+    nodes: list[GraphFnNode],
+    input_ids: list[int],
+    args: typing.Sequence[typing.Any],
+    outputs: typing.Any,
+    record: bool = False,
+  ) -> typing.Any:
     """Runs recorded graph-function nodes on `args` (inside a tf.function
     trace); returns the `outputs` nest of values. `record`: on a gradient
     tape, for nodes that differentiate."""
@@ -259,19 +297,19 @@ class TFExecutor(Executor):
         )
     return resolve(values, outputs)
 
-  def function(self, api_name):
+  def function(self, api_name: str) -> typing.Any:
     """The `tf.function` of a root API (to export it or call it directly)."""
     return self._functions[api_name]
 
   # --- weights ---------------------------------------------------------------
 
-  def get_weights(self):
+  def get_weights(self) -> dict[str, np.ndarray]:
     return {p: v.numpy() for p, v in self.registry.variables.items()}
 
-  def set_weights(self, weights):
+  def set_weights(self, weights: typing.Mapping[str, typing.Any]) -> None:
     for path, value in self.registry.check_weights(weights).items():
       self.registry.variables[path].assign(value)
 
-  def variables(self):
+  def variables(self) -> dict[str, tf.Variable]:
     """{path: tf.Variable}."""
     return dict(self.registry.variables)

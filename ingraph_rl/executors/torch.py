@@ -9,18 +9,22 @@ value checks (`torch_check`) are off during these passes, and variables are
 reset to their initial values afterwards.
 """
 
+import typing
+
 import numpy as np
 import torch
 import tree
 
-from ingraph_rl.core.builder import infer_leaf_space, nest_to_space
-from ingraph_rl.core.meta_graph import inline_apis_in
-from ingraph_rl.core.variables import initial_value
+from ingraph_rl.core.builder import Builder
+from ingraph_rl.core.component import Component
+from ingraph_rl.core.inference import InputLead, infer_leaf_space, nest_to_space
+from ingraph_rl.core.meta_graph import GraphFnNode, RootApi, inline_apis_in
+from ingraph_rl.core.variables import VariableSpec, initial_value
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors import checks
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
 from ingraph_rl.executors.torch_spaces import numpy_dtype, torch_dtype
-from ingraph_rl.spaces import TextBox
+from ingraph_rl.spaces import BoxSpace, Space, TextBox
 
 # Two (batch, time) sizes for the build passes; products differ too, so
 # folded batch*time dims are told apart.
@@ -32,20 +36,20 @@ class _Pair:
 
   __slots__ = ("a", "b")
 
-  def __init__(self, a, b):
+  def __init__(self, a: typing.Any, b: typing.Any) -> None:
     self.a, self.b = a, b
 
 
-def _split(nest, which):
+def _split(nest: typing.Any, which: str) -> typing.Any:
   return tree.map_structure(
     lambda x: getattr(x, which) if isinstance(x, _Pair) else x, nest
   )
 
 
-def to_torch(value, space):
+def to_torch(value: typing.Any, space: Space) -> typing.Any:
   """NumPy (nest) -> torch tensors, by the space's dtypes."""
 
-  def leaf(v, s):
+  def leaf(v: typing.Any, s: BoxSpace) -> typing.Any:
     if isinstance(s, TextBox):
       return v
     if isinstance(v, torch.Tensor):
@@ -60,13 +64,20 @@ class TorchExecutor(Executor):
 
   backend = "torch"
 
-  def __init__(self, root, input_spaces, **kwargs):
-    self._initial = {}
+  def __init__(
+    self,
+    root: Component,
+    input_spaces: typing.Mapping[str, Space],
+    **kwargs: typing.Any,
+  ) -> None:
+    self._initial: dict[str, torch.Tensor] = {}
     super().__init__(root, input_spaces, **kwargs)
 
   # --- builder hooks -------------------------------------------------------
 
-  def make_variable(self, component, spec):
+  def make_variable(
+    self, component: Component, spec: VariableSpec
+  ) -> typing.Any:
     init = initial_value(spec, self.rng)
     perm = spec.torch_permutation
     if init is None:
@@ -85,15 +96,27 @@ class TorchExecutor(Executor):
     self._initial[spec.path] = var.detach().clone()
     return var
 
-  def make_resource(self, component, path, factory):
+  def make_resource(
+    self,
+    component: Component,
+    path: str,
+    factory: typing.Callable[[], typing.Any],
+  ) -> typing.Any:
     return factory()
 
-  def run(self, node, args, kwargs):
-    body = node.fn.torch_body
+  def run(
+    self,
+    node: GraphFnNode,
+    args: typing.Sequence[typing.Any],
+    kwargs: dict[str, typing.Any],
+  ) -> typing.Any:
+    fn = node.fn
+    assert fn is not None  # The builder runs getitem nodes with getitem().
+    body = fn.torch_body
     if body is None:
       raise BuildError(
-        f"graph function '{node.component.path}'.{node.fn.name} has no "
-        f"torch body; register one with @{node.fn.name}.torch"
+        f"graph function '{node.component.path}'.{fn.name} has no "
+        f"torch body; register one with @{fn.name}.torch"
       )
     try:
       a = body(node.component, *_split(args, "a"), **_split(kwargs, "a"))
@@ -102,7 +125,7 @@ class TorchExecutor(Executor):
       raise
     except Exception as e:
       raise BuildError(
-        f"'{node.component.path}'.{node.fn.name} failed on sample inputs "
+        f"'{node.component.path}'.{fn.name} failed on sample inputs "
         f"during the torch build ({type(e).__name__}: {e}); the samples "
         f"come from the input spaces with batch/time sizes {_PASS_SIZES}: "
         f"bound the spaces so samples are valid inputs"
@@ -111,16 +134,18 @@ class TorchExecutor(Executor):
       return tree.map_structure(_Pair, a, b)
     except (ValueError, TypeError) as e:
       raise BuildError(
-        f"'{node.component.path}'.{node.fn.name} returned "
+        f"'{node.component.path}'.{fn.name} returned "
         f"different structures for different inputs: {e}"
       ) from None
 
-  def getitem(self, value, key, node):
+  def getitem(
+    self, value: typing.Any, key: typing.Any, node: GraphFnNode
+  ) -> typing.Any:
     return tree.map_structure(
       _Pair, _split(value, "a")[key], _split(value, "b")[key]
     )
 
-  def value_shape(self, pair):
+  def value_shape(self, pair: typing.Any) -> list[int | None]:
     """Dims that differ between the two build passes are None."""
     if not isinstance(pair, _Pair):
       return list(np.shape(pair))
@@ -129,8 +154,13 @@ class TorchExecutor(Executor):
       for x, y in zip(tuple(pair.a.shape), tuple(pair.b.shape))
     ]
 
-  def value_space(self, value, in_spaces, in_leads=()):
-    def leaf(pair):
+  def value_space(
+    self,
+    value: typing.Any,
+    in_spaces: typing.Sequence[Space | None],
+    in_leads: typing.Iterable[InputLead] = (),
+  ) -> typing.Any:
+    def leaf(pair: typing.Any) -> Space:
       a, b = pair.a, pair.b
       if isinstance(a, np.ndarray) and a.dtype == object:
         shape_a, shape_b, dtype = a.shape, b.shape, a.dtype
@@ -144,7 +174,7 @@ class TorchExecutor(Executor):
 
     return nest_to_space(value, leaf)
 
-  def _build(self, builder):
+  def _build(self, builder: Builder) -> None:
     inputs = root_input_specs(self.meta_graph, self.input_spaces)
     root_values = {}
     for i, (rec, space) in enumerate(inputs):
@@ -169,12 +199,12 @@ class TorchExecutor(Executor):
 
   # --- execution -----------------------------------------------------------
 
-  def _make_functions(self):
+  def _make_functions(self) -> None:
     self._functions = {
       n: self._api_fn(r) for n, r in self.meta_graph.apis.items()
     }
 
-  def _api_fn(self, rapi):
+  def _api_fn(self, rapi: RootApi) -> typing.Callable[..., typing.Any]:
     input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
     spaces = [self.input_spaces[a] for a in rapi.arg_names]
     nodes = rapi.nodes
@@ -187,7 +217,7 @@ class TorchExecutor(Executor):
       for api in inline_apis_in((n.args, n.kwargs))
     )
 
-    def fn(*args):
+    def fn(*args: typing.Any) -> typing.Any:
       with torch.set_grad_enabled(grad):
         return self.replay(
           nodes,
@@ -198,7 +228,14 @@ class TorchExecutor(Executor):
 
     return fn
 
-  def replay(self, nodes, input_ids, args, outputs, record=False):
+  def replay(
+    self,
+    nodes: list[GraphFnNode],
+    input_ids: list[int],
+    args: typing.Sequence[typing.Any],
+    outputs: typing.Any,
+    record: bool = False,
+  ) -> typing.Any:
     """Runs recorded graph-function nodes eagerly with their torch bodies
     (autograd needs no `record`)."""
     values = dict(zip(input_ids, args))
@@ -206,7 +243,9 @@ class TorchExecutor(Executor):
       if node.fn is None:
         values[node.output.id] = values[node.args[0].id][node.getitem_key]
       else:
-        values[node.output.id] = node.fn.torch_body(
+        # The build checked that every graph function has a torch body.
+        body = typing.cast(typing.Callable[..., typing.Any], node.fn.torch_body)
+        values[node.output.id] = body(
           node.component,
           *resolve(values, node.args),
           **resolve(values, node.kwargs),
@@ -215,7 +254,7 @@ class TorchExecutor(Executor):
 
   # --- weights ---------------------------------------------------------------
 
-  def get_weights(self):
+  def get_weights(self) -> dict[str, np.ndarray]:
     out = {}
     for path, var in self.registry.variables.items():
       arr = var.detach().numpy().copy()
@@ -223,7 +262,7 @@ class TorchExecutor(Executor):
       out[path] = arr if perm is None else np.transpose(arr, np.argsort(perm))
     return out
 
-  def set_weights(self, weights):
+  def set_weights(self, weights: typing.Mapping[str, typing.Any]) -> None:
     with torch.no_grad():
       for path, value in self.registry.check_weights(weights).items():
         perm = self.registry.specs[path].torch_permutation
@@ -231,11 +270,11 @@ class TorchExecutor(Executor):
         self.registry.variables[path].copy_(torch.from_numpy(_c_array(arr)))
 
 
-def _c_array(x):
+def _c_array(x: typing.Any) -> np.ndarray:
   """A C-contiguous copy; unlike np.ascontiguousarray keeps 0-d arrays 0-d."""
   return np.array(x, order="C", copy=True)
 
 
-def _leading(space):
+def _leading(space: Space) -> int:
   leaves = [s for _, s in space.flatten()]
   return leaves[0].num_leading_ranks if leaves else 0

@@ -1,12 +1,20 @@
 """Box spaces: a single tensor of fixed dtype and per-item shape."""
 
+import typing
+
 import numpy as np
+import numpy.typing as npt
 
 from ingraph_rl.errors import SpaceError
-from ingraph_rl.spaces.space import Space
+from ingraph_rl.spaces.space import Path, Seed, Size, Space, Value
+
+# A per-item shape; None for a dim known only at run time.
+Shape = tuple[int | None, ...]
+# Bounds as given: a number, an array broadcastable to the shape, or None.
+Bound = npt.ArrayLike | None
 
 
-def describe_value(value):
+def describe_value(value: Value) -> str:
   """Short description of a value for error messages: type, shape, dtype."""
   shape, dtype = value_shape_and_dtype(value)
   kind = type(value).__name__
@@ -15,7 +23,9 @@ def describe_value(value):
   return f"{kind} with shape {tuple(shape)} and dtype {dtype}"
 
 
-def value_shape_and_dtype(value):
+def value_shape_and_dtype(
+  value: Value,
+) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
   """(shape tuple, numpy dtype) of an array-like, or (None, None) for
   something that is not array-like (a dict, a string, None, ...)."""
   if isinstance(value, np.ndarray) or isinstance(value, np.generic):
@@ -43,7 +53,7 @@ def value_shape_and_dtype(value):
   return None, None
 
 
-def _torch_to_numpy_dtype(dtype):
+def _torch_to_numpy_dtype(dtype: typing.Any) -> np.dtype:
   """The NumPy dtype of a torch dtype, by its name ("torch.float32" ->
   float32); object for one NumPy lacks (bfloat16)."""
   name = str(dtype).rpartition(".")[2]
@@ -60,23 +70,26 @@ class BoxSpace(Space):
   """
 
   # Which numpy dtype kinds a subclass accepts ('f' float, 'i'/'u' int ...).
-  _kinds = ()
+  _kinds: tuple[str, ...] = ()
 
   def __init__(
     self,
-    shape=(),
-    dtype=None,
-    low=None,
-    high=None,
-    add_batch_rank=False,
-    add_time_rank=False,
-    time_major=False,
-  ):
+    shape: int | typing.Iterable[int | None] = (),
+    dtype: npt.DTypeLike = None,
+    low: Bound = None,
+    high: Bound = None,
+    add_batch_rank: bool = False,
+    add_time_rank: bool = False,
+    time_major: bool = False,
+  ) -> None:
     super().__init__(add_batch_rank, add_time_rank, time_major)
     if np.isscalar(shape):
-      shape = (shape,)
+      shape = (typing.cast(int, shape),)
     # None marks a dim only known at run time (e.g. an inferred output).
-    self._shape = tuple(None if d is None else int(d) for d in shape)
+    self._shape: Shape = tuple(
+      None if d is None else int(d)
+      for d in typing.cast(typing.Iterable[int | None], shape)
+    )
     if any(d is not None and d < 0 for d in self._shape):
       raise SpaceError(f"negative dimension in shape {self._shape}")
     self._dtype = np.dtype(dtype)
@@ -98,57 +111,60 @@ class BoxSpace(Space):
       )
 
   @staticmethod
-  def _empty_range(low, high):
+  def _empty_range(low: typing.Any, high: typing.Any) -> typing.Any:
     return low > high  # Inclusive bounds (IntBox overrides: exclusive).
 
-  def _bound(self, b):
+  def _bound(self, b: Bound) -> typing.Any:
     if b is None:
       return None
     arr = np.asarray(b)
     if arr.ndim and np.all(arr == arr.flat[0]):
       arr = arr.flat[0]  # Keep uniform bounds as scalars: short repr, cheap.
     if np.ndim(arr):
-      arr = np.broadcast_to(arr, self._shape).copy()
+      arr = np.broadcast_to(arr, typing.cast(tuple[int, ...], self._shape))
+      arr = arr.copy()
       arr.setflags(write=False)
     return arr
 
   @property
-  def shape(self):
+  def shape(self) -> Shape:
     """The per-item shape (without batch or time dims)."""
     return self._shape
 
   @property
-  def rank(self):
+  def rank(self) -> int:
     return len(self._shape)
 
   @property
-  def dtype(self):
+  def dtype(self) -> np.dtype:
     """The numpy dtype."""
     return self._dtype
 
   @property
-  def low(self):
+  def low(self) -> typing.Any:
     return self._low
 
   @property
-  def high(self):
+  def high(self) -> typing.Any:
     return self._high
 
-  def full_shape(self, size=None):
+  def full_shape(self, size: Size = None) -> Shape:
     """Concrete shape with leading dims from `size`; None for unknown."""
-    lead = (
+    lead: Shape = (
       (None,) * self.num_leading_ranks
       if size is None
       else self._leading_shape(size)
     )
     return lead + self._shape
 
-  def _kwargs(self):
+  def _kwargs(self) -> dict[str, typing.Any]:
     return dict(
       shape=self._shape, dtype=self._dtype, low=self._low, high=self._high
     )
 
-  def _with_ranks(self, batch, time, time_major):
+  def _with_ranks(
+    self, batch: bool, time: bool, time_major: bool
+  ) -> typing.Self:
     return type(self)(
       **self._kwargs(),
       add_batch_rank=batch,
@@ -156,43 +172,48 @@ class BoxSpace(Space):
       time_major=time_major,
     )
 
-  def structure(self):
+  def structure(self) -> typing.Self:
     return self
 
-  def flatten(self):
+  def flatten(self) -> list[tuple[Path, "BoxSpace"]]:
     return [((), self)]
 
-  def flatten_value(self, value):
+  def flatten_value(self, value: Value) -> list[Value]:
     return [value]
 
-  def unflatten_value(self, leaves):
+  def unflatten_value(self, leaves: typing.Iterable[Value]) -> Value:
     leaves = list(leaves)
     if len(leaves) != 1:
       raise SpaceError(f"expected 1 leaf for {self!r}, got {len(leaves)}")
     return leaves[0]
 
-  def _sample_shape(self, size):
+  def _sample_shape(self, size: Size) -> tuple[int, ...]:
     """Full shape of a sampled value: `size` gives the leading dims (for a
     space without leading ranks, it adds free leading dims)."""
+    lead: tuple[int, ...]
     if self.num_leading_ranks:
       lead = self._leading_shape(size)
     elif size is None:
       lead = ()
+    elif np.isscalar(size):
+      lead = (int(typing.cast(int, size)),)
     else:
-      lead = (int(size),) if np.isscalar(size) else tuple(size)
+      lead = tuple(typing.cast(typing.Iterable[int], size))
     if None in self._shape:
       raise SpaceError(f"cannot make a value of {self!r}: a dim is unknown")
-    return lead + self._shape
+    return lead + typing.cast(tuple[int, ...], self._shape)
 
-  def zeros(self, size=None):
+  def zeros(self, size: Size = None) -> np.ndarray:
     return np.zeros(self._sample_shape(size), dtype=self._dtype)
 
   # --- checks ------------------------------------------------------------
 
-  def _accepts_python(self, arr):
+  def _accepts_python(self, arr: np.ndarray) -> bool:
     return arr.dtype.kind in self._kinds
 
-  def check(self, value):
+  def check(self, value: Value) -> None:
+    shape: tuple[int | None, ...] | None
+    dtype: np.dtype | None
     if type(value) is np.ndarray and self._dtype_matches(value.dtype):
       # Hot path (executor input checks): no allocation unless it fails.
       shape, dtype = value.shape, value.dtype
@@ -205,7 +226,12 @@ class BoxSpace(Space):
       shape, dtype = value_shape_and_dtype(value)
     self._check_slow(value, shape, dtype)
 
-  def _check_slow(self, value, shape, dtype):
+  def _check_slow(
+    self,
+    value: Value,
+    shape: tuple[int | None, ...] | None,
+    dtype: np.dtype | None,
+  ) -> None:
     expected = repr(self)
     if shape is None:
       raise SpaceError(
@@ -246,10 +272,10 @@ class BoxSpace(Space):
           received=describe_value(value),
         )
 
-  def _dtype_matches(self, dtype):
-    return dtype == self._dtype
+  def _dtype_matches(self, dtype: npt.DTypeLike) -> bool:
+    return bool(dtype == self._dtype)
 
-  def _within_bounds(self, value):
+  def _within_bounds(self, value: Value) -> bool:
     if self._low is None and self._high is None:
       return True
     arr = np.asarray(value)
@@ -261,8 +287,8 @@ class BoxSpace(Space):
 
   # --- value semantics -----------------------------------------------------
 
-  def _key(self):
-    def b(x):
+  def _key(self) -> tuple[typing.Any, ...]:
+    def b(x: typing.Any) -> typing.Any:
       return None if x is None else (np.shape(x), np.asarray(x).tobytes())
 
     return (
@@ -276,13 +302,13 @@ class BoxSpace(Space):
       self._time_major,
     )
 
-  def __eq__(self, other):
+  def __eq__(self, other: object) -> bool:
     return isinstance(other, BoxSpace) and self._key() == other._key()
 
-  def __hash__(self):
+  def __hash__(self) -> int:
     return hash(self._key())
 
-  def __repr__(self):
+  def __repr__(self) -> str:
     parts = [f"shape={self._shape}", f"dtype={self._dtype}"]
     if self._low is not None:
       parts.append(f"low={_short(self._low)}")
@@ -291,11 +317,11 @@ class BoxSpace(Space):
     return f"{type(self).__name__}({', '.join(parts)}{self._rank_suffix()})"
 
 
-def _short(x):
+def _short(x: typing.Any) -> str:
   return repr(x.item()) if np.ndim(x) == 0 else f"array{np.shape(x)}"
 
 
-def _inward(bound, dtype, up):
+def _inward(bound: typing.Any, dtype: np.dtype, up: bool) -> np.ndarray:
   """`bound` in `dtype`, rounded towards the inside of the box (up for a
   lower bound) where the dtype cannot hold it exactly."""
   bound = np.asarray(bound, np.float64)
@@ -306,7 +332,7 @@ def _inward(bound, dtype, up):
   ).astype(dtype)
 
 
-def _rng(seed):
+def _rng(seed: Seed) -> np.random.Generator:
   return (
     seed
     if isinstance(seed, np.random.Generator)
@@ -325,22 +351,22 @@ class FloatBox(BoxSpace):
 
   def __init__(
     self,
-    shape=(),
-    low=None,
-    high=None,
-    dtype=np.float32,
-    add_batch_rank=False,
-    add_time_rank=False,
-    time_major=False,
-  ):
+    shape: int | typing.Iterable[int | None] = (),
+    low: Bound = None,
+    high: Bound = None,
+    dtype: npt.DTypeLike = np.float32,
+    add_batch_rank: bool = False,
+    add_time_rank: bool = False,
+    time_major: bool = False,
+  ) -> None:
     super().__init__(
       shape, dtype, low, high, add_batch_rank, add_time_rank, time_major
     )
 
-  def _accepts_python(self, arr):
+  def _accepts_python(self, arr: np.ndarray) -> bool:
     return arr.dtype.kind in "fiu"
 
-  def sample(self, size=None, seed=None):
+  def sample(self, size: Size = None, seed: Seed = None) -> np.ndarray:
     rng = _rng(seed)
     shape = self._sample_shape(size)
     # Elementwise: uniform where both bounds are finite, an exponential tail
@@ -381,34 +407,34 @@ class IntBox(BoxSpace):
 
   def __init__(
     self,
-    high=None,
-    shape=(),
-    low=None,
-    dtype=np.int32,
-    add_batch_rank=False,
-    add_time_rank=False,
-    time_major=False,
-  ):
+    high: Bound = None,
+    shape: int | typing.Iterable[int | None] = (),
+    low: Bound = None,
+    dtype: npt.DTypeLike = np.int32,
+    add_batch_rank: bool = False,
+    add_time_rank: bool = False,
+    time_major: bool = False,
+  ) -> None:
     if high is not None and low is None:
       low = 0
     super().__init__(
       shape, dtype, low, high, add_batch_rank, add_time_rank, time_major
     )
 
-  def _bound(self, b):
+  def _bound(self, b: Bound) -> typing.Any:
     return None if b is None else super()._bound(np.asarray(b, np.int64))
 
-  def _kwargs(self):
+  def _kwargs(self) -> dict[str, typing.Any]:
     return dict(
       high=self._high, shape=self._shape, low=self._low, dtype=self._dtype
     )
 
   @staticmethod
-  def _empty_range(low, high):
+  def _empty_range(low: typing.Any, high: typing.Any) -> typing.Any:
     return low >= high  # `high` is exclusive.
 
   @property
-  def num_categories(self):
+  def num_categories(self) -> int | None:
     """high - low for uniform scalar bounds, else None."""
     if (
       self._low is None
@@ -419,7 +445,7 @@ class IntBox(BoxSpace):
       return None
     return int(self._high) - int(self._low)
 
-  def _within_bounds(self, value):
+  def _within_bounds(self, value: Value) -> bool:
     arr = np.asarray(value)
     if self._low is not None and np.any(arr < self._low):
       return False
@@ -427,7 +453,7 @@ class IntBox(BoxSpace):
       return False
     return True
 
-  def sample(self, size=None, seed=None):
+  def sample(self, size: Size = None, seed: Seed = None) -> np.ndarray:
     rng = _rng(seed)
     shape = self._sample_shape(size)
     info = np.iinfo(self._dtype)
@@ -448,20 +474,20 @@ class BoolBox(BoxSpace):
 
   def __init__(
     self,
-    shape=(),
-    add_batch_rank=False,
-    add_time_rank=False,
-    time_major=False,
-    dtype=np.bool_,
-    low=None,
-    high=None,
-  ):
+    shape: int | typing.Iterable[int | None] = (),
+    add_batch_rank: bool = False,
+    add_time_rank: bool = False,
+    time_major: bool = False,
+    dtype: npt.DTypeLike = np.bool_,
+    low: Bound = None,
+    high: Bound = None,
+  ) -> None:
     del low, high  # Booleans have no bounds; accepted for `_with_ranks`.
     super().__init__(
       shape, dtype, None, None, add_batch_rank, add_time_rank, time_major
     )
 
-  def sample(self, size=None, seed=None):
+  def sample(self, size: Size = None, seed: Seed = None) -> np.ndarray:
     return (
       _rng(seed).integers(0, 2, size=self._sample_shape(size)).astype(np.bool_)
     )
@@ -476,31 +502,31 @@ class TextBox(BoxSpace):
 
   def __init__(
     self,
-    shape=(),
-    add_batch_rank=False,
-    add_time_rank=False,
-    time_major=False,
-    dtype=object,
-    low=None,
-    high=None,
-  ):
+    shape: int | typing.Iterable[int | None] = (),
+    add_batch_rank: bool = False,
+    add_time_rank: bool = False,
+    time_major: bool = False,
+    dtype: npt.DTypeLike = object,
+    low: Bound = None,
+    high: Bound = None,
+  ) -> None:
     del low, high, dtype
     super().__init__(
       shape, object, None, None, add_batch_rank, add_time_rank, time_major
     )
 
-  def _dtype_matches(self, dtype):
+  def _dtype_matches(self, dtype: npt.DTypeLike) -> bool:
     return np.dtype(dtype).kind in self._kinds
 
-  def _accepts_python(self, arr):
+  def _accepts_python(self, arr: np.ndarray) -> bool:
     return arr.dtype.kind in "US"
 
-  def zeros(self, size=None):
+  def zeros(self, size: Size = None) -> np.ndarray:
     out = np.empty(self._sample_shape(size), dtype=object)
     out.fill("")
     return out
 
-  def sample(self, size=None, seed=None):
+  def sample(self, size: Size = None, seed: Seed = None) -> np.ndarray:
     rng = _rng(seed)
     shape = self._sample_shape(size)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))

@@ -1,15 +1,21 @@
 """Conversion from gymnasium spaces."""
 
+import typing
+
 import numpy as np
 
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.spaces.box import BoolBox, FloatBox, IntBox, TextBox
 from ingraph_rl.spaces.containers import Dict, Tuple
+from ingraph_rl.spaces.space import Space
 
 
 def from_gymnasium(
-  space, add_batch_rank=False, add_time_rank=False, time_major=False
-):
+  space: typing.Any,
+  add_batch_rank: bool = False,
+  add_time_rank: bool = False,
+  time_major: bool = False,
+) -> Space:
   """Converts a gymnasium space. Integer `Box` bounds become IntBox bounds
   with an exclusive `high` (gymnasium's is inclusive).
 
@@ -19,7 +25,7 @@ def from_gymnasium(
   """
   import gymnasium.spaces as gs
 
-  ranks = dict(
+  ranks: dict[str, typing.Any] = dict(
     add_batch_rank=add_batch_rank,
     add_time_rank=add_time_rank,
     time_major=time_major,
@@ -71,7 +77,7 @@ def from_gymnasium(
   )
 
 
-def _bound_or_none(bound):
+def _bound_or_none(bound: np.ndarray) -> np.ndarray | None:
   """None for an all-infinite bound; otherwise the bound (infinite elements
   stay infinite and mean unbounded there)."""
   return None if np.all(np.isinf(bound)) else bound
