@@ -12,7 +12,7 @@ e.g. the embedded CartPole setup), overridden by the flags the user passed
 on the command line or in a flagfile (`FlagValues[name].present`): an
 unpassed flag never overrides the preset.
 
-    FLAGS = config_flags.define_flags(Settings, IMPALAConfig)   # at import
+    FLAG_HOLDERS = config_flags.define_flags(Settings, IMPALAConfig)
     values = config_flags.resolve((Settings, IMPALAConfig), PRESET)
 """
 

@@ -37,7 +37,7 @@ from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
 
 # One flag per field of DQNSettings and DQNConfig.
-FLAGS = config_flags.define_flags(*configs.DQN_CLASSES)
+FLAG_HOLDERS = config_flags.define_flags(*configs.DQN_CLASSES)
 
 
 def atari_preprocessor():

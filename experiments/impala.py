@@ -71,7 +71,7 @@ from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
 
 # One flag per field of IMPALASettings and IMPALAConfig.
-FLAGS = config_flags.define_flags(*configs.IMPALA_CLASSES)
+FLAG_HOLDERS = config_flags.define_flags(*configs.IMPALA_CLASSES)
 
 # Training episodes behind each rolling mean: all levels together, and
 # per DMLab-30 level (see the module docstring).
