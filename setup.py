@@ -32,24 +32,30 @@ import setuptools
 
 try:
   from setuptools.command.build import build as _build
-except ImportError:   # setuptools < 64
-  from distutils.command.build import build as _build  # pylint: disable=deprecated-module
+except ImportError:  # setuptools < 64
+  from distutils.command.build import build as _build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPS_PACKAGE_DIR = os.path.join("ingraph_rl", "ops")
-OPS_LIBRARY = "_segment_tree_ops.so"   # The name BUILD and the loader use.
+OPS_LIBRARY = "_segment_tree_ops.so"  # The name BUILD and the loader use.
 
 _TF_FLAGS = (
-    "import json, tensorflow as tf\n"
-    "print(json.dumps([tf.sysconfig.get_compile_flags(), "
-    "tf.sysconfig.get_link_flags()]))\n")
+  "import json, tensorflow as tf\n"
+  "print(json.dumps([tf.sysconfig.get_compile_flags(), "
+  "tf.sysconfig.get_link_flags()]))\n"
+)
 
 
 def tf_flags(python=sys.executable):
   """TensorFlow's (compile flags, link flags) for custom ops."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  out = subprocess.run([python, "-c", _TF_FLAGS], check=True, env=env,
-                       capture_output=True, text=True)
+  out = subprocess.run(
+    [python, "-c", _TF_FLAGS],
+    check=True,
+    env=env,
+    capture_output=True,
+    text=True,
+  )
   compile_flags, link_flags = json.loads(out.stdout.strip().splitlines()[-1])
   return compile_flags, link_flags
 
@@ -58,29 +64,38 @@ def compile_ops(output, sources):
   """g++ ... -o output; raises RuntimeError with the compiler's output."""
   compile_flags, link_flags = tf_flags()
   cxx = os.environ.get("CXX", "g++")
-  tmp = output + ".tmp"   # Never leave a half-written library behind.
-  cmd = ([cxx, "-std=c++17", "-shared", "-fPIC", "-O2"] + sources +
-         ["-o", tmp] + compile_flags + link_flags)
+  tmp = output + ".tmp"  # Never leave a half-written library behind.
+  cmd = (
+    [cxx, "-std=c++17", "-shared", "-fPIC", "-O2"]
+    + sources
+    + ["-o", tmp]
+    + compile_flags
+    + link_flags
+  )
   os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
-  print(f"building {output}: " + " ".join(shlex.quote(c) for c in cmd),
-        file=sys.stderr)
+  print(
+    f"building {output}: " + " ".join(shlex.quote(c) for c in cmd),
+    file=sys.stderr,
+  )
   result = subprocess.run(cmd, capture_output=True, text=True, check=False)
   if result.returncode != 0:
     if os.path.exists(tmp):
       os.remove(tmp)
-    raise RuntimeError(f"{cxx} failed ({result.returncode}):\n"
-                       f"{result.stderr[-6000:]}")
+    raise RuntimeError(
+      f"{cxx} failed ({result.returncode}):\n{result.stderr[-6000:]}"
+    )
   os.replace(tmp, output)
 
 
-class build_ops(setuptools.Command):  # pylint: disable=invalid-name
+class build_ops(setuptools.Command):
   """Compiles ingraph_rl/ops/*.cc into ingraph_rl/ops/_segment_tree_ops.so."""
 
   description = "build the C++ custom ops with g++ and TensorFlow's flags"
-  user_options = [("inplace", "i",
-                   "write the library into the source tree (ingraph_rl/ops)")]
+  user_options = [
+    ("inplace", "i", "write the library into the source tree (ingraph_rl/ops)")
+  ]
   boolean_options = ["inplace"]
-  editable_mode = False   # Set by setuptools for `pip install -e .`.
+  editable_mode = False  # Set by setuptools for `pip install -e .`.
 
   def initialize_options(self):
     self.inplace = False
@@ -107,12 +122,15 @@ class build_ops(setuptools.Command):  # pylint: disable=invalid-name
     except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
       if mode == "1":
         raise
-      if os.path.exists(self._target()):   # Not a stale one either.
+      if os.path.exists(self._target()):  # Not a stale one either.
         os.remove(self._target())
       detail = getattr(e, "stderr", None) or e
-      print(f"WARNING: the custom ops were not built; ingraph_rl will use "
-            f"its pure-TF fallback. Set INGRAPH_RL_BUILD_OPS=1 to make this "
-            f"an error.\n{detail}", file=sys.stderr)
+      print(
+        f"WARNING: the custom ops were not built; ingraph_rl will use "
+        f"its pure-TF fallback. Set INGRAPH_RL_BUILD_OPS=1 to make this "
+        f"an error.\n{detail}",
+        file=sys.stderr,
+      )
 
   # For setuptools' editable installs and wheels.
   def get_outputs(self):
@@ -121,13 +139,13 @@ class build_ops(setuptools.Command):  # pylint: disable=invalid-name
     return [self._target()]
 
   def get_output_mapping(self):
-    return {}   # The library is written straight to its final place.
+    return {}  # The library is written straight to its final place.
 
   def get_source_files(self):
     return self._sources()
 
 
-class build(_build):  # pylint: disable=invalid-name
+class build(_build):
   sub_commands = _build.sub_commands + [("build_ops", None)]
 
 
@@ -139,27 +157,27 @@ class BinaryDistribution(setuptools.Distribution):
 
 
 setuptools.setup(
-    name="ingraph_rl",
-    version="0.1.0",
-    description="Reinforcement learning where every part runs in the "
-                "TensorFlow graph",
-    packages=setuptools.find_packages(include=["ingraph_rl", "ingraph_rl.*"]),
-    python_requires=">=3.10",
-    install_requires=[
-        "tensorflow-cpu>=2.21,<2.22",
-        "tensorflow-probability>=0.25,<0.26",
-        "numpy>=1.26,<3",
-        "dm-tree>=0.1.8",
-        "gymnasium>=1.0,<2",
-        "absl-py>=2.0",
-        "tensorboard>=2.21,<2.22",
-    ],
-    extras_require={
-        # Ask for the CPU build explicitly (see requirements.txt).
-        "torch": ["torch==2.13.0"],
-        "atari": ["ale-py>=0.10", "opencv-python-headless>=4.8"],
-        "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6"],
-    },
-    cmdclass={"build": build, "build_ops": build_ops},
-    distclass=BinaryDistribution,
+  name="ingraph_rl",
+  version="0.1.0",
+  description="Reinforcement learning where every part runs in the "
+  "TensorFlow graph",
+  packages=setuptools.find_packages(include=["ingraph_rl", "ingraph_rl.*"]),
+  python_requires=">=3.10",
+  install_requires=[
+    "tensorflow-cpu>=2.21,<2.22",
+    "tensorflow-probability>=0.25,<0.26",
+    "numpy>=1.26,<3",
+    "dm-tree>=0.1.8",
+    "gymnasium>=1.0,<2",
+    "absl-py>=2.0",
+    "tensorboard>=2.21,<2.22",
+  ],
+  extras_require={
+    # Ask for the CPU build explicitly (see requirements.txt).
+    "torch": ["torch==2.13.0"],
+    "atari": ["ale-py>=0.10", "opencv-python-headless>=4.8"],
+    "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6"],
+  },
+  cmdclass={"build": build, "build_ops": build_ops},
+  distclass=BinaryDistribution,
 )

@@ -27,34 +27,41 @@ without --quick).
 import collections
 import time
 
-from absl import app
-from absl import flags
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ingraph_rl.components.common import (ContainerMerger,  # noqa: E402
-                                          ContainerSplitter, Synchronizable,
-                                          TimeRankFolder)
-from ingraph_rl.components.layers import Dense  # noqa: E402
-from ingraph_rl.components.networks import NeuralNetwork  # noqa: E402
-from ingraph_rl.core import Component, api, graph_fn  # noqa: E402
-from ingraph_rl.executors.tensorflow import TFExecutor  # noqa: E402
-from ingraph_rl.spaces import (BoolBox, Dict, FloatBox,  # noqa: E402
-                               IntBox)
+from ingraph_rl.components.common import (
+  ContainerMerger,
+  ContainerSplitter,
+  Synchronizable,
+  TimeRankFolder,
+)
+from ingraph_rl.components.layers import Dense
+from ingraph_rl.components.networks import NeuralNetwork
+from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.executors.tensorflow import TFExecutor
+from ingraph_rl.spaces import (
+  BoolBox,
+  Dict,
+  FloatBox,
+  IntBox,
+)
 
 NAME = "build_overhead"
 
 _QUICK = flags.DEFINE_bool(
-    "quick", False, "Smoke run (< 60 s): few repetitions and calls.")
+  "quick", False, "Smoke run (< 60 s): few repetitions and calls."
+)
 _REPS = flags.DEFINE_integer(
-    "reps", None, "Timed repetitions per case (default 10; 3 with --quick).")
+  "reps", None, "Timed repetitions per case (default 10; 3 with --quick)."
+)
 _CALLS = flags.DEFINE_integer(
-    "calls", None,
-    "Calls per repetition in the per-call case (default 2000; 200 with "
-    "--quick).")
+  "calls",
+  None,
+  "Calls per repetition in the per-call case (default 2000; 200 with --quick).",
+)
 
 CAPACITY = 10_000
 NUM_ACTIONS = 2
@@ -89,9 +96,14 @@ class ReplayStandIn(Component):
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "records", Dict)
     self.buffers = {
-        key: self.add_variable(f"buffer_{key}", (self.capacity,) + leaf.shape,
-                               leaf.dtype, trainable=False)
-        for key, leaf in space.items()}
+      key: self.add_variable(
+        f"buffer_{key}",
+        (self.capacity,) + leaf.shape,
+        leaf.dtype,
+        trainable=False,
+      )
+      for key, leaf in space.items()
+    }
     self.index = self.add_variable("index", (), np.int32, trainable=False)
     self.size = self.add_variable("size", (), np.int32, trainable=False)
 
@@ -105,8 +117,9 @@ class ReplayStandIn(Component):
 
   @graph_fn
   def _graph_fn_insert(self, records):
-    return ring_insert(self.buffers, self.index, self.size, self.capacity,
-                       records)
+    return ring_insert(
+      self.buffers, self.index, self.size, self.capacity, records
+    )
 
   @graph_fn
   def _graph_fn_get(self, indices):
@@ -127,8 +140,12 @@ class SegmentTreeStandIn(Component):
 
   def create_variables(self, input_spaces):
     self.tree = self.add_variable(
-        "tree", (2 * self.capacity,), np.float32,
-        0.0 if self.reduce == "sum" else float("inf"), trainable=False)
+      "tree",
+      (2 * self.capacity,),
+      np.float32,
+      0.0 if self.reduce == "sum" else float("inf"),
+      trainable=False,
+    )
 
   @api
   def set(self, indices, values):
@@ -154,8 +171,9 @@ class PrioritizedReplayStandIn(Component):
     self.min_tree = SegmentTreeStandIn(capacity, "min", scope="min_tree")
 
   def create_variables(self, input_spaces):
-    self.max_priority = self.add_variable("max_priority", (), np.float32, 1.0,
-                                          trainable=False)
+    self.max_priority = self.add_variable(
+      "max_priority", (), np.float32, 1.0, trainable=False
+    )
 
   @api
   def insert(self, records):
@@ -177,8 +195,9 @@ class PrioritizedReplayStandIn(Component):
 
   @graph_fn(returns=2)
   def _graph_fn_new_priorities(self, index, records):
-    return new_priorities(self.max_priority, self.capacity, self.alpha, index,
-                          records)
+    return new_priorities(
+      self.max_priority, self.capacity, self.alpha, index, records
+    )
 
   @graph_fn
   def _graph_fn_scale_priorities(self, priorities):
@@ -224,7 +243,7 @@ def tree_set(tree, capacity, reduce, indices, values):
 def new_priorities(max_priority, capacity, alpha, index, records):
   n = tf.shape(tf.nest.flatten(records)[0])[0]
   indices = (index - n + tf.range(n)) % capacity
-  return indices, tf.fill([n], max_priority ** alpha)
+  return indices, tf.fill([n], max_priority**alpha)
 
 
 def scale_priorities(max_priority, alpha, priorities):
@@ -265,17 +284,20 @@ class DuelingQ(Component):
 
   def __init__(self, network_cls=NeuralNetwork, scope="q"):
     super().__init__(scope=scope)
-    self.trunk = network_cls([{"type": "flatten"}] + _dense_specs(TRUNK_UNITS),
-                             scope="trunk")
+    self.trunk = network_cls(
+      [{"type": "flatten"}] + _dense_specs(TRUNK_UNITS), scope="trunk"
+    )
     self.value = network_cls(_dense_specs(HEAD_UNITS, 1), scope="value")
-    self.advantage = network_cls(_dense_specs(HEAD_UNITS, NUM_ACTIONS),
-                                 scope="advantage")
+    self.advantage = network_cls(
+      _dense_specs(HEAD_UNITS, NUM_ACTIONS), scope="advantage"
+    )
 
   @api
   def call(self, states):
     hidden = self.trunk.call(states)
-    return self._graph_fn_dueling(self.value.call(hidden),
-                                  self.advantage.call(hidden))
+    return self._graph_fn_dueling(
+      self.value.call(hidden), self.advantage.call(hidden)
+    )
 
   @graph_fn
   def _graph_fn_dueling(self, value, advantage):
@@ -290,8 +312,9 @@ class DuelingDQNStack(Component):
 
   def __init__(self, capacity=CAPACITY):
     super().__init__(scope="agent")
-    self.splitter = ContainerSplitter("states", "actions", "rewards",
-                                      "terminals", "next_states")
+    self.splitter = ContainerSplitter(
+      "states", "actions", "rewards", "terminals", "next_states"
+    )
     self.merger = ContainerMerger("q", "td", "loss")
     self.sync_merger = ContainerMerger(*self.NETWORKS, scope="sync_merger")
     self.folder = TimeRankFolder()
@@ -319,18 +342,21 @@ class DuelingDQNStack(Component):
   @api
   def update_forward(self, batch):
     states, actions, rewards, terminals, next_states = self.splitter.split(
-        batch)
-    q = self.folder.unfold(self.q_online.call(self.folder.fold(states)),
-                           states)
+      batch
+    )
+    q = self.folder.unfold(self.q_online.call(self.folder.fold(states)), states)
     q_next = self.folder.unfold(
-        self.q_target.call(self.folder.fold(next_states)), next_states)
+      self.q_target.call(self.folder.fold(next_states)), next_states
+    )
     td, loss = self.td_error.td(q, q_next, actions, rewards, terminals)
     return self.merger.merge(q, td, loss)
 
   @api
   def sync(self):
-    done = [getattr(self.q_target, n).sync(
-        getattr(self.q_online, n).variables()) for n in self.NETWORKS]
+    done = [
+      getattr(self.q_target, n).sync(getattr(self.q_online, n).variables())
+      for n in self.NETWORKS
+    ]
     return self.sync_merger.merge(*done)
 
 
@@ -338,31 +364,46 @@ class DuelingDQNStack(Component):
 
 
 def record_fields(**ranks):
-  return dict(obs=FloatBox((OBS_DIM,)), action=IntBox(NUM_ACTIONS),
-              reward=FloatBox(()), terminal=BoolBox(), **ranks)
+  return dict(
+    obs=FloatBox((OBS_DIM,)),
+    action=IntBox(NUM_ACTIONS),
+    reward=FloatBox(()),
+    terminal=BoolBox(),
+    **ranks,
+  )
 
 
 def single_spaces():
-  return {"records": Dict(record_fields(), add_batch_rank=True),
-          "indices": IntBox(CAPACITY, add_batch_rank=True)}
+  return {
+    "records": Dict(record_fields(), add_batch_rank=True),
+    "indices": IntBox(CAPACITY, add_batch_rank=True),
+  }
 
 
 def stack_spaces():
   return {
-      "states": FloatBox((OBS_DIM,), add_batch_rank=True),
-      "records": Dict(record_fields(), add_batch_rank=True),
-      "indices": IntBox(CAPACITY, add_batch_rank=True),
-      "priorities": FloatBox((), add_batch_rank=True),
-      "batch": Dict(states=FloatBox((OBS_DIM,)), actions=IntBox(NUM_ACTIONS),
-                    rewards=FloatBox(()), terminals=BoolBox(),
-                    next_states=FloatBox((OBS_DIM,)), add_batch_rank=True,
-                    add_time_rank=True)}
+    "states": FloatBox((OBS_DIM,), add_batch_rank=True),
+    "records": Dict(record_fields(), add_batch_rank=True),
+    "indices": IntBox(CAPACITY, add_batch_rank=True),
+    "priorities": FloatBox((), add_batch_rank=True),
+    "batch": Dict(
+      states=FloatBox((OBS_DIM,)),
+      actions=IntBox(NUM_ACTIONS),
+      rewards=FloatBox(()),
+      terminals=BoolBox(),
+      next_states=FloatBox((OBS_DIM,)),
+      add_batch_rank=True,
+      add_time_rank=True,
+    ),
+  }
 
 
-RECORDS_SPEC = {"action": tf.TensorSpec([None], tf.int32),
-                "obs": tf.TensorSpec([None, OBS_DIM], tf.float32),
-                "reward": tf.TensorSpec([None], tf.float32),
-                "terminal": tf.TensorSpec([None], tf.bool)}
+RECORDS_SPEC = {
+  "action": tf.TensorSpec([None], tf.int32),
+  "obs": tf.TensorSpec([None, OBS_DIM], tf.float32),
+  "reward": tf.TensorSpec([None], tf.float32),
+  "terminal": tf.TensorSpec([None], tf.bool),
+}
 INDICES_SPEC = tf.TensorSpec([None], tf.int32)
 
 
@@ -374,11 +415,16 @@ def _var(value, dtype, trainable=False):
 
 
 def plain_ring_variables():
-  return ({"action": _var(tf.zeros([CAPACITY], tf.int32), tf.int32),
-           "obs": _var(tf.zeros([CAPACITY, OBS_DIM]), tf.float32),
-           "reward": _var(tf.zeros([CAPACITY]), tf.float32),
-           "terminal": _var(tf.zeros([CAPACITY], tf.bool), tf.bool)},
-          _var(0, tf.int32), _var(0, tf.int32))
+  return (
+    {
+      "action": _var(tf.zeros([CAPACITY], tf.int32), tf.int32),
+      "obs": _var(tf.zeros([CAPACITY, OBS_DIM]), tf.float32),
+      "reward": _var(tf.zeros([CAPACITY]), tf.float32),
+      "terminal": _var(tf.zeros([CAPACITY], tf.bool), tf.bool),
+    },
+    _var(0, tf.int32),
+    _var(0, tf.int32),
+  )
 
 
 def plain_single():
@@ -398,8 +444,12 @@ def plain_single():
   insert.get_concrete_function()
   get.get_concrete_function()
   end = _now()
-  return {"variables_s": made - start, "trace_s": end - made,
-          "total_s": end - start, "fns": {"insert": insert, "get": get}}
+  return {
+    "variables_s": made - start,
+    "trace_s": end - made,
+    "total_s": end - start,
+    "fns": {"insert": insert, "get": get},
+  }
 
 
 def _glorot(rng, shape):
@@ -416,9 +466,12 @@ def plain_mlp_variables(rng, sizes, name, weights):
     kernel = weights.get(f"{path}/kernel", None)
     if kernel is None:
       kernel = _glorot(rng, (n_in, n_out))
-    layers.append((tf.Variable(kernel),
-                   tf.Variable(weights.get(f"{path}/bias",
-                                           tf.zeros([n_out])))))
+    layers.append(
+      (
+        tf.Variable(kernel),
+        tf.Variable(weights.get(f"{path}/bias", tf.zeros([n_out]))),
+      )
+    )
   return layers
 
 
@@ -432,8 +485,9 @@ def mlp(x, layers, relu_last):
 
 def plain_q(nets, states):
   hidden = mlp(tf.reshape(states, [-1, OBS_DIM]), nets["trunk"], True)
-  return dueling(mlp(hidden, nets["value"], False),
-                 mlp(hidden, nets["advantage"], False))
+  return dueling(
+    mlp(hidden, nets["value"], False), mlp(hidden, nets["advantage"], False)
+  )
 
 
 def _bt_fold(x):
@@ -453,14 +507,19 @@ def plain_stack(weights=None):
   for which in ("q_online", "q_target"):
     prefix = f"agent/{which}"
     nets[which] = {
-        "trunk": plain_mlp_variables(rng, (OBS_DIM,) + TRUNK_UNITS,
-                                     f"{prefix}/trunk", weights),
-        "value": plain_mlp_variables(
-            rng, (TRUNK_UNITS[-1],) + HEAD_UNITS + (1,), f"{prefix}/value",
-            weights),
-        "advantage": plain_mlp_variables(
-            rng, (TRUNK_UNITS[-1],) + HEAD_UNITS + (NUM_ACTIONS,),
-            f"{prefix}/advantage", weights)}
+      "trunk": plain_mlp_variables(
+        rng, (OBS_DIM,) + TRUNK_UNITS, f"{prefix}/trunk", weights
+      ),
+      "value": plain_mlp_variables(
+        rng, (TRUNK_UNITS[-1],) + HEAD_UNITS + (1,), f"{prefix}/value", weights
+      ),
+      "advantage": plain_mlp_variables(
+        rng,
+        (TRUNK_UNITS[-1],) + HEAD_UNITS + (NUM_ACTIONS,),
+        f"{prefix}/advantage",
+        weights,
+      ),
+    }
   buffers, index, size = plain_ring_variables()
   sum_tree = _var(tf.zeros([2 * CAPACITY]), tf.float32)
   min_tree = _var(tf.fill([2 * CAPACITY], float("inf")), tf.float32)
@@ -469,22 +528,26 @@ def plain_stack(weights=None):
 
   online, target = nets["q_online"], nets["q_target"]
   batch_spec = {
-      "actions": tf.TensorSpec([None, None], tf.int32),
-      "next_states": tf.TensorSpec([None, None, OBS_DIM], tf.float32),
-      "rewards": tf.TensorSpec([None, None], tf.float32),
-      "states": tf.TensorSpec([None, None, OBS_DIM], tf.float32),
-      "terminals": tf.TensorSpec([None, None], tf.bool)}
+    "actions": tf.TensorSpec([None, None], tf.int32),
+    "next_states": tf.TensorSpec([None, None, OBS_DIM], tf.float32),
+    "rewards": tf.TensorSpec([None, None], tf.float32),
+    "states": tf.TensorSpec([None, None, OBS_DIM], tf.float32),
+    "terminals": tf.TensorSpec([None, None], tf.bool),
+  }
 
-  @tf.function(input_signature=[tf.TensorSpec([None, OBS_DIM], tf.float32)],
-               autograph=False)
+  @tf.function(
+    input_signature=[tf.TensorSpec([None, OBS_DIM], tf.float32)],
+    autograph=False,
+  )
   def get_q(states):
     return plain_q(online, states)
 
   @tf.function(input_signature=[RECORDS_SPEC], autograph=False)
   def insert_records(records):
     new_index = ring_insert(buffers, index, size, CAPACITY, records)
-    indices, prio = new_priorities(max_priority, CAPACITY, ALPHA, new_index,
-                                   records)
+    indices, prio = new_priorities(
+      max_priority, CAPACITY, ALPHA, new_index, records
+    )
     tree_set(sum_tree, CAPACITY, "sum", indices, prio)
     tree_set(min_tree, CAPACITY, "min", indices, prio)
     return new_index
@@ -493,9 +556,10 @@ def plain_stack(weights=None):
   def get_records(indices):
     return {k: tf.gather(buf, indices) for k, buf in buffers.items()}
 
-  @tf.function(input_signature=[INDICES_SPEC,
-                                tf.TensorSpec([None], tf.float32)],
-               autograph=False)
+  @tf.function(
+    input_signature=[INDICES_SPEC, tf.TensorSpec([None], tf.float32)],
+    autograph=False,
+  )
   def update_priorities(indices, priorities):
     scaled = scale_priorities(max_priority, ALPHA, priorities)
     tree_set(min_tree, CAPACITY, "min", indices, scaled)
@@ -506,8 +570,14 @@ def plain_stack(weights=None):
     states, next_states = batch["states"], batch["next_states"]
     q = _bt_unfold(plain_q(online, _bt_fold(states)), states)
     q_next = _bt_unfold(plain_q(target, _bt_fold(next_states)), next_states)
-    td, loss = td_error(DISCOUNT, q, q_next, batch["actions"],
-                        batch["rewards"], batch["terminals"])
+    td, loss = td_error(
+      DISCOUNT,
+      q,
+      q_next,
+      batch["actions"],
+      batch["rewards"],
+      batch["terminals"],
+    )
     return {"q": q, "td": td, "loss": loss}
 
   @tf.function(input_signature=[], autograph=False)
@@ -518,14 +588,23 @@ def plain_stack(weights=None):
           d.assign(s)
     return {n: tf.constant(True) for n in DuelingDQNStack.NETWORKS}
 
-  fns = {"get_q": get_q, "insert_records": insert_records,
-         "get_records": get_records, "update_priorities": update_priorities,
-         "update_forward": update_forward, "sync": sync}
+  fns = {
+    "get_q": get_q,
+    "insert_records": insert_records,
+    "get_records": get_records,
+    "update_priorities": update_priorities,
+    "update_forward": update_forward,
+    "sync": sync,
+  }
   for fn in fns.values():
     fn.get_concrete_function()
   end = _now()
-  return {"variables_s": made - start, "trace_s": end - made,
-          "total_s": end - start, "fns": fns}
+  return {
+    "variables_s": made - start,
+    "trace_s": end - made,
+    "total_s": end - start,
+    "fns": fns,
+  }
 
 
 def plain_weights_from(ours_weights):
@@ -547,15 +626,22 @@ def ours(make_root, spaces):
   root = make_root()
   ex = TFExecutor(root, spaces)
   s = ex.stats
-  return {"assembly_s": s.assembly_s, "build_s": s.build_s,
-          "trace_s": s.trace_s, "total_s": s.total_s, "executor": ex}
+  return {
+    "assembly_s": s.assembly_s,
+    "build_s": s.build_s,
+    "trace_s": s.trace_s,
+    "total_s": s.total_s,
+    "executor": ex,
+  }
 
 
 def strip(fn):
   """Runs `fn` and drops the objects it returns (kept only for checks)."""
+
   def run():
     out = fn()
     return {k: v for k, v in out.items() if k.endswith("_s")}
+
   return run
 
 
@@ -564,8 +650,9 @@ def strip(fn):
 
 def _close(a, b, what):
   for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b), strict=True):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5,
-                               atol=1e-6, err_msg=what)
+    np.testing.assert_allclose(
+      np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6, err_msg=what
+    )
 
 
 def check_single():
@@ -573,7 +660,7 @@ def check_single():
   fns = plain_single()["fns"]
   rng = np.random.default_rng(1)
   space = ex.apis["insert"].arg_spaces["records"]
-  for n in (CAPACITY - 5, 12):   # The second batch wraps around.
+  for n in (CAPACITY - 5, 12):  # The second batch wraps around.
     records = space.sample(n, rng)
     _close(ex.execute("insert", records), fns["insert"](records), "insert")
   indices = np.array([0, 3, 6, 7, CAPACITY - 1], np.int32)
@@ -584,10 +671,18 @@ def check_stack():
   ex = ours(DuelingDQNStack, stack_spaces())["executor"]
   plain = plain_stack(plain_weights_from(ex.get_weights()))["fns"]
   rng = np.random.default_rng(2)
-  for name in ("get_q", "insert_records", "get_records", "update_forward",
-               "update_priorities", "sync", "update_forward"):
-    args = ex.sample_inputs(name, (8, 5) if name == "update_forward" else 16,
-                            seed=rng)
+  for name in (
+    "get_q",
+    "insert_records",
+    "get_records",
+    "update_forward",
+    "update_priorities",
+    "sync",
+    "update_forward",
+  ):
+    args = ex.sample_inputs(
+      name, (8, 5) if name == "update_forward" else 16, seed=rng
+    )
     if name == "update_priorities":
       args[1] = np.abs(args[1])
     _close(ex.execute(name, *args), plain[name](*args), name)
@@ -597,30 +692,40 @@ def check_stack():
 
 
 def call_case(calls):
-  ex = TFExecutor(Dense(CALL_UNITS),
-                  {"inputs": FloatBox((CALL_UNITS,), add_batch_rank=True)},
-                  check_inputs=True)
+  ex = TFExecutor(
+    Dense(CALL_UNITS),
+    {"inputs": FloatBox((CALL_UNITS,), add_batch_rank=True)},
+    check_inputs=True,
+  )
   kernel, bias = ex.root.kernel, ex.root.bias
 
-  @tf.function(input_signature=[tf.TensorSpec([None, CALL_UNITS], tf.float32)],
-               autograph=False)
+  @tf.function(
+    input_signature=[tf.TensorSpec([None, CALL_UNITS], tf.float32)],
+    autograph=False,
+  )
   def plain(x):
     return tf.matmul(x, kernel) + bias
 
-  x = np.random.default_rng(3).standard_normal(
-      (CALL_BATCH, CALL_UNITS)).astype(np.float32)
+  x = (
+    np.random.default_rng(3)
+    .standard_normal((CALL_BATCH, CALL_UNITS))
+    .astype(np.float32)
+  )
   _close(ex.execute("call", x), plain(x), "call")
 
   def loop(fn, check_inputs):
     def run():
-      ex.check_inputs = check_inputs   # The plain variant ignores it.
+      ex.check_inputs = check_inputs  # The plain variant ignores it.
       for _ in range(calls):
         fn()
+
     return run
 
-  return {"ours_checked": loop(lambda: ex.execute("call", x), True),
-          "ours_unchecked": loop(lambda: ex.execute("call", x), False),
-          "plain": loop(lambda: plain(x), True)}
+  return {
+    "ours_checked": loop(lambda: ex.execute("call", x), True),
+    "ours_unchecked": loop(lambda: ex.execute("call", x), False),
+    "plain": loop(lambda: plain(x), True),
+  }
 
 
 # --- main --------------------------------------------------------------------
@@ -647,103 +752,159 @@ def main(argv):
   check_stack()
 
   single = common.interleave(
-      {"ours": strip(lambda: ours(lambda: ReplayStandIn(CAPACITY),
-                                  single_spaces())),
-       "plain": strip(plain_single)}, reps=reps)
+    {
+      "ours": strip(
+        lambda: ours(lambda: ReplayStandIn(CAPACITY), single_spaces())
+      ),
+      "plain": strip(plain_single),
+    },
+    reps=reps,
+  )
   stack = common.interleave(
-      {"ours": strip(lambda: ours(DuelingDQNStack, stack_spaces())),
-       "plain": strip(plain_stack)}, reps=reps)
+    {
+      "ours": strip(lambda: ours(DuelingDQNStack, stack_spaces())),
+      "plain": strip(plain_stack),
+    },
+    reps=reps,
+  )
   per_call = common.interleave(call_case(calls), reps=reps)
 
   rows, ratios = [], {}
   for case, runs in (("single", single), ("stack40", stack)):
     o, p = runs["ours"], runs["plain"]
     for metric in ("assembly", "build", "trace", "total"):
-      rows.append(common.Row(f"{case}/ours", metric, "ms", common.Stat.of(
-          common.column(o, f"{metric}_s")).scaled(1e3)))
-    rows.append(common.Row(f"{case}/ours", "wall (with composition)", "ms",
-                           common.Stat.of(common.column(o, "wall_s")).scaled(
-                               1e3)))
+      rows.append(
+        common.Row(
+          f"{case}/ours",
+          metric,
+          "ms",
+          common.Stat.of(common.column(o, f"{metric}_s")).scaled(1e3),
+        )
+      )
+    rows.append(
+      common.Row(
+        f"{case}/ours",
+        "wall (with composition)",
+        "ms",
+        common.Stat.of(common.column(o, "wall_s")).scaled(1e3),
+      )
+    )
     for metric in ("variables", "trace", "total"):
-      rows.append(common.Row(f"{case}/plain", metric, "ms", common.Stat.of(
-          common.column(p, f"{metric}_s")).scaled(1e3)))
+      rows.append(
+        common.Row(
+          f"{case}/plain",
+          metric,
+          "ms",
+          common.Stat.of(common.column(p, f"{metric}_s")).scaled(1e3),
+        )
+      )
     ours_total = common.column(o, "total_s")
     plain_total = common.column(p, "total_s")
     label = "single_component" if case == "single" else "stack40"
     ratios[f"{label}_overhead_ms"] = 1e3 * common.paired_difference(
-        ours_total, plain_total)
+      ours_total, plain_total
+    )
     ratios[f"{label}_ours_over_plain"] = common.paired_ratio(
-        ours_total, plain_total)
+      ours_total, plain_total
+    )
     ratios[f"{label}_wall_overhead_ms"] = 1e3 * common.paired_difference(
-        common.column(o, "wall_s"), plain_total)
+      common.column(o, "wall_s"), plain_total
+    )
 
-  us = {n: [1e6 * t / calls for t in common.column(r, "wall_s")]
-        for n, r in per_call.items()}
+  us = {
+    n: [1e6 * t / calls for t in common.column(r, "wall_s")]
+    for n, r in per_call.items()
+  }
   for name in ("ours_checked", "ours_unchecked", "plain"):
-    rows.append(common.Row(f"call/{name}", "time per call", "us",
-                           common.Stat.of(us[name])))
+    rows.append(
+      common.Row(
+        f"call/{name}", "time per call", "us", common.Stat.of(us[name])
+      )
+    )
   ratios["call_overhead_ratio_checked"] = common.paired_ratio(
-      us["ours_checked"], us["plain"])
+    us["ours_checked"], us["plain"]
+  )
   ratios["call_overhead_ratio_unchecked"] = common.paired_ratio(
-      us["ours_unchecked"], us["plain"])
+    us["ours_unchecked"], us["plain"]
+  )
   ratios["call_check_inputs_us"] = common.paired_difference(
-      us["ours_checked"], us["ours_unchecked"])
+    us["ours_checked"], us["ours_unchecked"]
+  )
 
   config = {
-      "reps": reps, "warmup_reps": 1, "calls_per_rep": calls,
-      "interleaving": "cases alternate within each rep, rotating which goes "
-                      "first; gc.collect() before each; fresh components "
-                      "and variables every rep",
-      "ratios": "median over reps of per-rep paired figures (ours - plain, "
-                "ours / plain); *_overhead_ms uses executor.stats total "
-                "(assembly + build + trace), *_wall_overhead_ms adds "
-                "composing the components",
-      "threads": threads,
-      "targets (reported, not asserted)": {
-          "single_component_overhead_ms": f"< {TARGETS['single_ms']:g}",
-          "stack40_overhead_ms": f"< {TARGETS['stack_ms']:g}",
-          "call_overhead_ratio_*": f"<= {TARGETS['call_ratio']:g}"},
-      "single": {
-          "component": "ReplayStandIn (defined in this benchmark): a "
-                       "STAND-IN for a replay memory, none exists yet",
-          "capacity": CAPACITY,
-          "records": "obs FloatBox(4,), action IntBox(2), reward FloatBox(), "
-                     "terminal BoolBox()",
-          "root_apis": ["insert(records)", "get(indices)"],
-          "plain": "same tf.Variables + 2 hand-written tf.functions "
-                   "(input_signature, autograph=False) traced with "
-                   "get_concrete_function"},
-      "stack40": {
-          "components": n_components,
-          "component_types": kinds,
-          "library_pieces": ["ContainerSplitter", "ContainerMerger",
-                             "TimeRankFolder", "NeuralNetwork", "Dense",
-                             "Flatten", "Synchronizable (TargetNet)"],
-          "stand_ins (defined in this benchmark, none exist yet)": [
-              "ReplayStandIn", "SegmentTreeStandIn (sum, min; no "
-              "propagation)", "PrioritizedReplayStandIn", "TDErrorStandIn"],
-          "networks": f"online and target dueling Q: trunk Flatten + Dense "
-                      f"{list(TRUNK_UNITS)} relu, value and advantage heads "
-                      f"Dense {list(HEAD_UNITS)} relu + Dense 1 / "
-                      f"{NUM_ACTIONS}",
-          "root_apis": ["get_q(states)", "insert_records(records)",
-                        "get_records(indices)",
-                        "update_priorities(indices, priorities)",
-                        "update_forward(batch) [split, fold, online and "
-                        "target Q, unfold, TD error, merge]", "sync()"],
-          "plain": "same variables by hand (numpy glorot init, like ours) + "
-                   "one hand-written tf.function per root API "
-                   "(input_signature, autograph=False), traced with "
-                   "get_concrete_function",
-          "checked": "ours and plain give the same outputs on every API "
-                     "(same weights), before timing"},
-      "call": {
-          "layer": f"Dense({CALL_UNITS}) on FloatBox(({CALL_UNITS},)), batch "
-                   f"{CALL_BATCH}, numpy float32 input",
-          "ours": "executor.execute('call', x), check_inputs toggled on the "
-                  "same executor",
-          "plain": "hand-written tf.function (matmul + bias) on the same "
-                   "variables, called with the same numpy x"},
+    "reps": reps,
+    "warmup_reps": 1,
+    "calls_per_rep": calls,
+    "interleaving": "cases alternate within each rep, rotating which goes "
+    "first; gc.collect() before each; fresh components "
+    "and variables every rep",
+    "ratios": "median over reps of per-rep paired figures (ours - plain, "
+    "ours / plain); *_overhead_ms uses executor.stats total "
+    "(assembly + build + trace), *_wall_overhead_ms adds "
+    "composing the components",
+    "threads": threads,
+    "targets (reported, not asserted)": {
+      "single_component_overhead_ms": f"< {TARGETS['single_ms']:g}",
+      "stack40_overhead_ms": f"< {TARGETS['stack_ms']:g}",
+      "call_overhead_ratio_*": f"<= {TARGETS['call_ratio']:g}",
+    },
+    "single": {
+      "component": "ReplayStandIn (defined in this benchmark): a "
+      "STAND-IN for a replay memory, none exists yet",
+      "capacity": CAPACITY,
+      "records": "obs FloatBox(4,), action IntBox(2), reward FloatBox(), "
+      "terminal BoolBox()",
+      "root_apis": ["insert(records)", "get(indices)"],
+      "plain": "same tf.Variables + 2 hand-written tf.functions "
+      "(input_signature, autograph=False) traced with "
+      "get_concrete_function",
+    },
+    "stack40": {
+      "components": n_components,
+      "component_types": kinds,
+      "library_pieces": [
+        "ContainerSplitter",
+        "ContainerMerger",
+        "TimeRankFolder",
+        "NeuralNetwork",
+        "Dense",
+        "Flatten",
+        "Synchronizable (TargetNet)",
+      ],
+      "stand_ins (defined in this benchmark, none exist yet)": [
+        "ReplayStandIn",
+        "SegmentTreeStandIn (sum, min; no propagation)",
+        "PrioritizedReplayStandIn",
+        "TDErrorStandIn",
+      ],
+      "networks": f"online and target dueling Q: trunk Flatten + Dense "
+      f"{list(TRUNK_UNITS)} relu, value and advantage heads "
+      f"Dense {list(HEAD_UNITS)} relu + Dense 1 / "
+      f"{NUM_ACTIONS}",
+      "root_apis": [
+        "get_q(states)",
+        "insert_records(records)",
+        "get_records(indices)",
+        "update_priorities(indices, priorities)",
+        "update_forward(batch) [split, fold, online and "
+        "target Q, unfold, TD error, merge]",
+        "sync()",
+      ],
+      "plain": "same variables by hand (numpy glorot init, like ours) + "
+      "one hand-written tf.function per root API "
+      "(input_signature, autograph=False), traced with "
+      "get_concrete_function",
+      "checked": "ours and plain give the same outputs on every API "
+      "(same weights), before timing",
+    },
+    "call": {
+      "layer": f"Dense({CALL_UNITS}) on FloatBox(({CALL_UNITS},)), batch "
+      f"{CALL_BATCH}, numpy float32 input",
+      "ours": "executor.execute('call', x), check_inputs toggled on the "
+      "same executor",
+      "plain": "hand-written tf.function (matmul + bias) on the same "
+      "variables, called with the same numpy x",
+    },
   }
   path = common.write_results(NAME, quick, config, rows, ratios)
 
@@ -756,21 +917,26 @@ def main(argv):
     return "met" if ok else "MISSED"
 
   r = ratios
-  single_ms, stack_ms = (r["single_component_overhead_ms"],
-                         r["stack40_overhead_ms"])
-  checked, unchecked = (r["call_overhead_ratio_checked"],
-                        r["call_overhead_ratio_unchecked"])
+  single_ms, stack_ms = (
+    r["single_component_overhead_ms"],
+    r["stack40_overhead_ms"],
+  )
+  checked, unchecked = (
+    r["call_overhead_ratio_checked"],
+    r["call_overhead_ratio_unchecked"],
+  )
   summary = (
-      f"{NAME}{' [quick]' if quick else ''}: single component "
-      f"+{single_ms:.1f} ms ({r['single_component_ours_over_plain']:.2f}x "
-      f"plain; target < {TARGETS['single_ms']:g} ms "
-      f"{verdict(single_ms, TARGETS['single_ms'])}), {n_components}-component "
-      f"stack +{stack_ms:.1f} ms ({r['stack40_ours_over_plain']:.2f}x; target "
-      f"< {TARGETS['stack_ms']:g} ms {verdict(stack_ms, TARGETS['stack_ms'])}),"
-      f" per call {checked:.2f}x checked / {unchecked:.2f}x unchecked (target "
-      f"<= {TARGETS['call_ratio']:g}: "
-      f"{verdict(checked, TARGETS['call_ratio'], le=True)} / "
-      f"{verdict(unchecked, TARGETS['call_ratio'], le=True)})")
+    f"{NAME}{' [quick]' if quick else ''}: single component "
+    f"+{single_ms:.1f} ms ({r['single_component_ours_over_plain']:.2f}x "
+    f"plain; target < {TARGETS['single_ms']:g} ms "
+    f"{verdict(single_ms, TARGETS['single_ms'])}), {n_components}-component "
+    f"stack +{stack_ms:.1f} ms ({r['stack40_ours_over_plain']:.2f}x; target "
+    f"< {TARGETS['stack_ms']:g} ms {verdict(stack_ms, TARGETS['stack_ms'])}),"
+    f" per call {checked:.2f}x checked / {unchecked:.2f}x unchecked (target "
+    f"<= {TARGETS['call_ratio']:g}: "
+    f"{verdict(checked, TARGETS['call_ratio'], le=True)} / "
+    f"{verdict(unchecked, TARGETS['call_ratio'], le=True)})"
+  )
   common.print_table(NAME, rows, ratios, summary, quick=quick, path=path)
 
 
@@ -779,16 +945,25 @@ def plot(rows):
   total), ours vs plain, for both cases; per-call times beside them."""
   plt = common.pyplot()
   med = {(r.case, r.metric): r.stat.median for r in rows}
-  fig, axes = plt.subplots(1, 3, figsize=(13, 4.2),
-                           gridspec_kw={"width_ratios": [1, 1, 1.2]})
-  colors = {"assembly": "#4C72B0", "build": "#DD8452", "trace": "#55A868",
-            "variables": "#8172B3"}
-  for ax, case, title in ((axes[0], "single", "single component (replay "
-                           "stand-in)"),
-                          (axes[1], "stack40", "dueling DQN + PER stack")):
+  fig, axes = plt.subplots(
+    1, 3, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1, 1, 1.2]}
+  )
+  colors = {
+    "assembly": "#4C72B0",
+    "build": "#DD8452",
+    "trace": "#55A868",
+    "variables": "#8172B3",
+  }
+  for ax, case, title in (
+    (axes[0], "single", "single component (replay stand-in)"),
+    (axes[1], "stack40", "dueling DQN + PER stack"),
+  ):
     for x, (who, phases) in enumerate(
-        (("ours", ("assembly", "build", "trace")),
-         ("plain", ("variables", "trace")))):
+      (
+        ("ours", ("assembly", "build", "trace")),
+        ("plain", ("variables", "trace")),
+      )
+    ):
       bottom = 0.0
       for phase in phases:
         h = med[(f"{case}/{who}", phase)]
@@ -810,12 +985,14 @@ def plot(rows):
   axes[2].bar(range(3), vals, color=["#4C72B0", "#64B5CD", "#8C8C8C"])
   for i, v in enumerate(vals):
     axes[2].text(i, v, f"{v:.0f}", ha="center", va="bottom")
-  axes[2].set_xticks(range(3), ["ours\ncheck_inputs", "ours\nno checks",
-                                "plain\ntf.function"])
+  axes[2].set_xticks(
+    range(3), ["ours\ncheck_inputs", "ours\nno checks", "plain\ntf.function"]
+  )
   axes[2].margins(y=0.12)
   axes[2].set_ylabel("us per call (median)")
-  axes[2].set_title(f"per call: Dense({CALL_UNITS}), batch {CALL_BATCH}",
-                    fontsize=10)
+  axes[2].set_title(
+    f"per call: Dense({CALL_UNITS}), batch {CALL_BATCH}", fontsize=10
+  )
   return common.save_plot(fig, NAME)
 
 

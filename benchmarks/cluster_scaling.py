@@ -43,33 +43,55 @@ def measure(kind, num_actors, args, workdir):
   """Median learner frames/s of one run of `kind` ("cluster" or "single")
   over `args.window_s` seconds after `args.warmup_lines` progress lines."""
   common_flags = [
-      f"--env={args.env}", f"--num_envs_per_actor={args.envs_per_actor}",
-      f"--unroll_length={args.unroll_length}",
-      f"--batch_size={args.batch_size}",
-      "--total_environment_frames=10000000000",
-      "--eval_episodes=0", "--checkpoint_every_minutes=100000",
-      f"--log_every_seconds={args.log_every_s}"]
+    f"--env={args.env}",
+    f"--num_envs_per_actor={args.envs_per_actor}",
+    f"--unroll_length={args.unroll_length}",
+    f"--batch_size={args.batch_size}",
+    "--total_environment_frames=10000000000",
+    "--eval_episodes=0",
+    "--checkpoint_every_minutes=100000",
+    f"--log_every_seconds={args.log_every_s}",
+  ]
   logdir = tempfile.mkdtemp(prefix=f"{kind}{num_actors}_", dir=workdir)
   env = dict(os.environ, PYTHONPATH=str(ROOT))
   if kind == "cluster":
-    cmd = [sys.executable, str(ROOT / "experiments" / "launch_local.py"),
-           "--num_ps=1", f"--num_actors={num_actors}", f"--logdir={logdir}",
-           "--", *common_flags]
+    cmd = [
+      sys.executable,
+      str(ROOT / "experiments" / "launch_local.py"),
+      "--num_ps=1",
+      f"--num_actors={num_actors}",
+      f"--logdir={logdir}",
+      "--",
+      *common_flags,
+    ]
     log_path = os.path.join(logdir, "logs", "learner-0.log")
     out = subprocess.DEVNULL
   else:
-    cmd = [sys.executable, "-m", "experiments.impala",
-           f"--num_actors={num_actors}", f"--logdir={logdir}", *common_flags]
+    cmd = [
+      sys.executable,
+      "-m",
+      "experiments.impala",
+      f"--num_actors={num_actors}",
+      f"--logdir={logdir}",
+      *common_flags,
+    ]
     log_path = os.path.join(logdir, "stdout.log")
-    out = open(log_path, "w")           # pylint: disable=consider-using-with
-  proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
-                          stderr=subprocess.STDOUT, start_new_session=True)
+    out = open(log_path, "w")
+  proc = subprocess.Popen(
+    cmd,
+    cwd=ROOT,
+    env=env,
+    stdout=out,
+    stderr=subprocess.STDOUT,
+    start_new_session=True,
+  )
   try:
     deadline = time.monotonic() + args.start_timeout_s
     while len(_progress_fps(log_path, 0)) < args.warmup_lines:
       if proc.poll() is not None or time.monotonic() > deadline:
-        raise RuntimeError(f"{kind} x{num_actors} produced no progress; see "
-                           f"{log_path}")
+        raise RuntimeError(
+          f"{kind} x{num_actors} produced no progress; see {log_path}"
+        )
       time.sleep(0.5)
     time.sleep(args.window_s)
     fps = _progress_fps(log_path, args.warmup_lines)
@@ -91,15 +113,17 @@ def tower_rates(quick):
   """IMPALA learner updates/s (batch 8) with 1 and 2 logical-CPU towers,
   measured by benchmarks/towers.py in this process (which has not started
   TF yet: the other measurements are subprocesses)."""
-  # pylint: disable=import-outside-toplevel
+
   from benchmarks import towers
   from ingraph_rl.executors import strategies
+
   strategies.configure_logical_cpus(2)
   updates, reps = (5, 1) if quick else (40, 5)
   out = {}
   for n in (1, 2):
-    r = towers.measure_tower_updates(n, case="impala_b8", updates=updates,
-                                     reps=reps)
+    r = towers.measure_tower_updates(
+      n, case="impala_b8", updates=updates, reps=reps
+    )
     out[n] = common.Stat(r["median"], r["min"], r["max"], r["reps"])
   return out
 
@@ -124,49 +148,78 @@ def main(argv=None):
   fps = {(k, n): [] for k in ("cluster", "single") for n in actors}
   for rep in range(args.reps):
     for n in actors:
-      for kind in ("single", "cluster"):     # Interleaved.
+      for kind in ("single", "cluster"):  # Interleaved.
         value = measure(kind, n, args, workdir)
         fps[(kind, n)].append(value)
         print(f"rep {rep} {kind:7s} x{n}: {value:8.0f} frames/s", flush=True)
   rows, ratios = [], {}
   for (kind, n), values in fps.items():
-    rows.append(common.Row(f"{kind}/actors{n}", "learner frames/s",
-                           "frames/s", common.Stat.of(values)))
-    rows.append(common.Row(f"{kind}/actors{n}", "frames/s per actor",
-                           "frames/s", common.Stat.of(v / n for v in values)))
+    rows.append(
+      common.Row(
+        f"{kind}/actors{n}",
+        "learner frames/s",
+        "frames/s",
+        common.Stat.of(values),
+      )
+    )
+    rows.append(
+      common.Row(
+        f"{kind}/actors{n}",
+        "frames/s per actor",
+        "frames/s",
+        common.Stat.of(v / n for v in values),
+      )
+    )
   for n in actors:
     ratios[f"cluster_over_single_actors{n}"] = common.paired_ratio(
-        fps[("cluster", n)], fps[("single", n)])
+      fps[("cluster", n)], fps[("single", n)]
+    )
   towers = tower_rates(args.quick)
   if towers:
     for n, stat in towers.items():
-      rows.append(common.Row(f"learner/towers{n}", "updates/s", "updates/s",
-                             stat))
-    ratios["towers2_over_towers1_updates"] = \
-        towers[2].median / towers[1].median
-  config = dict(vars(args), actor_counts=actors, ps_tasks=1,
-                note=("frames are env steps x action repeats consumed by the "
-                      "learner; tower rates on logical CPU devices measure "
-                      "overhead, not speed-up"))
+      rows.append(
+        common.Row(f"learner/towers{n}", "updates/s", "updates/s", stat)
+      )
+    ratios["towers2_over_towers1_updates"] = towers[2].median / towers[1].median
+  config = dict(
+    vars(args),
+    actor_counts=actors,
+    ps_tasks=1,
+    note=(
+      "frames are env steps x action repeats consumed by the "
+      "learner; tower rates on logical CPU devices measure "
+      "overhead, not speed-up"
+    ),
+  )
   common.write_results("cluster_scaling", args.quick, config, rows, ratios)
   median = {key: statistics.median(v) for key, v in fps.items()}
-  summary = ", ".join(f"x{n}: cluster {median[('cluster', n)]:.0f}"
-                      f" vs single {median[('single', n)]:.0f}"
-                      f" frames/s" for n in actors)
+  summary = ", ".join(
+    f"x{n}: cluster {median[('cluster', n)]:.0f}"
+    f" vs single {median[('single', n)]:.0f}"
+    f" frames/s"
+    for n in actors
+  )
   common.print_table("cluster_scaling", rows, ratios, summary, args.quick)
   if not args.quick:
     plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    labels = {"single": "one process (actor threads)",
-              "cluster": "loopback cluster (processes)"}
+    labels = {
+      "single": "one process (actor threads)",
+      "cluster": "loopback cluster (processes)",
+    }
     for kind in ("single", "cluster"):
-      ax.plot(actors, [statistics.median(fps[(kind, n)]) for n in actors],
-              marker="o", label=labels[kind])
+      ax.plot(
+        actors,
+        [statistics.median(fps[(kind, n)]) for n in actors],
+        marker="o",
+        label=labels[kind],
+      )
     ax.set_xlabel("actors")
     ax.set_ylabel("learner frames/s")
     ax.set_xticks(actors)
     ax.set_title(
-        f"IMPALA {args.env}, {args.envs_per_actor} envs/actor, 2 cores")
+      f"IMPALA {args.env}, {args.envs_per_actor} envs/actor, 2 cores"
+    )
     ax.legend()
     common.save_plot(fig, "cluster_scaling")
 

@@ -38,8 +38,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 # Where results go; tests point it at a temporary folder so a smoke run never
 # overwrites the committed full results.
-RESULTS_DIR = pathlib.Path(os.environ.get("INGRAPH_RL_BENCH_RESULTS",
-                                          RESULTS_DIR))
+RESULTS_DIR = pathlib.Path(
+  os.environ.get("INGRAPH_RL_BENCH_RESULTS", RESULTS_DIR)
+)
 
 
 # --- the machine -------------------------------------------------------------
@@ -48,9 +49,13 @@ RESULTS_DIR = pathlib.Path(os.environ.get("INGRAPH_RL_BENCH_RESULTS",
 def machine_info():
   """{cpu, cores, gpu, tf, torch} of this machine (`gpu`: None without one;
   a backend that is not installed has version None). Imports no backend."""
-  return {"cpu": _cpu_name(), "cores": os.cpu_count(), "gpu": _gpu_name(),
-          "tf": _version("tensorflow", ("tensorflow", "tensorflow-cpu")),
-          "torch": _version("torch", ("torch",))}
+  return {
+    "cpu": _cpu_name(),
+    "cores": os.cpu_count(),
+    "gpu": _gpu_name(),
+    "tf": _version("tensorflow", ("tensorflow", "tensorflow-cpu")),
+    "torch": _version("torch", ("torch",)),
+  }
 
 
 def _cpu_name():
@@ -74,8 +79,12 @@ def _gpu_name():
   if shutil.which("nvidia-smi"):
     try:
       out = subprocess.run(
-          ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-          capture_output=True, text=True, timeout=10, check=True).stdout
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+      ).stdout
     except (OSError, subprocess.SubprocessError):
       return None
     names = [n.strip() for n in out.splitlines() if n.strip()]
@@ -101,17 +110,20 @@ def configure_threads(torch_threads=None, tf_intra_op=None, tf_inter_op=None):
   only to set its threads."""
   if torch_threads is not None:
     import torch
+
     torch.set_num_threads(int(torch_threads))
   if tf_intra_op is not None or tf_inter_op is not None:
     import tensorflow as tf
+
     if tf_intra_op is not None:
       tf.config.threading.set_intra_op_parallelism_threads(int(tf_intra_op))
     if tf_inter_op is not None:
       tf.config.threading.set_inter_op_parallelism_threads(int(tf_inter_op))
   out = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
   torch = sys.modules.get("torch")
-  out["torch_threads"] = (torch.get_num_threads() if torch is not None
-                          else "torch not imported")
+  out["torch_threads"] = (
+    torch.get_num_threads() if torch is not None else "torch not imported"
+  )
   tf = sys.modules.get("tensorflow")
   if tf is not None:
     intra = tf.config.threading.get_intra_op_parallelism_threads()
@@ -127,6 +139,7 @@ def configure_threads(torch_threads=None, tf_intra_op=None, tf_inter_op=None):
 @dataclasses.dataclass(frozen=True)
 class Stat:
   """Median, min and max of repeated measurements."""
+
   median: float
   min: float
   max: float
@@ -137,13 +150,13 @@ class Stat:
     values = [float(v) for v in values]
     if not values:
       raise ValueError("no measurements")
-    return cls(statistics.median(values), min(values), max(values),
-               len(values))
+    return cls(statistics.median(values), min(values), max(values), len(values))
 
   def scaled(self, factor):
     """The same figures times `factor` (e.g. 1e3 for seconds -> ms)."""
-    return Stat(self.median * factor, self.min * factor, self.max * factor,
-                self.reps)
+    return Stat(
+      self.median * factor, self.min * factor, self.max * factor, self.reps
+    )
 
 
 def measure(fn, reps, warmup=1):
@@ -208,15 +221,22 @@ def paired_difference(a, b):
 @dataclasses.dataclass(frozen=True)
 class Row:
   """One line of results: a figure of one case."""
+
   case: str
   metric: str
   unit: str
   stat: Stat
 
   def to_json(self):
-    return {"case": self.case, "metric": self.metric, "unit": self.unit,
-            "median": _num(self.stat.median), "min": _num(self.stat.min),
-            "max": _num(self.stat.max), "reps": self.stat.reps}
+    return {
+      "case": self.case,
+      "metric": self.metric,
+      "unit": self.unit,
+      "median": _num(self.stat.median),
+      "min": _num(self.stat.min),
+      "max": _num(self.stat.max),
+      "reps": self.stat.reps,
+    }
 
 
 def _num(x, digits=6):
@@ -235,10 +255,14 @@ def write_results(name, quick, config, rows, ratios, extra=None):
   """Writes `benchmarks/results/<name>.json` in the contract's format and
   returns its path. A ratio may be None (not reached); `extra` adds
   top-level keys (e.g. learning curves)."""
-  doc = {"benchmark": name, "quick": bool(quick), "machine": machine_info(),
-         "config": config, "results": [r.to_json() for r in rows],
-         "ratios": {k: None if v is None else _num(v)
-                    for k, v in ratios.items()}}
+  doc = {
+    "benchmark": name,
+    "quick": bool(quick),
+    "machine": machine_info(),
+    "config": config,
+    "results": [r.to_json() for r in rows],
+    "ratios": {k: None if v is None else _num(v) for k, v in ratios.items()},
+  }
   doc.update(extra or {})
   RESULTS_DIR.mkdir(parents=True, exist_ok=True)
   path = results_path(name)
@@ -251,22 +275,36 @@ def write_results(name, quick, config, rows, ratios, extra=None):
 def format_table(rows, ratios):
   """The results as aligned text: one line per row, then the ratios."""
   head = ("case", "metric", "unit", "median", "min", "max", "reps")
-  body = [(r.case, r.metric, r.unit, _fmt(r.stat.median), _fmt(r.stat.min),
-           _fmt(r.stat.max), str(r.stat.reps)) for r in rows]
+  body = [
+    (
+      r.case,
+      r.metric,
+      r.unit,
+      _fmt(r.stat.median),
+      _fmt(r.stat.min),
+      _fmt(r.stat.max),
+      str(r.stat.reps),
+    )
+    for r in rows
+  ]
   widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
   right = {3, 4, 5, 6}
 
   def line(cells):
-    return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                     for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "  ".join(
+      c.rjust(w) if i in right else c.ljust(w)
+      for i, (c, w) in enumerate(zip(cells, widths))
+    ).rstrip()
 
   lines = [line(head), line(["-" * w for w in widths])]
   lines += [line(b) for b in body]
   if ratios:
     lines.append("")
     width = max(len(k) for k in ratios)
-    lines += [f"{k.ljust(width)}  {'-' if v is None else _fmt(v)}"
-              for k, v in ratios.items()]
+    lines += [
+      f"{k.ljust(width)}  {'-' if v is None else _fmt(v)}"
+      for k, v in ratios.items()
+    ]
   return "\n".join(lines)
 
 
@@ -290,8 +328,10 @@ def print_table(name, rows, ratios, summary, quick=False, path=None):
 def pyplot():
   """matplotlib.pyplot with the file-only Agg backend."""
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   return plt
 
 

@@ -34,66 +34,87 @@ Writes benchmarks/results/dqn_loop.json (and dqn_loop.png without --quick).
 import gc
 import time
 
-from absl import app
-from absl import flags
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
-from ingraph_rl.components.networks import NATURE_DQN_SPEC  # noqa: E402
-from ingraph_rl.components.preprocessing import (Cast,  # noqa: E402
-                                                 Divide, PreprocessorStack)
-from ingraph_rl.environments import make_vector_env  # noqa: E402
-
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
+from ingraph_rl.components.networks import NATURE_DQN_SPEC
+from ingraph_rl.components.preprocessing import (
+  Cast,
+  Divide,
+  PreprocessorStack,
+)
+from ingraph_rl.environments import make_vector_env
 
 NAME = "dqn_loop"
 
 _QUICK = flags.DEFINE_bool(
-    "quick", False, "Smoke run (< 60 s): CartPole only, 2 short reps.")
+  "quick", False, "Smoke run (< 60 s): CartPole only, 2 short reps."
+)
 _REPS = flags.DEFINE_integer(
-    "reps", None, "Timed repetitions (default 5; 2 with --quick).")
+  "reps", None, "Timed repetitions (default 5; 2 with --quick)."
+)
 _ENVS = flags.DEFINE_list(
-    "envs", None, "Environments to run (default cartpole,pong; cartpole "
-    "with --quick).")
+  "envs",
+  None,
+  "Environments to run (default cartpole,pong; cartpole with --quick).",
+)
 _STEPS_SCALE = flags.DEFINE_float(
-    "steps_scale", 1.0, "Multiplies the vector steps per repetition.")
+  "steps_scale", 1.0, "Multiplies the vector steps per repetition."
+)
 
 NUM_ENVS = 8
-STEPS_PER_CALL = 250          # Vector steps per in-graph train call (as
-                              # experiments/dqn.py's default).
-NEVER = 10 ** 9               # learning_starts for "updates off".
+STEPS_PER_CALL = 250  # Vector steps per in-graph train call (as
+# experiments/dqn.py's default).
+NEVER = 10**9  # learning_starts for "updates off".
 SEED = 0
-ACT_CALLS = 200               # get_actions calls per rep for the Pong split.
+ACT_CALLS = 200  # get_actions calls per rep for the Pong split.
 
 ENVS = {
-    "cartpole": {"id": "CartPole-v1", "atari": False, "learning_starts": 1000,
-                 "replay_capacity": 50_000,
-                 # Vector steps per rep: (updates off, updates on).
-                 "steps": (2000, 1000), "quick_steps": (300, 200)},
-    "pong": {"id": "atari:pong", "atari": True, "learning_starts": 2000,
-             "replay_capacity": 10_000, "steps": (400, 150),
-             "quick_steps": (50, 20), "frameskip": 4},
+  "cartpole": {
+    "id": "CartPole-v1",
+    "atari": False,
+    "learning_starts": 1000,
+    "replay_capacity": 50_000,
+    # Vector steps per rep: (updates off, updates on).
+    "steps": (2000, 1000),
+    "quick_steps": (300, 200),
+  },
+  "pong": {
+    "id": "atari:pong",
+    "atari": True,
+    "learning_starts": 2000,
+    "replay_capacity": 10_000,
+    "steps": (400, 150),
+    "quick_steps": (50, 20),
+    "frameskip": 4,
+  },
 }
 SETTINGS = ("off", "on")
-TARGETS = {"pong_in_graph_over_raw_updates_off": 0.5,
-           "cartpole_in_graph_over_python_updates_on": 1.5}
+TARGETS = {
+  "pong_in_graph_over_raw_updates_off": 0.5,
+  "cartpole_in_graph_over_python_updates_on": 1.5,
+}
 
 
 def make_config(spec, num_actions, setting):
   return DQNConfig(
-      num_actions=num_actions,
-      network=tuple(NATURE_DQN_SPEC) if spec["atari"] else DQNConfig.network,
-      replay_capacity=spec["replay_capacity"],
-      learning_starts=NEVER if setting == "off" else spec["learning_starts"],
-      seed=SEED)
+    num_actions=num_actions,
+    network=tuple(NATURE_DQN_SPEC) if spec["atari"] else DQNConfig.network,
+    replay_capacity=spec["replay_capacity"],
+    learning_starts=NEVER if setting == "off" else spec["learning_starts"],
+    seed=SEED,
+  )
 
 
 def make_builder(spec, num_actions, setting):
-  preprocessor = (lambda: PreprocessorStack(Cast("float32"), Divide(255.0))) \
-      if spec["atari"] else None
+  preprocessor = (
+    (lambda: PreprocessorStack(Cast("float32"), Divide(255.0)))
+    if spec["atari"]
+    else None
+  )
   return DQNBuilder(make_config(spec, num_actions, setting), preprocessor)
 
 
@@ -101,20 +122,30 @@ def python_loop_steps(executor, env, obs, num_steps, config, counter):
   """The Python-driven loop (the baseline): one executor call per act /
   observe / update / sync, the bookkeeping of the agent's in-graph
   `train`. Returns (totals as `train`'s, the next observations)."""
-  totals = dict(episodes=0, return_sum=0.0, length_sum=0, loss_sum=0.0,
-                updates=0)
+  totals = dict(
+    episodes=0, return_sum=0.0, length_sum=0, loss_sum=0.0, updates=0
+  )
   for _ in range(num_steps):
     actions = executor.execute("get_actions", obs, True)["actions"].numpy()
     step = env.step(actions)
     # n-step observe also takes `truncated`: episode ends cut n-step sums.
     extra = (step.truncated,) if config.n_step > 1 else ()
-    executor.execute("observe", obs, actions, step.rewards, step.final_obs,
-                     step.terminated, *extra)
+    executor.execute(
+      "observe",
+      obs,
+      actions,
+      step.rewards,
+      step.final_obs,
+      step.terminated,
+      *extra,
+    )
     obs = step.obs
     counter["vector_steps"] += 1
     v = counter["vector_steps"]
-    if v * env.num_envs >= config.learning_starts and \
-        v % config.update_every == 0:
+    if (
+      v * env.num_envs >= config.learning_starts
+      and v % config.update_every == 0
+    ):
       totals["loss_sum"] += float(executor.execute("update")["loss"])
       totals["updates"] += 1
     if v % config.target_sync_every == 0:
@@ -132,8 +163,7 @@ class InGraph:
 
   def __init__(self, spec, setting):
     self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
-    builder = make_builder(spec, self.env.action_space.num_categories,
-                           setting)
+    builder = make_builder(spec, self.env.action_space.num_categories, setting)
     self.config = builder.config
     self.executor = builder.make_agent(env=self.env).build()
     self.executor.execute("reset_env", SEED)
@@ -145,8 +175,10 @@ class InGraph:
       k = min(left, STEPS_PER_CALL)
       updates.append(self.executor.execute("train", k)["updates"])
       left -= k
-    return {"env_steps": vector_steps * NUM_ENVS,
-            "updates": int(sum(int(u.numpy()) for u in updates))}
+    return {
+      "env_steps": vector_steps * NUM_ENVS,
+      "updates": int(sum(int(u.numpy()) for u in updates)),
+    }
 
 
 class Python:
@@ -154,19 +186,17 @@ class Python:
 
   def __init__(self, spec, setting):
     self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
-    builder = make_builder(spec, self.env.action_space.num_categories,
-                           setting)
+    builder = make_builder(spec, self.env.action_space.num_categories, setting)
     self.config = builder.config
     self.executor = builder.make_agent(self.env.observation_space).build()
     self.obs = self.env.reset(SEED)
     self.counter = {"vector_steps": 0}
 
   def run(self, vector_steps):
-    totals, self.obs = python_loop_steps(self.executor, self.env, self.obs,
-                                         vector_steps, self.config,
-                                         self.counter)
-    return {"env_steps": vector_steps * NUM_ENVS,
-            "updates": totals["updates"]}
+    totals, self.obs = python_loop_steps(
+      self.executor, self.env, self.obs, vector_steps, self.config, self.counter
+    )
+    return {"env_steps": vector_steps * NUM_ENVS, "updates": totals["updates"]}
 
 
 class Raw:
@@ -180,8 +210,7 @@ class Raw:
 
   def run(self, vector_steps):
     for _ in range(vector_steps):
-      actions = self.rng.integers(0, self.num_actions, NUM_ENVS,
-                                  dtype=np.int64)
+      actions = self.rng.integers(0, self.num_actions, NUM_ENVS, dtype=np.int64)
       self.env.step(actions)
     return {"env_steps": vector_steps * NUM_ENVS, "updates": 0}
 
@@ -239,19 +268,26 @@ def bench_env(name, spec, reps, quick, scale):
   if steps["on"] != steps["off"]:
     fns["raw_on"] = lambda: variants["raw"].run(steps["on"])
   if split:
-    fns["act_only"] = lambda: act_only_seconds(variants["in_graph_off"],
-                                               ACT_CALLS)
+    fns["act_only"] = lambda: act_only_seconds(
+      variants["in_graph_off"], ACT_CALLS
+    )
   records = common.interleave(fns, reps=reps, warmup=1)
   for key in ("in_graph_on", "python_on"):
     for r in records[key]:
       r["updates_per_vector_step"] = r["updates"] / steps["on"]
   for v in variants.values():
     v.env.close()
-  del variants
+  variants.clear()  # Frees the agents (their replays) before the next env.
   gc.collect()
-  return records, steps, {"build_s": round(build_s, 2),
-                          "fill_s": round(fill_s, 2),
-                          "fill_vector_steps": fill}
+  return (
+    records,
+    steps,
+    {
+      "build_s": round(build_s, 2),
+      "fill_s": round(fill_s, 2),
+      "fill_vector_steps": fill,
+    },
+  )
 
 
 def sps(records):
@@ -267,97 +303,132 @@ def main(argv):
   rows, ratios, env_config = [], {}, {}
   for name in envs:
     spec = ENVS[name]
-    records, steps, info = bench_env(name, spec, reps, quick,
-                                     _STEPS_SCALE.value)
+    records, steps, info = bench_env(
+      name, spec, reps, quick, _STEPS_SCALE.value
+    )
     frames = spec.get("frameskip")
     raw_key = {"off": "raw", "on": "raw_on" if "raw_on" in records else "raw"}
     raw_stat = common.Stat.of(sps(records["raw"]))
-    rows.append(common.Row(f"{name}/raw", "throughput", "env steps/s",
-                           raw_stat))
+    rows.append(
+      common.Row(f"{name}/raw", "throughput", "env steps/s", raw_stat)
+    )
     if frames:
-      rows.append(common.Row(f"{name}/raw", "throughput", "frames/s",
-                             raw_stat.scaled(frames)))
+      rows.append(
+        common.Row(
+          f"{name}/raw", "throughput", "frames/s", raw_stat.scaled(frames)
+        )
+      )
     for s in SETTINGS:
       for variant in ("in_graph", "python"):
         stat = common.Stat.of(sps(records[f"{variant}_{s}"]))
-        rows.append(common.Row(f"{name}/updates_{s}/{variant}", "throughput",
-                               "env steps/s", stat))
+        rows.append(
+          common.Row(
+            f"{name}/updates_{s}/{variant}", "throughput", "env steps/s", stat
+          )
+        )
         if frames:
-          rows.append(common.Row(f"{name}/updates_{s}/{variant}",
-                                 "throughput", "frames/s",
-                                 stat.scaled(frames)))
+          rows.append(
+            common.Row(
+              f"{name}/updates_{s}/{variant}",
+              "throughput",
+              "frames/s",
+              stat.scaled(frames),
+            )
+          )
       ig, py = sps(records[f"in_graph_{s}"]), sps(records[f"python_{s}"])
       raw = sps(records[raw_key[s]])
-      ratios[f"{name}_in_graph_over_python_updates_{s}"] = \
-          common.paired_ratio(ig, py)
-      ratios[f"{name}_in_graph_over_raw_updates_{s}"] = \
-          common.paired_ratio(ig, raw)
-      ratios[f"{name}_python_over_raw_updates_{s}"] = \
-          common.paired_ratio(py, raw)
-    on_updates = {v: common.column(records[f"{v}_on"],
-                                   "updates_per_vector_step")
-                  for v in ("in_graph", "python")}
+      ratios[f"{name}_in_graph_over_python_updates_{s}"] = common.paired_ratio(
+        ig, py
+      )
+      ratios[f"{name}_in_graph_over_raw_updates_{s}"] = common.paired_ratio(
+        ig, raw
+      )
+      ratios[f"{name}_python_over_raw_updates_{s}"] = common.paired_ratio(
+        py, raw
+      )
+    on_updates = {
+      v: common.column(records[f"{v}_on"], "updates_per_vector_step")
+      for v in ("in_graph", "python")
+    }
     env_config[name] = {
-        "env": spec["id"], "num_envs": NUM_ENVS,
-        "vector_steps_per_rep": {"updates_off": steps["off"],
-                                 "updates_on": steps["on"]},
-        "env_steps_per_rep": {"updates_off": steps["off"] * NUM_ENVS,
-                              "updates_on": steps["on"] * NUM_ENVS},
-        "network": "NATURE_DQN_SPEC, preprocessor PreprocessorStack("
-                   "Cast('float32'), Divide(255.0)) (as experiments/dqn.py)"
-                   if spec["atari"] else "DQNConfig default MLP (64, 64)",
-        "replay_capacity": spec["replay_capacity"],
-        "learning_starts": {"updates_off": NEVER,
-                            "updates_on": spec["learning_starts"]},
-        "untimed_fill_vector_steps_before_reps": info["fill_vector_steps"],
-        "updates_per_vector_step_on (checked)": {
-            v: sorted(set(u)) for v, u in on_updates.items()},
-        "updates_in_timed_off_reps (checked)": sum(
-            r["updates"] for v in ("in_graph", "python")
-            for r in records[f"{v}_off"]),
-        "build_s (all variants)": info["build_s"],
-        "fill_s (all variants)": info["fill_s"],
+      "env": spec["id"],
+      "num_envs": NUM_ENVS,
+      "vector_steps_per_rep": {
+        "updates_off": steps["off"],
+        "updates_on": steps["on"],
+      },
+      "env_steps_per_rep": {
+        "updates_off": steps["off"] * NUM_ENVS,
+        "updates_on": steps["on"] * NUM_ENVS,
+      },
+      "network": "NATURE_DQN_SPEC, preprocessor PreprocessorStack("
+      "Cast('float32'), Divide(255.0)) (as experiments/dqn.py)"
+      if spec["atari"]
+      else "DQNConfig default MLP (64, 64)",
+      "replay_capacity": spec["replay_capacity"],
+      "learning_starts": {
+        "updates_off": NEVER,
+        "updates_on": spec["learning_starts"],
+      },
+      "untimed_fill_vector_steps_before_reps": info["fill_vector_steps"],
+      "updates_per_vector_step_on (checked)": {
+        v: sorted(set(u)) for v, u in on_updates.items()
+      },
+      "updates_in_timed_off_reps (checked)": sum(
+        r["updates"]
+        for v in ("in_graph", "python")
+        for r in records[f"{v}_off"]
+      ),
+      "build_s (all variants)": info["build_s"],
+      "fill_s (all variants)": info["fill_s"],
     }
     if frames:
       env_config[name]["frames_per_env_step"] = frames
     if "act_only" in records:
       split_rows, split_cfg = split_of(records, steps["off"])
-      rows += [common.Row(f"{name}/updates_off/split", metric, "ms/vector "
-                          "step", stat) for metric, stat in split_rows]
-      env_config[name]["split_updates_off (in-graph, medians over reps)"] = \
-          split_cfg
+      rows += [
+        common.Row(f"{name}/updates_off/split", metric, "ms/vector step", stat)
+        for metric, stat in split_rows
+      ]
+      env_config[name]["split_updates_off (in-graph, medians over reps)"] = (
+        split_cfg
+      )
 
   config = {
-      "reps": reps, "warmup_reps": 1, "num_envs": NUM_ENVS,
-      "steps_per_train_call": STEPS_PER_CALL,
-      "envs": env_config,
-      "metric": "env steps/s = vector steps x num_envs / wall time; Pong "
-                "frames/s = 4 x env steps/s (ale-py frameskip 4)",
-      "variants": {
-          "in_graph": "DQNBuilder(config).make_agent(env=env).build(); "
-                      "executor.execute('train', k) with k <= 250, looped "
-                      "to the rep's steps",
-          "python": "benchmarks.dqn_loop.python_loop_steps (execute "
-                    "get_actions "
-                    "/ observe / update / sync_target per vector step), own "
-                    "agent (no env) and env",
-          "raw": "env.step(uniform random int64 actions) in a Python loop, "
-                 "own env, no agent; run for both setting's step counts "
-                 "(raw_on) so ratios pair within a round",
-          "act_only (split)": f"executor.function('get_actions') of the "
-                              f"in-graph off agent on a constant batch of "
-                              f"{NUM_ENVS} frames, explore=True, "
-                              f"{ACT_CALLS} calls per rep"},
-      "agent": "DQNConfig defaults (dueling, double-Q, batch 64, Adam, "
-               "update_every 1, target_sync_every 500, epsilon decay "
-               "10,000 steps) except network, replay_capacity, "
-               "learning_starts",
-      "interleaving": "all variants of one env alternate within each rep, "
-                      "rotating which goes first; gc.collect() before each",
-      "ratios": "median over reps of per-rep paired ratios of env steps/s",
-      "threads": threads,
-      "targets (reported, not asserted)": {
-          k: f">= {v:g}" for k, v in TARGETS.items()},
+    "reps": reps,
+    "warmup_reps": 1,
+    "num_envs": NUM_ENVS,
+    "steps_per_train_call": STEPS_PER_CALL,
+    "envs": env_config,
+    "metric": "env steps/s = vector steps x num_envs / wall time; Pong "
+    "frames/s = 4 x env steps/s (ale-py frameskip 4)",
+    "variants": {
+      "in_graph": "DQNBuilder(config).make_agent(env=env).build(); "
+      "executor.execute('train', k) with k <= 250, looped "
+      "to the rep's steps",
+      "python": "benchmarks.dqn_loop.python_loop_steps (execute "
+      "get_actions "
+      "/ observe / update / sync_target per vector step), own "
+      "agent (no env) and env",
+      "raw": "env.step(uniform random int64 actions) in a Python loop, "
+      "own env, no agent; run for both setting's step counts "
+      "(raw_on) so ratios pair within a round",
+      "act_only (split)": f"executor.function('get_actions') of the "
+      f"in-graph off agent on a constant batch of "
+      f"{NUM_ENVS} frames, explore=True, "
+      f"{ACT_CALLS} calls per rep",
+    },
+    "agent": "DQNConfig defaults (dueling, double-Q, batch 64, Adam, "
+    "update_every 1, target_sync_every 500, epsilon decay "
+    "10,000 steps) except network, replay_capacity, "
+    "learning_starts",
+    "interleaving": "all variants of one env alternate within each rep, "
+    "rotating which goes first; gc.collect() before each",
+    "ratios": "median over reps of per-rep paired ratios of env steps/s",
+    "threads": threads,
+    "targets (reported, not asserted)": {
+      k: f">= {v:g}" for k, v in TARGETS.items()
+    },
   }
   path = common.write_results(NAME, quick, config, rows, ratios)
   if not quick:
@@ -369,8 +440,10 @@ def main(argv):
     if key in ratios:
       ok = "met" if ratios[key] >= target else "MISSED"
       parts.append(f"{key} {ratios[key]:.2f} (target >= {target:g} {ok})")
-  for key in ("cartpole_in_graph_over_python_updates_off",
-              "pong_in_graph_over_python_updates_on"):
+  for key in (
+    "cartpole_in_graph_over_python_updates_off",
+    "pong_in_graph_over_python_updates_on",
+  ):
     if key in ratios:
       parts.append(f"{key} {ratios[key]:.2f}")
   summary = f"{NAME}{' [quick]' if quick else ''}: " + "; ".join(parts)
@@ -386,26 +459,31 @@ def split_of(records, vector_steps):
   floor = [r["floor_s"] * 1e3 for r in records["act_only"]]
   act = [max(a - b, 0.0) for a, b in zip(call, floor)]
   rest = [a - b - c for a, b, c in zip(ig, env, act)]
-  rows = [("in_graph total", common.Stat.of(ig)),
-          ("env stepping (raw)", common.Stat.of(env)),
-          ("act only (get_actions call)", common.Stat.of(call)),
-          ("tf.function call floor (no-op)", common.Stat.of(floor)),
-          ("act compute (call - floor)", common.Stat.of(act)),
-          ("rest (observe, loop, numpy_function)", common.Stat.of(rest))]
+  rows = [
+    ("in_graph total", common.Stat.of(ig)),
+    ("env stepping (raw)", common.Stat.of(env)),
+    ("act only (get_actions call)", common.Stat.of(call)),
+    ("tf.function call floor (no-op)", common.Stat.of(floor)),
+    ("act compute (call - floor)", common.Stat.of(act)),
+    ("rest (observe, loop, numpy_function)", common.Stat.of(rest)),
+  ]
   med = {m: s.median for m, s in rows}
   total = med["in_graph total"]
-  cfg = {"ms_per_vector_step": {m: round(v, 4) for m, v in med.items()},
-         "share_of_in_graph": {m: round(v / total, 4) for m, v in med.items()
-                               if m != "in_graph total"},
-         "how": "env stepping = raw variant's wall time for the same vector "
-                "steps in the same rep (its own env, random actions); act "
-                "only = one call of the get_actions tf.function from Python; "
-                "the floor = one call of a no-op tf.function with the same "
-                "arguments (Python dispatch, paid per call from Python but "
-                "not per step inside the in-graph loop); act compute = act "
-                "only - floor; rest = total - env stepping - act compute "
-                "(observe, the while_loop, numpy_function round trip; can be "
-                "< 0 within noise)"}
+  cfg = {
+    "ms_per_vector_step": {m: round(v, 4) for m, v in med.items()},
+    "share_of_in_graph": {
+      m: round(v / total, 4) for m, v in med.items() if m != "in_graph total"
+    },
+    "how": "env stepping = raw variant's wall time for the same vector "
+    "steps in the same rep (its own env, random actions); act "
+    "only = one call of the get_actions tf.function from Python; "
+    "the floor = one call of a no-op tf.function with the same "
+    "arguments (Python dispatch, paid per call from Python but "
+    "not per step inside the in-graph loop); act compute = act "
+    "only - floor; rest = total - env stepping - act compute "
+    "(observe, the while_loop, numpy_function round trip; can be "
+    "< 0 within noise)",
+  }
   return rows, cfg
 
 
@@ -413,12 +491,13 @@ def plot(rows, envs):
   """Bars of env steps/s (median, min-max whiskers) per variant, grouped by
   env and update setting; log scale."""
   plt = common.pyplot()
-  stats = {r.case: r.stat for r in rows
-           if r.unit == "env steps/s"}
+  stats = {r.case: r.stat for r in rows if r.unit == "env steps/s"}
   groups = [(e, s) for e in envs for s in SETTINGS]
-  variants = (("in_graph", "in-graph train()", "#4C72B0"),
-              ("python", "Python loop", "#DD8452"),
-              ("raw", "raw env.step (ceiling)", "#8C8C8C"))
+  variants = (
+    ("in_graph", "in-graph train()", "#4C72B0"),
+    ("python", "Python loop", "#DD8452"),
+    ("raw", "raw env.step (ceiling)", "#8C8C8C"),
+  )
   fig, ax = plt.subplots(figsize=(9, 4.5))
   width = 0.26
   for j, (v, label, color) in enumerate(variants):
@@ -429,17 +508,23 @@ def plot(rows, envs):
       meds.append(st.median)
       lo.append(st.median - st.min)
       hi.append(st.max - st.median)
-    ax.bar(xs, meds, width, color=color, label=label,
-           yerr=[lo, hi], capsize=3)
+    ax.bar(xs, meds, width, color=color, label=label, yerr=[lo, hi], capsize=3)
     for x, m in zip(xs, meds):
-      ax.text(x, m * 1.08, f"{m:,.0f}", ha="center", va="bottom",
-              fontsize=7, rotation=90)
+      ax.text(
+        x,
+        m * 1.08,
+        f"{m:,.0f}",
+        ha="center",
+        va="bottom",
+        fontsize=7,
+        rotation=90,
+      )
   ax.set_yscale("log")
-  ax.set_xticks(range(len(groups)),
-                [f"{e}\nupdates {s}" for e, s in groups])
+  ax.set_xticks(range(len(groups)), [f"{e}\nupdates {s}" for e, s in groups])
   ax.set_ylabel("env steps/s (median, min-max)")
-  ax.set_title(f"DQN loop throughput, {NUM_ENVS} envs (Pong: x4 for "
-               "frames/s)", fontsize=10)
+  ax.set_title(
+    f"DQN loop throughput, {NUM_ENVS} envs (Pong: x4 for frames/s)", fontsize=10
+  )
   ax.margins(y=0.25)
   ax.legend(fontsize=8, loc="upper right")
   return common.save_plot(fig, NAME)

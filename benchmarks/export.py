@@ -52,43 +52,51 @@ import sys
 import tempfile
 import time
 
-from absl import app
-from absl import flags
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
-from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
-from ingraph_rl.components.networks import NATURE_DQN_SPEC  # noqa: E402
-from ingraph_rl.components.preprocessing import (Cast, Divide,  # noqa: E402
-                                                 PreprocessorStack)
-from ingraph_rl.environments.vector_env import VectorEnv  # noqa: E402
-from ingraph_rl.export import (export_actor_learner,  # noqa: E402
-                               export_agent)
-from ingraph_rl.spaces import IntBox  # noqa: E402
-
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
+from ingraph_rl.components.networks import NATURE_DQN_SPEC
+from ingraph_rl.components.preprocessing import (
+  Cast,
+  Divide,
+  PreprocessorStack,
+)
+from ingraph_rl.environments.vector_env import VectorEnv
+from ingraph_rl.export import (
+  export_actor_learner,
+  export_agent,
+)
+from ingraph_rl.spaces import IntBox
 
 NAME = "export"
 
 _QUICK = flags.DEFINE_bool(
-    "quick", False, "Smoke run (< 60 s): replay 1000, few reps.")
+  "quick", False, "Smoke run (< 60 s): replay 1000, few reps."
+)
 _REPS = flags.DEFINE_integer(
-    "reps", None, "Timed throughput repetitions (default 15; 2 with "
-    "--quick).")
+  "reps", None, "Timed throughput repetitions (default 15; 2 with --quick)."
+)
 _REP_SECONDS = flags.DEFINE_float(
-    "rep_seconds", None, "Target wall time of one throughput repetition of "
-    "one variant (default 0.25; 0.05 with --quick).")
+  "rep_seconds",
+  None,
+  "Target wall time of one throughput repetition of "
+  "one variant (default 0.25; 0.05 with --quick).",
+)
 _EXPORT_REPS = flags.DEFINE_integer(
-    "export_reps", None, "Exports per agent (default 3; 1 with --quick).")
+  "export_reps", None, "Exports per agent (default 3; 1 with --quick)."
+)
 _LOAD_REPS = flags.DEFINE_integer(
-    "load_reps", None, "Fresh-process loads per agent (default 3; 1 with "
-    "--quick).")
+  "load_reps",
+  None,
+  "Fresh-process loads per agent (default 3; 1 with --quick).",
+)
 _DQN_REPLAY = flags.DEFINE_integer(
-    "dqn_replay", None, "DQN replay capacity (default 100000; 1000 with "
-    "--quick).")
+  "dqn_replay", None, "DQN replay capacity (default 100000; 1000 with --quick)."
+)
 _AGENTS = flags.DEFINE_list("agents", ["dqn", "impala"], "Agents to run.")
 
 NUM_ACTIONS = 6
@@ -97,9 +105,11 @@ BATCH_SIZES = (1, 32)
 SEED = 0
 TARGETS = {"throughput": 0.9, "size": 1.1}
 VARIANTS = ("executor", "raw_function", "loaded")
-LABELS = {"executor": "in-process executor (execute)",
-          "raw_function": "in-process executor (raw tf.function)",
-          "loaded": "loaded SavedModel signature"}
+LABELS = {
+  "executor": "in-process executor (execute)",
+  "raw_function": "in-process executor (raw tf.function)",
+  "loaded": "loaded SavedModel signature",
+}
 
 _now = time.perf_counter
 
@@ -154,38 +164,57 @@ class ShapeOnlyEnv(VectorEnv):
 
 
 def dqn_config(replay):
-  return DQNConfig(num_actions=NUM_ACTIONS, network=tuple(NATURE_DQN_SPEC),
-                   dueling=True, replay_capacity=replay, batch_size=32,
-                   learning_starts=max(32, min(replay, 20_000)), seed=SEED)
+  return DQNConfig(
+    num_actions=NUM_ACTIONS,
+    network=tuple(NATURE_DQN_SPEC),
+    dueling=True,
+    replay_capacity=replay,
+    batch_size=32,
+    learning_starts=max(32, min(replay, 20_000)),
+    seed=SEED,
+  )
 
 
 def build_dqn(replay):
-  builder = DQNBuilder(dqn_config(replay), preprocessor=lambda: (
-      PreprocessorStack(Cast("float32"), Divide(255.0))))
+  builder = DQNBuilder(
+    dqn_config(replay),
+    preprocessor=lambda: PreprocessorStack(Cast("float32"), Divide(255.0)),
+  )
   ex = builder.make_agent(IntBox(256, OBS_SHAPE, dtype=np.uint8)).build()
-  return {"executors": [ex], "export": lambda p: export_agent(ex, p),
-          "calls": dqn_calls(ex)}
+  return {
+    "executors": [ex],
+    "export": lambda p: export_agent(ex, p),
+    "calls": dqn_calls(ex),
+  }
 
 
 def impala_config():
   # experiments/flagfiles/impala_pong.cfg's network and batch.
-  return IMPALAConfig(num_actions=NUM_ACTIONS, torso="small",
-                      lstm_units=256, unroll_length=20, batch_size=32,
-                      queue_capacity=64, seed=SEED)
+  return IMPALAConfig(
+    num_actions=NUM_ACTIONS,
+    torso="small",
+    lstm_units=256,
+    unroll_length=20,
+    batch_size=32,
+    queue_capacity=64,
+    seed=SEED,
+  )
 
 
 def build_impala():
   config = impala_config()
   env = ShapeOnlyEnv(16)
   builder = IMPALABuilder(config)
-  lex = builder.make_learner(env.observation_space, "bench_export",
-                             update_from_batch=True).build()
+  lex = builder.make_learner(
+    env.observation_space, "bench_export", update_from_batch=True
+  ).build()
   aex = builder.make_actor(env, "bench_export").build()
   aex.execute("set_weights", lex.execute("get_weights"))
-  return {"executors": [aex, lex],
-          "export": lambda p: export_actor_learner(aex, lex, p,
-                                                   name=builder.name),
-          "calls": impala_calls(aex, config.lstm_units)}
+  return {
+    "executors": [aex, lex],
+    "export": lambda p: export_actor_learner(aex, lex, p, name=builder.name),
+    "calls": impala_calls(aex, config.lstm_units),
+  }
 
 
 def dqn_calls(ex):
@@ -193,18 +222,20 @@ def dqn_calls(ex):
   raw = ex.function("get_actions")
 
   def make_inputs(batch, explore, rng):
-    return {"states": rng.integers(0, 256, (batch,) + OBS_SHAPE,
-                                   dtype=np.uint8),
-            "explore": np.bool_(explore)}
+    return {
+      "states": rng.integers(0, 256, (batch,) + OBS_SHAPE, dtype=np.uint8),
+      "explore": np.bool_(explore),
+    }
 
   return {
-      "make_inputs": make_inputs,
-      "executor": lambda x: ex.execute("get_actions", x["states"],
-                                       x["explore"])["actions"].numpy(),
-      "raw_function": lambda x: raw(x["states"],
-                                    x["explore"])["actions"].numpy(),
-      "loaded": lambda sig, x: sig(states=x["states"],
-                                   explore=x["explore"])["actions"].numpy(),
+    "make_inputs": make_inputs,
+    "executor": lambda x: ex.execute("get_actions", x["states"], x["explore"])[
+      "actions"
+    ].numpy(),
+    "raw_function": lambda x: raw(x["states"], x["explore"])["actions"].numpy(),
+    "loaded": lambda sig, x: sig(states=x["states"], explore=x["explore"])[
+      "actions"
+    ].numpy(),
   }
 
 
@@ -212,31 +243,41 @@ def impala_calls(aex, state_size):
   raw = aex.function("act")
 
   def make_inputs(batch, explore, rng):
-    del explore   # The IMPALA policy always samples.
+    del explore  # The IMPALA policy always samples.
     obs = rng.integers(0, 256, (batch,) + OBS_SHAPE, dtype=np.uint8)
     state = rng.normal(size=(batch, state_size)).astype(np.float32)
     reward = rng.normal(size=batch).astype(np.float32)
     action = rng.integers(0, NUM_ACTIONS, batch).astype(np.int64)
-    return {"observation": obs, "first": np.zeros(batch, bool),
-            "prev_reward": reward, "prev_action": action,
-            "state_c": state, "state_h": state.copy(),
-            # The executor's act takes [B, T=1] and a state dict.
-            "obs_bt": obs[:, None], "first_bt": np.zeros((batch, 1), bool),
-            "last_bt": (reward[:, None], action[:, None]),
-            "state": {"c": state, "h": state.copy()}}
+    return {
+      "observation": obs,
+      "first": np.zeros(batch, bool),
+      "prev_reward": reward,
+      "prev_action": action,
+      "state_c": state,
+      "state_h": state.copy(),
+      # The executor's act takes [B, T=1] and a state dict.
+      "obs_bt": obs[:, None],
+      "first_bt": np.zeros((batch, 1), bool),
+      "last_bt": (reward[:, None], action[:, None]),
+      "state": {"c": state, "h": state.copy()},
+    }
 
   return {
-      "make_inputs": make_inputs,
-      "executor": lambda x: aex.execute(
-          "act", x["obs_bt"], x["state"], x["first_bt"],
-          *x["last_bt"])["action"].numpy()[:, 0],
-      "raw_function": lambda x: raw(
-          x["obs_bt"], x["state"], x["first_bt"],
-          *x["last_bt"])["action"].numpy()[:, 0],
-      "loaded": lambda sig, x: sig(
-          observation=x["observation"], first=x["first"],
-          prev_reward=x["prev_reward"], prev_action=x["prev_action"],
-          state_c=x["state_c"], state_h=x["state_h"])["action"].numpy(),
+    "make_inputs": make_inputs,
+    "executor": lambda x: aex.execute(
+      "act", x["obs_bt"], x["state"], x["first_bt"], *x["last_bt"]
+    )["action"].numpy()[:, 0],
+    "raw_function": lambda x: raw(
+      x["obs_bt"], x["state"], x["first_bt"], *x["last_bt"]
+    )["action"].numpy()[:, 0],
+    "loaded": lambda sig, x: sig(
+      observation=x["observation"],
+      first=x["first"],
+      prev_reward=x["prev_reward"],
+      prev_action=x["prev_action"],
+      state_c=x["state_c"],
+      state_h=x["state_h"],
+    )["action"].numpy(),
   }
 
 
@@ -274,9 +315,14 @@ def variable_bytes(executors):
 
 def fresh_load(path):
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  res = subprocess.run([sys.executable, "-I", "-c", LOAD_CHILD, path],
-                       cwd="/", env=env, capture_output=True, text=True,
-                       timeout=900)
+  res = subprocess.run(
+    [sys.executable, "-I", "-c", LOAD_CHILD, path],
+    cwd="/",
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   if res.returncode != 0:
     raise RuntimeError(f"fresh-process load failed:\n{res.stderr[-3000:]}")
   return json.loads(res.stdout.strip().splitlines()[-1])
@@ -288,12 +334,16 @@ def check_same_actions(calls, loaded_sig, rng, exact):
   x = calls["make_inputs"](16, False, rng)
   ours = calls["executor"](x)
   theirs = calls["loaded"](loaded_sig, x)
-  if ours.shape != theirs.shape or theirs.min() < 0 or \
-      theirs.max() >= NUM_ACTIONS:
+  if (
+    ours.shape != theirs.shape
+    or theirs.min() < 0
+    or theirs.max() >= NUM_ACTIONS
+  ):
     raise AssertionError(f"loaded actions {theirs} vs executor {ours}")
   if exact and not np.array_equal(ours, theirs):
-    raise AssertionError(f"greedy actions differ: loaded {theirs}, "
-                         f"executor {ours}")
+    raise AssertionError(
+      f"greedy actions differ: loaded {theirs}, executor {ours}"
+    )
 
 
 def measure_agent(name, build, tmp, o):
@@ -316,22 +366,45 @@ def measure_agent(name, build, tmp, o):
   notes["exported"] = result.exported
   notes["skipped"] = sorted(result.skipped)
   notes["bytes"] = dict(sizes, variables_in_memory=var_bytes)
-  rows.append(common.Row(f"{name}/export", "export time", "s",
-                         common.Stat.of(export_times)))
+  rows.append(
+    common.Row(
+      f"{name}/export", "export time", "s", common.Stat.of(export_times)
+    )
+  )
   size_ratio = sizes["total"] / var_bytes
-  rows.append(common.Row(f"{name}/size", "SavedModel size", "MB",
-                         common.Stat.of([sizes["total"] / 1e6])))
-  rows.append(common.Row(f"{name}/size", "sum of variables", "MB",
-                         common.Stat.of([var_bytes / 1e6])))
+  rows.append(
+    common.Row(
+      f"{name}/size",
+      "SavedModel size",
+      "MB",
+      common.Stat.of([sizes["total"] / 1e6]),
+    )
+  )
+  rows.append(
+    common.Row(
+      f"{name}/size",
+      "sum of variables",
+      "MB",
+      common.Stat.of([var_bytes / 1e6]),
+    )
+  )
   ratios[f"{name}_savedmodel_over_variables"] = size_ratio
 
   loads = [fresh_load(path) for _ in range(o["load_reps"])]
-  for key, unit, metric in (("load_s", "s", "fresh-process load"),
-                            ("first_action_s", "s", "first action call"),
-                            ("import_tf_s", "s", "import tensorflow"),
-                            ("peak_rss_mb", "MB", "peak RSS of the loader")):
-    rows.append(common.Row(f"{name}/fresh_process", metric, unit,
-                           common.Stat.of(common.column(loads, key))))
+  for key, unit, metric in (
+    ("load_s", "s", "fresh-process load"),
+    ("first_action_s", "s", "first action call"),
+    ("import_tf_s", "s", "import tensorflow"),
+    ("peak_rss_mb", "MB", "peak RSS of the loader"),
+  ):
+    rows.append(
+      common.Row(
+        f"{name}/fresh_process",
+        metric,
+        unit,
+        common.Stat.of(common.column(loads, key)),
+      )
+    )
 
   start = _now()
   loaded = tf.saved_model.load(path)
@@ -340,8 +413,11 @@ def measure_agent(name, build, tmp, o):
   calls = agent["calls"]
   rng = np.random.default_rng(SEED)
   check_same_actions(calls, sig, rng, exact=name == "dqn")
-  fns = {"executor": calls["executor"], "raw_function": calls["raw_function"],
-         "loaded": lambda x: calls["loaded"](sig, x)}
+  fns = {
+    "executor": calls["executor"],
+    "raw_function": calls["raw_function"],
+    "loaded": lambda x: calls["loaded"](sig, x),
+  }
   modes = (False, True) if name == "dqn" else (None,)
   rates, per_call, spread = {}, {}, {}
   for batch in BATCH_SIZES:
@@ -359,33 +435,47 @@ def measure_agent(name, build, tmp, o):
         def run():
           for _ in range(n):
             fn(x)
+
         return run
 
-      records = common.interleave({v: runner(fns[v]) for v in VARIANTS},
-                                  reps=o["reps"])
-      us = {v: [1e6 * t / n for t in common.column(records[v], "wall_s")]
-            for v in VARIANTS}
+      records = common.interleave(
+        {v: runner(fns[v]) for v in VARIANTS}, reps=o["reps"]
+      )
+      us = {
+        v: [1e6 * t / n for t in common.column(records[v], "wall_s")]
+        for v in VARIANTS
+      }
       for v in VARIANTS:
         case = f"{name}/b{batch}/{mode}/{v}"
-        rows.append(common.Row(case, "time per call", "us",
-                               common.Stat.of(us[v])))
+        rows.append(
+          common.Row(case, "time per call", "us", common.Stat.of(us[v]))
+        )
         stat = common.Stat.of(batch * 1e6 / u for u in us[v])
         rows.append(common.Row(case, "throughput", "states/s", stat))
         rates[(batch, mode, v)] = stat.median
       # Throughput ratio = inverse time ratio, paired per rep.
-      sfx = f"{name}_b{batch}" + ("" if mode in ("greedy", "sample")
-                                  else "_explore")
+      sfx = f"{name}_b{batch}" + (
+        "" if mode in ("greedy", "sample") else "_explore"
+      )
       for base in ("executor", "raw_function"):
-        ratios[f"loaded_over_{base}_throughput_{sfx}"] = \
-            common.paired_ratio(us[base], us["loaded"])
+        ratios[f"loaded_over_{base}_throughput_{sfx}"] = common.paired_ratio(
+          us[base], us["loaded"]
+        )
         per_rep = [b / x for b, x in zip(us[base], us["loaded"])]
         spread[(batch, mode, base)] = (
-            ratios[f"loaded_over_{base}_throughput_{sfx}"], min(per_rep),
-            max(per_rep))
+          ratios[f"loaded_over_{base}_throughput_{sfx}"],
+          min(per_rep),
+          max(per_rep),
+        )
   notes["calls_per_rep"] = per_call
   shutil.rmtree(path, ignore_errors=True)
-  plot_data = {"rates": rates, "spread": spread, "bytes": sizes,
-               "var_bytes": var_bytes, "modes": modes}
+  plot_data = {
+    "rates": rates,
+    "spread": spread,
+    "bytes": sizes,
+    "var_bytes": var_bytes,
+    "modes": modes,
+  }
   return rows, ratios, notes, plot_data
 
 
@@ -395,14 +485,15 @@ def measure_agent(name, build, tmp, o):
 def main(argv):
   del argv
   quick = _QUICK.value
-  o = {"reps": _REPS.value or (2 if quick else 15),
-       "rep_seconds": _REP_SECONDS.value or (0.05 if quick else 0.25),
-       "export_reps": _EXPORT_REPS.value or (1 if quick else 3),
-       "load_reps": _LOAD_REPS.value or (1 if quick else 3),
-       "dqn_replay": _DQN_REPLAY.value or (1000 if quick else 100_000)}
+  o = {
+    "reps": _REPS.value or (2 if quick else 15),
+    "rep_seconds": _REP_SECONDS.value or (0.05 if quick else 0.25),
+    "export_reps": _EXPORT_REPS.value or (1 if quick else 3),
+    "load_reps": _LOAD_REPS.value or (1 if quick else 3),
+    "dqn_replay": _DQN_REPLAY.value or (1000 if quick else 100_000),
+  }
   threads = common.configure_threads()
-  builders = {"dqn": lambda: build_dqn(o["dqn_replay"]),
-              "impala": build_impala}
+  builders = {"dqn": lambda: build_dqn(o["dqn_replay"]), "impala": build_impala}
   rows, ratios, notes, plots = [], {}, {}, {}
   tmp = tempfile.mkdtemp(prefix="bench_export_")
   try:
@@ -420,49 +511,62 @@ def main(argv):
     size = ratios[f"{name}_savedmodel_over_variables"]
     met = size <= TARGETS["size"]
     targets[f"{name}_size"] = {
-        "target": f"SavedModel <= {TARGETS['size']:g} x variables",
-        "value": round(size, 4), "met": met}
-    verdicts.append(f"{name} size {size:.3f}x vars "
-                    f"({'met' if met else 'MISSED'})")
+      "target": f"SavedModel <= {TARGETS['size']:g} x variables",
+      "value": round(size, 4),
+      "met": met,
+    }
+    verdicts.append(
+      f"{name} size {size:.3f}x vars ({'met' if met else 'MISSED'})"
+    )
     for key, value in ratios.items():
       if key.startswith("loaded_over_executor_throughput_" + name):
         met = value >= TARGETS["throughput"]
-        targets[key] = {"target": f"loaded action >= "
-                                  f"{TARGETS['throughput']:g} x executor",
-                        "value": round(value, 4), "met": met}
-    worst = min(v["value"] for k, v in targets.items()
-                if k.startswith("loaded_over_executor_throughput_" + name))
+        targets[key] = {
+          "target": f"loaded action >= {TARGETS['throughput']:g} x executor",
+          "value": round(value, 4),
+          "met": met,
+        }
+    worst = min(
+      v["value"]
+      for k, v in targets.items()
+      if k.startswith("loaded_over_executor_throughput_" + name)
+    )
     met = worst >= TARGETS["throughput"]
-    verdicts.append(f"{name} loaded action worst {worst:.2f}x executor "
-                    f"({'met' if met else 'MISSED'})")
+    verdicts.append(
+      f"{name} loaded action worst {worst:.2f}x executor "
+      f"({'met' if met else 'MISSED'})"
+    )
 
   config_doc = {
-      **o, "batch_sizes": list(BATCH_SIZES), "warmup_reps": 1,
-      "threads": threads,
-      "thread_note": "TF intra/inter-op pools at TF's defaults; "
-                     "OMP_WAIT_POLICY=PASSIVE; no torch",
-      "agents": {
-          "dqn": f"DQNAgent({dqn_config(o['dqn_replay'])}, preprocessor="
-                 f"PreprocessorStack(Cast('float32'), Divide(255.0)))"
-                 f".build(IntBox(256, (84, 84, 4), uint8)); export_agent",
-          "impala": f"IMPALABuilder(config).make_actor(16-env shape-only "
-                    f"Pong env) + make_learner(update_from_batch=True), "
-                    f"config={impala_config()}; export_actor_learner"},
-      "variants": LABELS,
-      "interleaving": "per (agent, batch, mode) the three variants "
-                      "alternate within each rep, rotating which goes "
-                      "first; gc.collect() before each; calls per rep "
-                      "calibrated so an executor rep takes rep_seconds",
-      "ratios": "loaded_over_*_throughput: median over reps of per-rep "
-                "paired ratios (baseline us per call / loaded us per "
-                "call), > 1 means the loaded signature is faster; "
-                "*_savedmodel_over_variables: bytes on disk / bytes of "
-                "the tracked variables",
-      "fresh_process": "python -I from /, no PYTHONPATH, "
-                       "sys.modules['ingraph_rl'] = None; times measured "
-                       "inside the child",
-      "per_agent": notes,
-      "targets": targets,
+    **o,
+    "batch_sizes": list(BATCH_SIZES),
+    "warmup_reps": 1,
+    "threads": threads,
+    "thread_note": "TF intra/inter-op pools at TF's defaults; "
+    "OMP_WAIT_POLICY=PASSIVE; no torch",
+    "agents": {
+      "dqn": f"DQNAgent({dqn_config(o['dqn_replay'])}, preprocessor="
+      f"PreprocessorStack(Cast('float32'), Divide(255.0)))"
+      f".build(IntBox(256, (84, 84, 4), uint8)); export_agent",
+      "impala": f"IMPALABuilder(config).make_actor(16-env shape-only "
+      f"Pong env) + make_learner(update_from_batch=True), "
+      f"config={impala_config()}; export_actor_learner",
+    },
+    "variants": LABELS,
+    "interleaving": "per (agent, batch, mode) the three variants "
+    "alternate within each rep, rotating which goes "
+    "first; gc.collect() before each; calls per rep "
+    "calibrated so an executor rep takes rep_seconds",
+    "ratios": "loaded_over_*_throughput: median over reps of per-rep "
+    "paired ratios (baseline us per call / loaded us per "
+    "call), > 1 means the loaded signature is faster; "
+    "*_savedmodel_over_variables: bytes on disk / bytes of "
+    "the tracked variables",
+    "fresh_process": "python -I from /, no PYTHONPATH, "
+    "sys.modules['ingraph_rl'] = None; times measured "
+    "inside the child",
+    "per_agent": notes,
+    "targets": targets,
   }
   path = common.write_results(NAME, quick, config_doc, rows, ratios)
   if not quick:
@@ -477,8 +581,9 @@ def plot(plots):
   SavedModel bytes (variables files, graph, assets) over the variables'
   bytes."""
   plt = common.pyplot()
-  fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5),
-                               gridspec_kw={"width_ratios": [2.2, 1]})
+  fig, (ax, bx) = plt.subplots(
+    1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [2.2, 1]}
+  )
   colors = {"executor": "#4C72B0", "raw_function": "#64B5CD"}
   groups = []
   for name, p in plots.items():
@@ -490,22 +595,44 @@ def plot(plots):
   for i, base in enumerate(("executor", "raw_function")):
     xs = [g + (i - 0.5) * width for g in range(len(groups))]
     med, lo, hi = zip(*[p["spread"][(b, m, base)] for _, b, m, p in groups])
-    ax.bar(xs, med, width, color=colors[base],
-           label=f"loaded / {LABELS[base]}")
-    ax.errorbar(xs, med, yerr=[[m - l for m, l in zip(med, lo)],
-                               [h - m for m, h in zip(med, hi)]],
-                fmt="none", ecolor="k", elinewidth=0.8, capsize=2)
+    ax.bar(xs, med, width, color=colors[base], label=f"loaded / {LABELS[base]}")
+    ax.errorbar(
+      xs,
+      med,
+      yerr=[
+        [m - low for m, low in zip(med, lo)],
+        [h - m for m, h in zip(med, hi)],
+      ],
+      fmt="none",
+      ecolor="k",
+      elinewidth=0.8,
+      capsize=2,
+    )
   for g, (_, b, m, p) in enumerate(groups):
-    ax.text(g, 0.03, f"{p['rates'][(b, m, 'loaded')]:,.0f}\nstates/s",
-            ha="center", va="bottom", fontsize=7, color="white")
+    ax.text(
+      g,
+      0.03,
+      f"{p['rates'][(b, m, 'loaded')]:,.0f}\nstates/s",
+      ha="center",
+      va="bottom",
+      fontsize=7,
+      color="white",
+    )
   ax.axhline(1.0, color="k", lw=0.8)
-  ax.axhline(TARGETS["throughput"], color="r", ls="--", lw=0.8,
-             label=f"target {TARGETS['throughput']:g}x")
-  ax.set_xticks(range(len(groups)),
-                [f"{n}\nb{b} {m}" for n, b, m, _ in groups], fontsize=8)
+  ax.axhline(
+    TARGETS["throughput"],
+    color="r",
+    ls="--",
+    lw=0.8,
+    label=f"target {TARGETS['throughput']:g}x",
+  )
+  ax.set_xticks(
+    range(len(groups)), [f"{n}\nb{b} {m}" for n, b, m, _ in groups], fontsize=8
+  )
   ax.set_ylabel("throughput ratio (loaded / in-process)")
-  ax.set_title("action: loaded SavedModel signature vs in-process executor",
-               fontsize=10)
+  ax.set_title(
+    "action: loaded SavedModel signature vs in-process executor", fontsize=10
+  )
   ax.legend(fontsize=8, loc="upper left")
   ax.grid(True, axis="y", alpha=0.3)
   names = list(plots)
@@ -513,16 +640,37 @@ def plot(plots):
     b = plots[name]["bytes"]
     var = plots[name]["var_bytes"]
     bottom = 0.0
-    for part, color in (("variables", "#55A868"), ("graph", "#8172B2"),
-                        ("assets", "#CCB974")):
+    for part, color in (
+      ("variables", "#55A868"),
+      ("graph", "#8172B2"),
+      ("assets", "#CCB974"),
+    ):
       share = b[part] / var
-      bx.bar(j, share, 0.5, bottom=bottom, color=color,
-             label=part if j == 0 else None)
+      bx.bar(
+        j,
+        share,
+        0.5,
+        bottom=bottom,
+        color=color,
+        label=part if j == 0 else None,
+      )
       bottom += share
-    bx.text(j, 0.5, f"{bottom:.3f}x\n{b['total'] / 1e6:,.1f} MB",
-            ha="center", va="center", fontsize=8, color="white")
-  bx.axhline(TARGETS["size"], color="r", ls="--", lw=0.8,
-             label=f"target {TARGETS['size']:g}x")
+    bx.text(
+      j,
+      0.5,
+      f"{bottom:.3f}x\n{b['total'] / 1e6:,.1f} MB",
+      ha="center",
+      va="center",
+      fontsize=8,
+      color="white",
+    )
+  bx.axhline(
+    TARGETS["size"],
+    color="r",
+    ls="--",
+    lw=0.8,
+    label=f"target {TARGETS['size']:g}x",
+  )
   bx.set_xticks(range(len(names)), names)
   bx.set_ylim(0, max(1.3, bx.get_ylim()[1]))
   bx.set_ylabel("SavedModel bytes / variable bytes")

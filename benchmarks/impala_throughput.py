@@ -75,100 +75,141 @@ import threading
 import time
 import uuid
 
-from absl import app
-from absl import flags
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
-from ingraph_rl.runners.driver import (ActorLearnerDriver,  # noqa: E402
-                                       EpisodeTotals)
-from ingraph_rl.runners.environments import (  # noqa: E402
-    env_kind, make_actor_env, num_action_repeats_for)
-from ingraph_rl.testing.deepmind_lab_shim import (  # noqa: E402
-    use_fake_deepmind_lab)
-from ingraph_rl.testing.queues import queue_feeder  # noqa: E402
-
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
+from ingraph_rl.runners.driver import (
+  ActorLearnerDriver,
+  EpisodeTotals,
+)
+from ingraph_rl.runners.environments import (
+  env_kind,
+  make_actor_env,
+  num_action_repeats_for,
+)
+from ingraph_rl.testing.deepmind_lab_shim import (
+  use_fake_deepmind_lab,
+)
+from ingraph_rl.testing.queues import queue_feeder
 
 NAME = "impala_throughput"
 
 _QUICK = flags.DEFINE_bool(
-    "quick", False, "Smoke run: CartPole only, 2 actors, short phases.")
+  "quick", False, "Smoke run: CartPole only, 2 actors, short phases."
+)
 _ENV = flags.DEFINE_list(
-    "env", None, "Env ids (make_actor_env: gymnasium ids, ALE/<Game>-v5, "
-    "atari:<game>, dmlab:<level>). Default ALE/Pong-v5,CartPole-v1 "
-    "(CartPole-v1 with --quick).")
+  "env",
+  None,
+  "Env ids (make_actor_env: gymnasium ids, ALE/<Game>-v5, "
+  "atari:<game>, dmlab:<level>). Default ALE/Pong-v5,CartPole-v1 "
+  "(CartPole-v1 with --quick).",
+)
 _NUM_ACTORS = flags.DEFINE_list(
-    "num_actors", None, "Numbers of actor threads (default 1,2,4; 2 with "
-    "--quick).")
+  "num_actors",
+  None,
+  "Numbers of actor threads (default 1,2,4; 2 with --quick).",
+)
 _ENVS_PER_ACTOR = flags.DEFINE_integer(
-    "envs_per_actor", 8, "Envs each actor (and each raw thread) steps.")
-_UNROLL_LENGTH = flags.DEFINE_integer("unroll_length", 20,
-                                      "Env steps per rollout (T).")
-_BATCH_SIZE = flags.DEFINE_integer("batch_size", 8,
-                                   "Rollouts per learner batch.")
-_QUEUE_CAPACITY = flags.DEFINE_integer("queue_capacity", 64,
-                                       "Rollouts the queue holds.")
+  "envs_per_actor", 8, "Envs each actor (and each raw thread) steps."
+)
+_UNROLL_LENGTH = flags.DEFINE_integer(
+  "unroll_length", 20, "Env steps per rollout (T)."
+)
+_BATCH_SIZE = flags.DEFINE_integer(
+  "batch_size", 8, "Rollouts per learner batch."
+)
+_QUEUE_CAPACITY = flags.DEFINE_integer(
+  "queue_capacity", 64, "Rollouts the queue holds."
+)
 _NUM_ACTION_REPEATS = flags.DEFINE_integer(
-    "num_action_repeats", None, "Frames per env step (default: the env's, 4 "
-    "for atari and dmlab, 1 for gymnasium).")
+  "num_action_repeats",
+  None,
+  "Frames per env step (default: the env's, 4 "
+  "for atari and dmlab, 1 for gymnasium).",
+)
 _PROCESSES = flags.DEFINE_list(
-    "processes", None, "For gymnasium ids: env modes to run, of 'false' "
-    "(SyncVectorEnv in this process) and 'true' (AsyncVectorEnv "
-    "subprocesses). Default false,true. Ignored for atari/dmlab ids.")
+  "processes",
+  None,
+  "For gymnasium ids: env modes to run, of 'false' "
+  "(SyncVectorEnv in this process) and 'true' (AsyncVectorEnv "
+  "subprocesses). Default false,true. Ignored for atari/dmlab ids.",
+)
 _ALE_NUM_THREADS = flags.DEFINE_integer(
-    "ale_num_threads", 0, "ale-py vector env `num_threads` per actor env "
-    "(0: ale-py's default). Only for atari ids.")
+  "ale_num_threads",
+  0,
+  "ale-py vector env `num_threads` per actor env "
+  "(0: ale-py's default). Only for atari ids.",
+)
 _DURATION = flags.DEFINE_float(
-    "duration", None, "Seconds counted per phase (default 2; 0.5 with "
-    "--quick).")
+  "duration", None, "Seconds counted per phase (default 2; 0.5 with --quick)."
+)
 _WARMUP_S = flags.DEFINE_float(
-    "warmup_s", None, "Seconds each phase runs before counting (default "
-    "0.7; 0.3 with --quick).")
-_REPS = flags.DEFINE_integer("reps", None,
-                             "Repetitions (default 3; 1 with --quick).")
+  "warmup_s",
+  None,
+  "Seconds each phase runs before counting (default 0.7; 0.3 with --quick).",
+)
+_REPS = flags.DEFINE_integer(
+  "reps", None, "Repetitions (default 3; 1 with --quick)."
+)
 _LEARNER_UPDATES = flags.DEFINE_integer(
-    "learner_updates", None, "Updates timed per learner-only repetition "
-    "(default 8; 2 with --quick).")
+  "learner_updates",
+  None,
+  "Updates timed per learner-only repetition (default 8; 2 with --quick).",
+)
 _VARIANTS = flags.DEFINE_list(
-    "variants", ["envs_per_actor=16", "envs_per_actor=32",
-                 "envs_per_actor=32+batch_size=32", "ale_num_threads=1",
-                 "unroll_length=50"],
-    "Configs to try beside the base one, on the first env only (not with "
-    "--quick): each 'flag=value' or several joined by '+', of "
-    "envs_per_actor, unroll_length, batch_size, queue_capacity, "
-    "ale_num_threads ('' for none).")
+  "variants",
+  [
+    "envs_per_actor=16",
+    "envs_per_actor=32",
+    "envs_per_actor=32+batch_size=32",
+    "ale_num_threads=1",
+    "unroll_length=50",
+  ],
+  "Configs to try beside the base one, on the first env only (not with "
+  "--quick): each 'flag=value' or several joined by '+', of "
+  "envs_per_actor, unroll_length, batch_size, queue_capacity, "
+  "ale_num_threads ('' for none).",
+)
 _VARIANT_ACTORS = flags.DEFINE_list(
-    "variant_actors", ["2"], "Numbers of actors the variants run with.")
+  "variant_actors", ["2"], "Numbers of actors the variants run with."
+)
 _RAW_SERIAL = flags.DEFINE_enum(
-    "raw_serial", "auto", ["auto", "always", "never"],
-    "Also time one thread stepping the N raw envs in turn (for N > 1) and "
-    "take the faster as the ceiling. auto: only for gymnasium envs in this "
-    "process (Python stepping under the GIL, where N threads convoy); "
-    "ale-py and subprocess envs step outside the GIL.")
+  "raw_serial",
+  "auto",
+  ["auto", "always", "never"],
+  "Also time one thread stepping the N raw envs in turn (for N > 1) and "
+  "take the faster as the ceiling. auto: only for gymnasium envs in this "
+  "process (Python stepping under the GIL, where N threads convoy); "
+  "ale-py and subprocess envs step outside the GIL.",
+)
 _PROFILE = flags.DEFINE_bool(
-    "profile", True, "Split actor time into env.step and the rest.")
+  "profile", True, "Split actor time into env.step and the rest."
+)
 _DMLAB_FAKE = flags.DEFINE_bool(
-    "dmlab_fake", True, "dmlab: ids step the fake deepmind_lab (~1.6 ms of "
-    "CPU per 4-repeat step at 96x72), put on the env workers' PYTHONPATH "
-    "under the real name; --nodmlab_fake uses an installed deepmind_lab.")
+  "dmlab_fake",
+  True,
+  "dmlab: ids step the fake deepmind_lab (~1.6 ms of "
+  "CPU per 4-repeat step at 96x72), put on the env workers' PYTHONPATH "
+  "under the real name; --nodmlab_fake uses an installed deepmind_lab.",
+)
 
 SEED = 0
-ACT_CALLS = 100               # Policy forwards timed for the profile.
+ACT_CALLS = 100  # Policy forwards timed for the profile.
 # Issue targets (reported, not asserted), for atari envs (Pong).
 TARGETS = {"actors_only": 0.7, "end_to_end": 0.5}
 TARGET_KINDS = ("atari",)
 # DM Lab (the fake, in env workers): actors only against raw stepping.
 DMLAB_TARGETS = {"actors_only": 0.7}
 DMLAB_FAKE_NOTE = (
-    "the FAKE deepmind_lab (ingraph_rl.testing.fake_deepmind_lab via a "
-    "deepmind_lab.py shim on the env workers' PYTHONPATH), not DeepMind "
-    "Lab: ~0.4 ms of CPU per rendered 96x72 frame, ~1.6 ms per 4-repeat "
-    "step; one env worker process per env (WorkerVectorEnv), for the raw "
-    "phase as for the actors")
+  "the FAKE deepmind_lab (ingraph_rl.testing.fake_deepmind_lab via a "
+  "deepmind_lab.py shim on the env workers' PYTHONPATH), not DeepMind "
+  "Lab: ~0.4 ms of CPU per rendered 96x72 frame, ~1.6 ms per 4-repeat "
+  "step; one env worker process per env (WorkerVectorEnv), for the raw "
+  "phase as for the actors"
+)
 
 
 def slug(env_id):
@@ -180,9 +221,15 @@ def make_config(num_actions, obs_space, args):
   # IMPALA's small conv torso for frames; the default MLP for vectors.
   torso = "small" if len(obs_space.shape) == 3 else IMPALAConfig.torso
   return IMPALAConfig(
-      num_actions=num_actions, torso=torso, unroll_length=args["T"],
-      batch_size=args["B"], queue_capacity=args["queue_capacity"],
-      reward_clipping="abs_one", scale_observations=None, seed=SEED)
+    num_actions=num_actions,
+    torso=torso,
+    unroll_length=args["T"],
+    batch_size=args["B"],
+    queue_capacity=args["queue_capacity"],
+    reward_clipping="abs_one",
+    scale_observations=None,
+    seed=SEED,
+  )
 
 
 class StepTimer:
@@ -201,6 +248,7 @@ class StepTimer:
       finally:
         self.seconds += time.perf_counter() - start
         self.calls += 1
+
     env.step = timed
 
 
@@ -236,8 +284,9 @@ class Harness:
     self.env_id, self.num_actors, self.args = env_id, num_actors, args
     self.processes = processes
     self.E = args["E"]
-    kwargs = dict(num_action_repeats=args["repeats"][env_id],
-                  processes=processes)
+    kwargs = dict(
+      num_action_repeats=args["repeats"][env_id], processes=processes
+    )
     if env_kind(env_id) == "atari" and args["ale_num_threads"]:
       kwargs["num_threads"] = args["ale_num_threads"]
     self.timers = []
@@ -249,25 +298,29 @@ class Harness:
 
     t = time.perf_counter()
     probe = make_actor_env(env_id, self.E, seed=SEED, **kwargs)
-    self.config = make_config(probe.action_space.num_categories,
-                              probe.observation_space, args)
+    self.config = make_config(
+      probe.action_space.num_categories, probe.observation_space, args
+    )
     self.obs_space = probe.observation_space
     # The raw variant's envs: the same constructor call as the actors'.
     self.raw_envs = [probe] + [
-        make_actor_env(env_id, self.E, seed=SEED + 1000 * i, **kwargs)
-        for i in range(1, num_actors)]
+      make_actor_env(env_id, self.E, seed=SEED + 1000 * i, **kwargs)
+      for i in range(1, num_actors)
+    ]
     for i, env in enumerate(self.raw_envs):
       env.reset(SEED + 1000 * i)
     self.num_actions = self.config.num_actions
     builder = IMPALABuilder(self.config)
     self.driver = ActorLearnerDriver(builder, factory, num_actors, seed=SEED)
     self.driver.totals = TimedTotals()
-    self.drain = queue_feeder(builder.record_space(self.obs_space),
-                              self.config.queue_capacity,
-                              self.driver.queue_name,
-                              api_names=["dequeue_many"])
+    self.drain = queue_feeder(
+      builder.record_space(self.obs_space),
+      self.config.queue_capacity,
+      self.driver.queue_name,
+      api_names=["dequeue_many"],
+    )
     self.build_s = time.perf_counter() - t
-    self.updates = []                     # (time, frames) per update.
+    self.updates = []  # (time, frames) per update.
     self.drained = 0
     self.settle_s = 0.3
     self.driver.start()
@@ -315,7 +368,7 @@ class Harness:
           body()
       except (tf.errors.CancelledError, tf.errors.OutOfRangeError):
         pass
-      except Exception as e:            # pylint: disable=broad-except
+      except Exception as e:
         errors.append(e)
 
     thread = threading.Thread(target=loop, daemon=True)
@@ -325,11 +378,17 @@ class Harness:
   def _actor_rate(self, t0, t1):
     sps, unrolls = window_rate(self.driver.totals.events, t0, t1)
     if unrolls < 1:
-      raise RuntimeError(f"{self.env_id}: no unroll finished in a "
-                         f"{t1 - t0:.1f} s window; raise --duration")
+      raise RuntimeError(
+        f"{self.env_id}: no unroll finished in a "
+        f"{t1 - t0:.1f} s window; raise --duration"
+      )
     # Time per actor unroll, so quiesce waits for a stepping actor.
-    self.settle_s = min(5.0, max(0.3, 1.5 * self.num_actors * self.E *
-                                 self.config.unroll_length / sps))
+    self.settle_s = min(
+      5.0,
+      max(
+        0.3, 1.5 * self.num_actors * self.E * self.config.unroll_length / sps
+      ),
+    )
     return sps, unrolls
 
   def actors_only(self):
@@ -347,9 +406,13 @@ class Harness:
       raise errors[0]
     sps, unrolls = self._actor_rate(t0, t1)
     self.quiesce()
-    return {"env_steps_per_s": sps, "unrolls": unrolls,
-            "env_step_s": env_s, "env_step_calls": calls,
-            "window_s": t1 - t0}
+    return {
+      "env_steps_per_s": sps,
+      "unrolls": unrolls,
+      "env_step_s": env_s,
+      "env_step_calls": calls,
+      "window_s": t1 - t0,
+    }
 
   def end_to_end(self):
     def learn():
@@ -365,10 +428,15 @@ class Harness:
     sps, unrolls = self._actor_rate(t0, t1)
     trained, updates = window_rate(self.updates, t0, t1)
     self.quiesce()
-    return {"env_steps_per_s": sps, "unrolls": unrolls,
-            "trained_env_steps_per_s": trained, "updates": updates,
-            "env_step_s": env_s, "env_step_calls": calls,
-            "window_s": t1 - t0}
+    return {
+      "env_steps_per_s": sps,
+      "unrolls": unrolls,
+      "trained_env_steps_per_s": trained,
+      "updates": updates,
+      "env_step_s": env_s,
+      "env_step_calls": calls,
+      "window_s": t1 - t0,
+    }
 
   def raw(self, serial=False):
     """N threads each stepping one raw env, or (`serial`) one thread
@@ -380,14 +448,19 @@ class Harness:
       rng = np.random.default_rng(envs[0])
       while not stop.is_set():
         for i in envs:
-          self.raw_envs[i].step(rng.integers(0, self.num_actions, self.E,
-                                             dtype=np.int64))
+          self.raw_envs[i].step(
+            rng.integers(0, self.num_actions, self.E, dtype=np.int64)
+          )
           counts[i] += self.E
 
-    groups = [list(range(self.num_actors))] if serial else [
-        [i] for i in range(self.num_actors)]
-    threads = [threading.Thread(target=loop, args=(g,), daemon=True)
-               for g in groups]
+    groups = (
+      [list(range(self.num_actors))]
+      if serial
+      else [[i] for i in range(self.num_actors)]
+    )
+    threads = [
+      threading.Thread(target=loop, args=(g,), daemon=True) for g in groups
+    ]
     for t in threads:
       t.start()
     time.sleep(self.args["warmup_s"])
@@ -405,15 +478,21 @@ class Harness:
     ex = self.driver.actor_executors[0]
     fn = ex.function("act")
 
-    def zeros(spec):          # Batch dim E, time dim 1.
-      return tf.zeros([self.E if i == 0 else 1 if d is None else d
-                       for i, d in enumerate(spec.shape)], spec.dtype)
+    def zeros(spec):  # Batch dim E, time dim 1.
+      return tf.zeros(
+        [
+          self.E if i == 0 else 1 if d is None else d
+          for i, d in enumerate(spec.shape)
+        ],
+        spec.dtype,
+      )
 
     # Observations, then zeros for the rest (state, resets, ...).
-    args = [tf.nest.map_structure(tf.constant, self.obs_space.sample(
-        size=(self.E, 1), seed=SEED))] + [
-            tf.nest.map_structure(zeros, spec)
-            for spec in fn.input_signature[1:]]
+    args = [
+      tf.nest.map_structure(
+        tf.constant, self.obs_space.sample(size=(self.E, 1), seed=SEED)
+      )
+    ] + [tf.nest.map_structure(zeros, spec) for spec in fn.input_signature[1:]]
     fn(*args)["action"].numpy()
     start = time.perf_counter()
     for _ in range(calls):
@@ -433,14 +512,16 @@ class LearnerOnly:
   `learner_updates` batches (untimed), then times that many updates."""
 
   def __init__(self, env_id, args):
-    probe = make_actor_env(env_id, 1, seed=SEED,
-                           num_action_repeats=args["repeats"][env_id])
+    probe = make_actor_env(
+      env_id, 1, seed=SEED, num_action_repeats=args["repeats"][env_id]
+    )
     obs_space = probe.observation_space
     num_actions = probe.action_space.num_categories
     probe.close()
     self.K, B = args["learner_updates"], args["B"]
-    config = dataclasses.replace(make_config(num_actions, obs_space, args),
-                                 queue_capacity=(self.K + 1) * B)
+    config = dataclasses.replace(
+      make_config(num_actions, obs_space, args), queue_capacity=(self.K + 1) * B
+    )
     name = f"impala_bench_learner_{uuid.uuid4().hex}"
     t = time.perf_counter()
     builder = IMPALABuilder(config)
@@ -451,21 +532,21 @@ class LearnerOnly:
     self.queue_capacity = config.queue_capacity
     rng = np.random.default_rng(SEED)
     steps = config.unroll_length + 1
-    batch = {"observations": obs_space.sample(size=(B, steps), seed=SEED),
-             "rewards": rng.choice([-1.0, 0.0, 1.0], (B, steps)).astype(
-                 np.float32),
-             "dones": rng.random((B, steps)) < 0.01,
-             "actions": rng.integers(0, num_actions, (B, steps), np.int64),
-             "logits": rng.normal(size=(B, steps, num_actions)).astype(
-                 np.float32)}
+    batch = {
+      "observations": obs_space.sample(size=(B, steps), seed=SEED),
+      "rewards": rng.choice([-1.0, 0.0, 1.0], (B, steps)).astype(np.float32),
+      "dones": rng.random((B, steps)) < 0.01,
+      "actions": rng.integers(0, num_actions, (B, steps), np.int64),
+      "logits": rng.normal(size=(B, steps, num_actions)).astype(np.float32),
+    }
     if config.lstm_units:
       z = np.zeros((B, config.lstm_units), np.float32)
       batch["initial_state"] = {"c": z, "h": z}
-    for key, leaf in space.items():   # Any other rollout field: zeros.
+    for key, leaf in space.items():  # Any other rollout field: zeros.
       if key not in batch:
         batch[key] = leaf.with_batch_rank().zeros(B)
     self.batch = tf.nest.map_structure(tf.constant, batch)
-    self._fill(2)               # Prime (staging) + one untimed update.
+    self._fill(2)  # Prime (staging) + one untimed update.
     if "prime" in self.executor.apis:
       self.executor.execute("prime")
     self.executor.execute("update")["loss"].numpy()
@@ -512,25 +593,35 @@ def bench_env(env_id, configs, args, profile):
         fns[f"{key}/raw_serial"] = functools.partial(h.raw, serial=True)
       fns[f"{key}/actors_only"] = h.actors_only
       fns[f"{key}/end_to_end"] = h.end_to_end
-    flat = common.interleave(fns, reps=args["reps"],
-                             warmup=args["warmup_rounds"])
+    flat = common.interleave(
+      fns, reps=args["reps"], warmup=args["warmup_rounds"]
+    )
     records = {}
     for name, recs in flat.items():
       key, phase = name.rsplit("/", 1)
       records.setdefault(key, {})[phase] = recs
-    info = {"build_s (all configs)": round(build_s, 2),
-            "learner_only": {"build_s": round(learner.build_s, 2),
-                             "updates_per_rep": learner.K,
-                             "queue_capacity": learner.queue_capacity}}
+    info = {
+      "build_s (all configs)": round(build_s, 2),
+      "learner_only": {
+        "build_s": round(learner.build_s, 2),
+        "updates_per_rep": learner.K,
+        "queue_capacity": learner.queue_capacity,
+      },
+    }
     for key, h in harnesses.items():
       rec = records[key]
       # The ceiling: the faster way to step the same envs without TF.
-      rec["raw"] = [max(rs, key=lambda r: r["env_steps_per_s"])
-                    for rs in zip(rec["raw_threads"],
-                                  rec.get("raw_serial", rec["raw_threads"]))]
-      info[key] = {"build_s": round(h.build_s, 2),
-                   "drained_rollouts": h.drained,
-                   "learner_updates": len(h.updates)}
+      rec["raw"] = [
+        max(rs, key=lambda r: r["env_steps_per_s"])
+        for rs in zip(
+          rec["raw_threads"], rec.get("raw_serial", rec["raw_threads"])
+        )
+      ]
+      info[key] = {
+        "build_s": round(h.build_s, 2),
+        "drained_rollouts": h.drained,
+        "learner_updates": len(h.updates),
+      }
       if profile:
         info[key]["act_s"] = [h.act_only_seconds() for _ in range(3)]
   finally:
@@ -543,10 +634,13 @@ def bench_env(env_id, configs, args, profile):
 
 
 # Variant flag -> key in `args` (and the short tag in case names).
-VARIANT_KEYS = {"envs_per_actor": ("E", "E"), "unroll_length": ("T", "T"),
-                "batch_size": ("B", "B"),
-                "queue_capacity": ("queue_capacity", "Q"),
-                "ale_num_threads": ("ale_num_threads", "ale_threads")}
+VARIANT_KEYS = {
+  "envs_per_actor": ("E", "E"),
+  "unroll_length": ("T", "T"),
+  "batch_size": ("B", "B"),
+  "queue_capacity": ("queue_capacity", "Q"),
+  "ale_num_threads": ("ale_num_threads", "ale_threads"),
+}
 VARIANT_KEYS_BY_ARG = {a: f for f, (a, _) in VARIANT_KEYS.items()}
 
 
@@ -557,8 +651,10 @@ def parse_variant(text):
   for part in text.split("+"):
     flag, _, value = part.partition("=")
     if flag not in VARIANT_KEYS or not value.isdigit():
-      raise app.UsageError(f"--variants: bad {part!r}; use flag=int with "
-                           f"flag in {sorted(VARIANT_KEYS)}")
+      raise app.UsageError(
+        f"--variants: bad {part!r}; use flag=int with "
+        f"flag in {sorted(VARIANT_KEYS)}"
+      )
     arg, tag = VARIANT_KEYS[flag]
     overrides[arg] = int(value)
     tags.append(f"{tag}{int(value)}")
@@ -580,28 +676,37 @@ def mode_name(env_id, processes):
 def main(argv):
   del argv
   quick = _QUICK.value
-  envs = _ENV.value or (["CartPole-v1"] if quick else
-                        ["ALE/Pong-v5", "CartPole-v1"])
-  actor_counts = [int(n) for n in (_NUM_ACTORS.value or (
-      ["2"] if quick else ["1", "2", "4"]))]
-  procs = [p.lower() in ("true", "1", "yes") for p in (
-      _PROCESSES.value or ["false", "true"])]
-  args = {"E": _ENVS_PER_ACTOR.value, "T": _UNROLL_LENGTH.value,
-          "B": _BATCH_SIZE.value, "queue_capacity": _QUEUE_CAPACITY.value,
-          "ale_num_threads": _ALE_NUM_THREADS.value,
-          "duration": _DURATION.value or (0.5 if quick else 2.0),
-          "warmup_s": _WARMUP_S.value or (0.3 if quick else 0.7),
-          "reps": _REPS.value or (1 if quick else 3),
-          "warmup_rounds": 0, "raw_serial": _RAW_SERIAL.value,
-          "learner_updates": _LEARNER_UPDATES.value or (2 if quick else 8),
-          "repeats": {e: num_action_repeats_for(e, _NUM_ACTION_REPEATS.value)
-                      for e in envs}}
+  envs = _ENV.value or (
+    ["CartPole-v1"] if quick else ["ALE/Pong-v5", "CartPole-v1"]
+  )
+  actor_counts = [
+    int(n) for n in (_NUM_ACTORS.value or (["2"] if quick else ["1", "2", "4"]))
+  ]
+  procs = [
+    p.lower() in ("true", "1", "yes")
+    for p in (_PROCESSES.value or ["false", "true"])
+  ]
+  args = {
+    "E": _ENVS_PER_ACTOR.value,
+    "T": _UNROLL_LENGTH.value,
+    "B": _BATCH_SIZE.value,
+    "queue_capacity": _QUEUE_CAPACITY.value,
+    "ale_num_threads": _ALE_NUM_THREADS.value,
+    "duration": _DURATION.value or (0.5 if quick else 2.0),
+    "warmup_s": _WARMUP_S.value or (0.3 if quick else 0.7),
+    "reps": _REPS.value or (1 if quick else 3),
+    "warmup_rounds": 0,
+    "raw_serial": _RAW_SERIAL.value,
+    "learner_updates": _LEARNER_UPDATES.value or (2 if quick else 8),
+    "repeats": {
+      e: num_action_repeats_for(e, _NUM_ACTION_REPEATS.value) for e in envs
+    },
+  }
   variant_texts = _VARIANTS.value or []
   if env_kind(envs[0]) == "dmlab" and not flags.FLAGS["variants"].present:
-    variant_texts = []        # Each would add N x E more env processes.
+    variant_texts = []  # Each would add N x E more env processes.
   variants = [parse_variant(v) for v in variant_texts] if not quick else []
-  dmlab_fake = _DMLAB_FAKE.value and any(
-      env_kind(e) == "dmlab" for e in envs)
+  dmlab_fake = _DMLAB_FAKE.value and any(env_kind(e) == "dmlab" for e in envs)
   if dmlab_fake:
     # Env workers inherit this process's environment: they import the fake
     # as `deepmind_lab` (this process never imports it).
@@ -614,41 +719,66 @@ def main(argv):
   for k, env_id in enumerate(envs):
     s, kind, repeats = slug(env_id), env_kind(env_id), args["repeats"][env_id]
     modes = procs if kind == "gymnasium" else [False]
-    cfg = env_cfg[s] = {"env": env_id, "kind": kind,
-                        "frames_per_env_step": repeats, "configs": {}}
+    cfg = env_cfg[s] = {
+      "env": env_id,
+      "kind": kind,
+      "frames_per_env_step": repeats,
+      "configs": {},
+    }
     if kind == "dmlab":
-      cfg["deepmind_lab"] = DMLAB_FAKE_NOTE if dmlab_fake else \
-          "an installed deepmind_lab, in env worker processes"
+      cfg["deepmind_lab"] = (
+        DMLAB_FAKE_NOTE
+        if dmlab_fake
+        else "an installed deepmind_lab, in env worker processes"
+      )
     profile = _PROFILE.value and (k == 0 or kind == "atari")
-    configs = {f"{mode_name(env_id, p)}/actors_{n}": (p, n, {})
-               for p in modes for n in actor_counts}
-    if k == 0:                # Cheap wins: variants of the first env.
+    configs = {
+      f"{mode_name(env_id, p)}/actors_{n}": (p, n, {})
+      for p in modes
+      for n in actor_counts
+    }
+    if k == 0:  # Cheap wins: variants of the first env.
       for tag, overrides in variants:
         if "ale_num_threads" in overrides and kind != "atari":
-          continue            # Would be the base config again.
+          continue  # Would be the base config again.
         for n in variant_actors:
           configs[f"{mode_name(env_id, modes[0])}_{tag}/actors_{n}"] = (
-              modes[0], n, overrides)
+            modes[0],
+            n,
+            overrides,
+          )
 
-    def add(case, stat):
-      rows.append(common.Row(case, "throughput", "frames/s",
-                             stat.scaled(repeats)))
+    def add(case, stat, repeats=repeats):
+      rows.append(
+        common.Row(case, "throughput", "frames/s", stat.scaled(repeats))
+      )
       rows.append(common.Row(case, "throughput", "env steps/s", stat))
 
     records, info = bench_env(env_id, configs, args, profile)
     lrec = records["learner"]["learner_only"]
     lstat = common.Stat.of(r["env_steps_per_s"] for r in lrec)
     add(f"{s}/learner_only", lstat)
-    rows.append(common.Row(f"{s}/learner_only", "update", "ms",
-                           common.Stat.of(r["update_ms"] for r in lrec)))
+    rows.append(
+      common.Row(
+        f"{s}/learner_only",
+        "update",
+        "ms",
+        common.Stat.of(r["update_ms"] for r in lrec),
+      )
+    )
     cfg["learner_only"] = info["learner_only"]
     cfg["build_s (all configs)"] = info["build_s (all configs)"]
     for key, (_, n, overrides) in configs.items():
       mode = key.split("/")[0]
       rec = records[key]
       per = {}
-      for phase in ("raw", "raw_threads", "raw_serial", "actors_only",
-                    "end_to_end"):
+      for phase in (
+        "raw",
+        "raw_threads",
+        "raw_serial",
+        "actors_only",
+        "end_to_end",
+      ):
         if phase in rec:
           per[phase] = common.column(rec[phase], "env_steps_per_s")
           add(f"{s}/{key}/{phase}", common.Stat.of(per[phase]))
@@ -657,122 +787,152 @@ def main(argv):
       r = f"{s}_{mode}_actors_{n}"
       for phase in ("actors_only", "end_to_end"):
         ratios[f"{r}_{phase}_over_raw"] = common.paired_ratio(
-            per[phase], per["raw"])
+          per[phase], per["raw"]
+        )
       ratios[f"{r}_learner_only_over_raw"] = common.paired_ratio(
-          common.column(lrec, "env_steps_per_s"), per["raw"])
-      series[(s, mode, n)] = {p: common.Stat.of(v) for p, v in
-                              dict(per, end_to_end_trained=trained).items()}
+        common.column(lrec, "env_steps_per_s"), per["raw"]
+      )
+      series[(s, mode, n)] = {
+        p: common.Stat.of(v)
+        for p, v in dict(per, end_to_end_trained=trained).items()
+      }
       E = overrides.get("E", args["E"])
-      c = {"overrides": {VARIANT_KEYS_BY_ARG[a]: v
-                         for a, v in overrides.items()},
-           "build_s": info[key]["build_s"],
-           "drained_rollouts": info[key]["drained_rollouts"],
-           "learner_updates_run": info[key]["learner_updates"],
-           "total_envs": n * E,
-           # Few events make a window's rate coarse: shown, not hidden.
-           "min_unrolls_per_window": min(
-               r["unrolls"] for p in ("actors_only", "end_to_end")
-               for r in rec[p]),
-           "min_updates_per_window": min(
-               r["updates"] for r in rec["end_to_end"])}
+      c = {
+        "overrides": {VARIANT_KEYS_BY_ARG[a]: v for a, v in overrides.items()},
+        "build_s": info[key]["build_s"],
+        "drained_rollouts": info[key]["drained_rollouts"],
+        "learner_updates_run": info[key]["learner_updates"],
+        "total_envs": n * E,
+        # Few events make a window's rate coarse: shown, not hidden.
+        "min_unrolls_per_window": min(
+          r["unrolls"] for p in ("actors_only", "end_to_end") for r in rec[p]
+        ),
+        "min_updates_per_window": min(r["updates"] for r in rec["end_to_end"]),
+      }
       if profile:
         c["profile_actors_only"] = profile_of(rec, info[key], n, E)
       cfg["configs"][key] = c
-      print(f"[{time.perf_counter() - t_start:6.0f} s] {s}/{key}: raw "
-            f"{common.Stat.of(per['raw']).median * repeats:,.0f}  actors "
-            f"{common.Stat.of(per['actors_only']).median * repeats:,.0f}  "
-            f"e2e {common.Stat.of(per['end_to_end']).median * repeats:,.0f}"
-            f" frames/s", flush=True)
+      print(
+        f"[{time.perf_counter() - t_start:6.0f} s] {s}/{key}: raw "
+        f"{common.Stat.of(per['raw']).median * repeats:,.0f}  actors "
+        f"{common.Stat.of(per['actors_only']).median * repeats:,.0f}  "
+        f"e2e {common.Stat.of(per['end_to_end']).median * repeats:,.0f}"
+        f" frames/s",
+        flush=True,
+      )
     for mode in dict.fromkeys(key.split("/")[0] for key in configs):
       # The machine's view: the best actor count against the best raw of
       # this env class (a variant's own raw may be a weaker ceiling).
       base = mode.split("_")[0]
-      best_raw = max(st["raw"].median for (e, m, _), st in series.items()
-                     if e == s and m.split("_")[0] == base)
+      best_raw = max(
+        st["raw"].median
+        for (e, m, _), st in series.items()
+        if e == s and m.split("_")[0] == base
+      )
       for phase in ("actors_only", "end_to_end"):
-        best = max(st[phase].median for (e, m, _), st in series.items()
-                   if e == s and m == mode)
+        best = max(
+          st[phase].median
+          for (e, m, _), st in series.items()
+          if e == s and m == mode
+        )
         ratios[f"{s}_{mode}_best_{phase}_over_best_raw"] = best / best_raw
-    if kind == "dmlab" and dmlab_fake and \
-        "dmlab_fake_actors_only_over_raw" not in ratios:
+    if (
+      kind == "dmlab"
+      and dmlab_fake
+      and "dmlab_fake_actors_only_over_raw" not in ratios
+    ):
       ratios["dmlab_fake_actors_only_over_raw"] = ratios[
-          f"{s}_native_best_actors_only_over_best_raw"]
+        f"{s}_native_best_actors_only_over_best_raw"
+      ]
     if len(modes) == 2:
       faster = {}
       for n in actor_counts:
         for phase in ("raw", "actors_only", "end_to_end"):
-          ratio = (series[(s, "processes", n)][phase].median /
-                   series[(s, "threads", n)][phase].median)
+          ratio = (
+            series[(s, "processes", n)][phase].median
+            / series[(s, "threads", n)][phase].median
+          )
           ratios[f"{s}_processes_over_threads_actors_{n}_{phase}"] = ratio
-          faster[f"actors_{n}/{phase}"] = \
-              "processes" if ratio > 1 else "threads"
+          faster[f"actors_{n}/{phase}"] = (
+            "processes" if ratio > 1 else "threads"
+          )
       cfg["faster_env_mode (medians)"] = faster
 
   config = {
-      "envs": env_cfg, "num_actors": actor_counts,
-      "envs_per_actor": args["E"], "unroll_length": args["T"],
-      "batch_size": args["B"], "queue_capacity": args["queue_capacity"],
-      "torso": "IMPALAConfig(torso='small') (IMPALA's shallow conv torso) "
-               "for image observations, the default MLP (64, 64 tanh) for "
-               "vectors; feed-forward (no LSTM)",
-      "ale_num_threads": args["ale_num_threads"] or "ale-py default",
-      "reps": args["reps"], "warmup_rounds": args["warmup_rounds"],
-      "phase_warmup_s": args["warmup_s"], "phase_duration_s": args["duration"],
-      "raw_serial_when": args["raw_serial"] + (
-          " (gymnasium envs in this process only)"
-          if args["raw_serial"] == "auto" else ""),
-      "variants (first env only)": {
-          f"{tag}": {VARIANT_KEYS_BY_ARG[a]: v for a, v in o.items()}
-          for tag, o in variants},
-      "variant_actors": variant_actors,
-      "learner_updates_per_rep": args["learner_updates"],
-      "units": "env step = one env advancing one agent step; frames = env "
-               "steps x frames_per_env_step (action repeats: Pong frameskip "
-               "4, gymnasium 1)",
-      "phases": {
-          "raw_threads": "N threads, each stepping its own make_actor_env("
-                         "env, envs_per_actor, ...) (the actors' call) with "
-                         "uniform random actions, no TF",
-          "raw_serial": "one thread stepping the same N envs in turn (N > "
-                        "1; see raw_serial_when)",
-          "raw": "the ceiling: per rep, the faster of raw_threads and "
-                 "raw_serial",
-          "actors_only": "ActorLearnerDriver actor threads; a drain thread "
-                         "dequeue_many(batch_size) from a FIFOQueue executor "
-                         "with the driver's queue_name; no learning",
-          "end_to_end": "actor threads + a learner thread calling "
-                        "driver.update() (actors load new weights before "
-                        "each unroll); figure = actor env steps, "
-                        "end_to_end_trained = learner-consumed env steps",
-          "learner_only": "IMPALALearner on its own queue filled with "
-                          "synthetic rollouts beforehand (untimed); "
-                          "updates timed back to back"},
-      "how": "per (env, mode, N) one driver; raw_threads / raw_serial / "
-             "actors_only / end_to_end interleaved per rep, rotating the "
-             "order, no warm-up round (every phase warms up for "
-             "phase_warmup_s first; graphs are traced at build); between "
-             "phases the "
-             "queue fills and actors block (idle cores); actor rate = env "
-             "steps of unrolls finished in the window / time first..last",
-      "ratios": "<phase>_over_raw: median of per-rep paired ratios; "
-                "learner_only_over_raw: ratio of medians; "
-                "<mode>_best_<phase>_over_best_raw: the best median over "
-                "num_actors over the best raw median of ANY config of that "
-                "env class (base and variants, e.g. native and native_E16); "
-                "processes_over_threads: ratio of medians",
-      "profile": PROFILE_HOW,
-      "threads": threads,
-      "targets (reported, not asserted; atari envs)": {
-          f"{k}_over_raw": f">= {v:g}" for k, v in TARGETS.items()},
-      "targets (reported, not asserted; dmlab envs)": {
-          f"{k}_over_raw": f">= {v:g}" for k, v in DMLAB_TARGETS.items()},
+    "envs": env_cfg,
+    "num_actors": actor_counts,
+    "envs_per_actor": args["E"],
+    "unroll_length": args["T"],
+    "batch_size": args["B"],
+    "queue_capacity": args["queue_capacity"],
+    "torso": "IMPALAConfig(torso='small') (IMPALA's shallow conv torso) "
+    "for image observations, the default MLP (64, 64 tanh) for "
+    "vectors; feed-forward (no LSTM)",
+    "ale_num_threads": args["ale_num_threads"] or "ale-py default",
+    "reps": args["reps"],
+    "warmup_rounds": args["warmup_rounds"],
+    "phase_warmup_s": args["warmup_s"],
+    "phase_duration_s": args["duration"],
+    "raw_serial_when": args["raw_serial"]
+    + (
+      " (gymnasium envs in this process only)"
+      if args["raw_serial"] == "auto"
+      else ""
+    ),
+    "variants (first env only)": {
+      f"{tag}": {VARIANT_KEYS_BY_ARG[a]: v for a, v in o.items()}
+      for tag, o in variants
+    },
+    "variant_actors": variant_actors,
+    "learner_updates_per_rep": args["learner_updates"],
+    "units": "env step = one env advancing one agent step; frames = env "
+    "steps x frames_per_env_step (action repeats: Pong frameskip "
+    "4, gymnasium 1)",
+    "phases": {
+      "raw_threads": "N threads, each stepping its own make_actor_env("
+      "env, envs_per_actor, ...) (the actors' call) with "
+      "uniform random actions, no TF",
+      "raw_serial": "one thread stepping the same N envs in turn (N > "
+      "1; see raw_serial_when)",
+      "raw": "the ceiling: per rep, the faster of raw_threads and raw_serial",
+      "actors_only": "ActorLearnerDriver actor threads; a drain thread "
+      "dequeue_many(batch_size) from a FIFOQueue executor "
+      "with the driver's queue_name; no learning",
+      "end_to_end": "actor threads + a learner thread calling "
+      "driver.update() (actors load new weights before "
+      "each unroll); figure = actor env steps, "
+      "end_to_end_trained = learner-consumed env steps",
+      "learner_only": "IMPALALearner on its own queue filled with "
+      "synthetic rollouts beforehand (untimed); "
+      "updates timed back to back",
+    },
+    "how": "per (env, mode, N) one driver; raw_threads / raw_serial / "
+    "actors_only / end_to_end interleaved per rep, rotating the "
+    "order, no warm-up round (every phase warms up for "
+    "phase_warmup_s first; graphs are traced at build); between "
+    "phases the "
+    "queue fills and actors block (idle cores); actor rate = env "
+    "steps of unrolls finished in the window / time first..last",
+    "ratios": "<phase>_over_raw: median of per-rep paired ratios; "
+    "learner_only_over_raw: ratio of medians; "
+    "<mode>_best_<phase>_over_best_raw: the best median over "
+    "num_actors over the best raw median of ANY config of that "
+    "env class (base and variants, e.g. native and native_E16); "
+    "processes_over_threads: ratio of medians",
+    "profile": PROFILE_HOW,
+    "threads": threads,
+    "targets (reported, not asserted; atari envs)": {
+      f"{k}_over_raw": f">= {v:g}" for k, v in TARGETS.items()
+    },
+    "targets (reported, not asserted; dmlab envs)": {
+      f"{k}_over_raw": f">= {v:g}" for k, v in DMLAB_TARGETS.items()
+    },
   }
   summary_parts = targets_summary(envs, series, ratios, config)
   path = common.write_results(NAME, quick, config, rows, ratios)
   if not quick:
     print(f"wrote {plot(envs, series, rows, args)}")
-  summary = f"{NAME}{' [quick]' if quick else ''}: " + "; ".join(
-      summary_parts)
+  summary = f"{NAME}{' [quick]' if quick else ''}: " + "; ".join(summary_parts)
   common.print_table(NAME, rows, ratios, summary, quick=quick, path=path)
 
 
@@ -781,33 +941,34 @@ def profile_of(records, info, n, E):
   recs = records["actors_only"]
   thread_s = [r["window_s"] * n for r in recs]
   env_share = [r["env_step_s"] / t for r, t in zip(recs, thread_s)]
-  env_ms = [r["env_step_s"] / max(r["env_step_calls"], 1) * 1e3
-            for r in recs]
+  env_ms = [r["env_step_s"] / max(r["env_step_calls"], 1) * 1e3 for r in recs]
   raw_ms = [E * n / r["env_steps_per_s"] * 1e3 for r in records["raw"]]
   step_ms = [E * n / r["env_steps_per_s"] * 1e3 for r in recs]
   act_ms = float(np.median(info["act_s"])) * 1e3
   return {
-      "actor_ms_per_vector_step": round(float(np.median(step_ms)), 3),
-      "env_step_ms_per_call_in_actors": round(float(np.median(env_ms)), 3),
-      "raw_ms_per_vector_step": round(float(np.median(raw_ms)), 3),
-      "env_step_share_of_actor_thread_time": round(
-          float(np.median(env_share)), 3),
-      "act_only_ms_per_call (actors idle)": round(act_ms, 3),
-      "act_only_over_actor_step": round(act_ms / float(np.median(step_ms)),
-                                        3)}
+    "actor_ms_per_vector_step": round(float(np.median(step_ms)), 3),
+    "env_step_ms_per_call_in_actors": round(float(np.median(env_ms)), 3),
+    "raw_ms_per_vector_step": round(float(np.median(raw_ms)), 3),
+    "env_step_share_of_actor_thread_time": round(
+      float(np.median(env_share)), 3
+    ),
+    "act_only_ms_per_call (actors idle)": round(act_ms, 3),
+    "act_only_over_actor_step": round(act_ms / float(np.median(step_ms)), 3),
+  }
 
 
 PROFILE_HOW = (
-    "configs.*.profile_actors_only, medians over reps of the actors-only "
-    "phase: actor_ms_per_vector_step = wall time of one actor's vector step "
-    "(N x envs_per_actor / rate, actors run in parallel); "
-    "env_step_ms_per_call_in_actors = time inside env.step (the "
-    "numpy_function body) per call; env_step_share = that time summed over "
-    "actors / (N x window); the rest of an actor's time is policy "
-    "inference, the while_loop, the enqueue, and waiting for the GIL or a "
-    "core; raw_ms_per_vector_step = the ceiling's time for the same N "
-    "vector steps; act_only = one call of actor 0's act tf.function on "
-    "envs_per_actor observations, with every actor blocked (idle cores)")
+  "configs.*.profile_actors_only, medians over reps of the actors-only "
+  "phase: actor_ms_per_vector_step = wall time of one actor's vector step "
+  "(N x envs_per_actor / rate, actors run in parallel); "
+  "env_step_ms_per_call_in_actors = time inside env.step (the "
+  "numpy_function body) per call; env_step_share = that time summed over "
+  "actors / (N x window); the rest of an actor's time is policy "
+  "inference, the while_loop, the enqueue, and waiting for the GIL or a "
+  "core; raw_ms_per_vector_step = the ceiling's time for the same N "
+  "vector steps; act_only = one call of actor 0's act tf.function on "
+  "envs_per_actor observations, with every actor blocked (idle cores)"
+)
 
 
 def targets_summary(envs, series, ratios, config):
@@ -820,28 +981,44 @@ def targets_summary(envs, series, ratios, config):
     modes = dict.fromkeys(m for (e, m, _) in series if e == s)
     for mode in modes:
       ns = sorted(n for (e, m, n) in series if e == s and m == mode)
-      kind_targets = TARGETS if kind in TARGET_KINDS else \
-          DMLAB_TARGETS if kind == "dmlab" else {}
+      kind_targets = (
+        TARGETS
+        if kind in TARGET_KINDS
+        else DMLAB_TARGETS
+        if kind == "dmlab"
+        else {}
+      )
       for phase in TARGETS:
         target = kind_targets.get(phase)
-        keyed = [(f"N={n}", f"{s}_{mode}_actors_{n}_{phase}_over_raw")
-                 for n in ns]
+        keyed = [
+          (f"N={n}", f"{s}_{mode}_actors_{n}_{phase}_over_raw") for n in ns
+        ]
         keyed.append(("best/best", f"{s}_{mode}_best_{phase}_over_best_raw"))
         text = f"{s} {mode} {phase}/raw " + " ".join(
-            f"{label} {ratios[k]:.2f}" for label, k in keyed)
+          f"{label} {ratios[k]:.2f}" for label, k in keyed
+        )
         if target is not None:
-          marks = {label: "met" if ratios[k] >= target else "MISSED"
-                   for label, k in keyed}
+          marks = {
+            label: "met" if ratios[k] >= target else "MISSED"
+            for label, k in keyed
+          }
           verdicts[f"{s}_{mode}_{phase}_over_raw >= {target:g}"] = marks
-          text += f" (target >= {target:g}: " + ", ".join(
-              f"{label} {m}" for label, m in marks.items()) + ")"
+          text += (
+            f" (target >= {target:g}: "
+            + ", ".join(f"{label} {m}" for label, m in marks.items())
+            + ")"
+          )
         parts.append(text)
     if "processes" in modes and "threads" in modes:
-      vals = [(n, ratios.get(f"{s}_processes_over_threads_actors_{n}_"
-                             "end_to_end")) for (e, m, n) in series
-              if e == s and m == "processes"]
-      parts.append(f"{s} end_to_end processes/threads " + " ".join(
-          f"N={n} {v:.2f}" for n, v in vals if v is not None))
+      vals = [
+        (n, ratios.get(f"{s}_processes_over_threads_actors_{n}_end_to_end"))
+        for (e, m, n) in series
+        if e == s and m == "processes"
+      ]
+      parts.append(
+        f"{s} end_to_end processes/threads "
+        + " ".join(f"N={n} {v:.2f}" for n, v in vals if v is not None)
+      )
   config["targets_verdict"] = verdicts
   return parts
 
@@ -852,14 +1029,20 @@ def plot(envs, series, rows, args):
   processes dashed), variants as single points beside their N; the learner
   alone as a horizontal line."""
   plt = common.pyplot()
-  learner = {r.case.split("/")[0]: r.stat.median for r in rows
-             if r.case.endswith("/learner_only") and r.unit == "frames/s"}
-  fig, axes = plt.subplots(1, len(envs), figsize=(6.2 * len(envs), 5.6),
-                           squeeze=False)
-  colors = {"raw": "#8C8C8C", "actors_only": "#4C72B0",
-            "end_to_end": "#DD8452"}
-  labels = {"raw": "raw stepping (ceiling)", "actors_only": "actors only",
-            "end_to_end": "end to end"}
+  learner = {
+    r.case.split("/")[0]: r.stat.median
+    for r in rows
+    if r.case.endswith("/learner_only") and r.unit == "frames/s"
+  }
+  fig, axes = plt.subplots(
+    1, len(envs), figsize=(6.2 * len(envs), 5.6), squeeze=False
+  )
+  colors = {"raw": "#8C8C8C", "actors_only": "#4C72B0", "end_to_end": "#DD8452"}
+  labels = {
+    "raw": "raw stepping (ceiling)",
+    "actors_only": "actors only",
+    "end_to_end": "end to end",
+  }
   markers = ("o", "s", "^", "D", "v", "P", "X", "*")
   for ax, env_id in zip(axes[0], envs):
     s = slug(env_id)
@@ -871,29 +1054,48 @@ def plot(envs, series, rows, args):
       is_variant = mode in variants
       # Variants sit just right of their N, so points do not overlap.
       dx = 0.07 * (variants.index(mode) + 1) if is_variant else 0.0
-      style = "none" if is_variant else "--" if mode == "processes" \
-          else "-"
+      style = "none" if is_variant else "--" if mode == "processes" else "-"
       for phase, color in colors.items():
         st = [series[(s, mode, n)][phase] for n in ns]
         med = [x.median * repeats for x in st]
-        err = [[(x.median - x.min) * repeats for x in st],
-               [(x.max - x.median) * repeats for x in st]]
-        ax.errorbar([n + dx for n in ns], med, yerr=err, color=color,
-                    ls=style, marker=markers[i % len(markers)], ms=5,
-                    capsize=3, label=f"{labels[phase]} [{mode}]")
+        err = [
+          [(x.median - x.min) * repeats for x in st],
+          [(x.max - x.median) * repeats for x in st],
+        ]
+        ax.errorbar(
+          [n + dx for n in ns],
+          med,
+          yerr=err,
+          color=color,
+          ls=style,
+          marker=markers[i % len(markers)],
+          ms=5,
+          capsize=3,
+          label=f"{labels[phase]} [{mode}]",
+        )
     ax.set_xticks(sorted({n for (e, _, n) in series if e == s}))
     if s in learner:
-      ax.axhline(learner[s], color="#55A868", ls=":", lw=1.5,
-                 label="learner alone (frames consumed)")
+      ax.axhline(
+        learner[s],
+        color="#55A868",
+        ls=":",
+        lw=1.5,
+        label="learner alone (frames consumed)",
+      )
     ax.set_yscale("log")
     ax.set_xlabel("num_actors (threads in one process)")
     ax.set_ylabel(f"frames/s (= {repeats} x env steps/s)")
-    ax.set_title(f"{env_id}: {args['E']} envs/actor, T={args['T']}, "
-                 f"B={args['B']} (variants: overrides)", fontsize=9)
-    ax.legend(fontsize=6, ncol=3, loc="upper center",
-              bbox_to_anchor=(0.5, -0.14))
-  fig.suptitle("IMPALA throughput (small net for frames), median and "
-               "min-max", fontsize=10)
+    ax.set_title(
+      f"{env_id}: {args['E']} envs/actor, T={args['T']}, "
+      f"B={args['B']} (variants: overrides)",
+      fontsize=9,
+    )
+    ax.legend(
+      fontsize=6, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.14)
+    )
+  fig.suptitle(
+    "IMPALA throughput (small net for frames), median and min-max", fontsize=10
+  )
   return common.save_plot(fig, NAME)
 
 

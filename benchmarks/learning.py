@@ -51,11 +51,11 @@ LAST100 = "charts/episodic_return_last100"
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-  agent: str                 # experiments.<agent>
+  agent: str  # experiments.<agent>
   flagfile: str
   seeds: tuple
-  budget_s: float            # Training wall time; None: the preset's own.
-  quick_budget_s: float      # For --quick (one seed).
+  budget_s: float  # Training wall time; None: the preset's own.
+  quick_budget_s: float  # For --quick (one seed).
   # Parses the greedy return from the experiment's output.
   eval_pattern: str
   # (threshold, "training" or "greedy"): what "reached" means.
@@ -65,27 +65,64 @@ class Case:
   frames_per_step: int = 1
 
 
-_IMPALA_EVAL = r"greedy return of the exported policy in a fresh process: " \
-    r"(-?[\d.]+)"
+_IMPALA_EVAL = (
+  r"greedy return of the exported policy in a fresh process: "
+  r"(-?[\d.]+)"
+)
 _DQN_EVAL = r"greedy eval return (-?[\d.]+)"
 
 CASES = {
-    "impala_cartpole": Case("impala", "impala_cartpole.cfg", (0, 1, 2, 3, 4),
-                            120.0, 15.0, _IMPALA_EVAL, 500.0, "greedy"),
-    "impala_pong": Case("impala", "impala_pong.cfg", (0,), 7200.0, 20.0,
-                        _IMPALA_EVAL, 18.0, "training"),
-    "dqn_cartpole": Case("dqn", "dqn_cartpole.cfg", (0, 1, 2, 3, 4), None,
-                         15.0, _DQN_EVAL, 195.0, "greedy"),
-    "dqn_pong": Case("dqn", "dqn_pong.cfg", (0,), 7200.0, 20.0, _DQN_EVAL,
-                     -21.0, "training", frames_per_step=4),
+  "impala_cartpole": Case(
+    "impala",
+    "impala_cartpole.cfg",
+    (0, 1, 2, 3, 4),
+    120.0,
+    15.0,
+    _IMPALA_EVAL,
+    500.0,
+    "greedy",
+  ),
+  "impala_pong": Case(
+    "impala",
+    "impala_pong.cfg",
+    (0,),
+    7200.0,
+    20.0,
+    _IMPALA_EVAL,
+    18.0,
+    "training",
+  ),
+  "dqn_cartpole": Case(
+    "dqn",
+    "dqn_cartpole.cfg",
+    (0, 1, 2, 3, 4),
+    None,
+    15.0,
+    _DQN_EVAL,
+    195.0,
+    "greedy",
+  ),
+  "dqn_pong": Case(
+    "dqn",
+    "dqn_pong.cfg",
+    (0,),
+    7200.0,
+    20.0,
+    _DQN_EVAL,
+    -21.0,
+    "training",
+    frames_per_step=4,
+  ),
 }
 
 
 def read_scalars(logdir, tag):
   """[(step, wall_time, value)] of a scalar tag in a run directory."""
   from tensorboard.backend.event_processing import event_accumulator as ea
-  acc = ea.EventAccumulator(str(logdir), size_guidance={ea.SCALARS: 0,
-                                                         ea.TENSORS: 0})
+
+  acc = ea.EventAccumulator(
+    str(logdir), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0}
+  )
   acc.Reload()
   tags = acc.Tags()
   if tag in tags.get("scalars", ()):
@@ -93,37 +130,60 @@ def read_scalars(logdir, tag):
   if tag in tags.get("tensors", ()):
     import numpy as np
     from tensorboard.util import tensor_util
-    return [(e.step, e.wall_time,
-             float(np.asarray(tensor_util.make_ndarray(e.tensor_proto))))
-            for e in acc.Tensors(tag)]
+
+    return [
+      (
+        e.step,
+        e.wall_time,
+        float(np.asarray(tensor_util.make_ndarray(e.tensor_proto))),
+      )
+      for e in acc.Tensors(tag)
+    ]
   return []
 
 
 def run_seed(name, case, seed, budget_s, workdir, eval_episodes):
   """Runs one experiment; returns its curve and summary."""
   logdir = pathlib.Path(workdir) / f"{name}_{seed}"
-  cmd = [sys.executable, "-m", f"experiments.{case.agent}",
-         f"--flagfile={FLAGFILES / case.flagfile}", f"--seed={seed}",
-         f"--logdir={logdir}", f"--eval_episodes={eval_episodes}"]
+  cmd = [
+    sys.executable,
+    "-m",
+    f"experiments.{case.agent}",
+    f"--flagfile={FLAGFILES / case.flagfile}",
+    f"--seed={seed}",
+    f"--logdir={logdir}",
+    f"--eval_episodes={eval_episodes}",
+  ]
   if budget_s is not None:
     cmd.append(f"--max_train_seconds={budget_s}")
   env = dict(os.environ, PYTHONPATH=str(ROOT))
   print(f"[learning] {name} seed {seed}: {' '.join(cmd[1:])}", flush=True)
   start = time.time()
-  out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True,
-                       text=True)
+  out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
   wall_s = time.time() - start
   if out.returncode != 0:
-    raise RuntimeError(f"{name} seed {seed} failed ({out.returncode}):\n"
-                       f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+    raise RuntimeError(
+      f"{name} seed {seed} failed ({out.returncode}):\n"
+      f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    )
   match = re.search(case.eval_pattern, out.stdout)
   greedy = float(match.group(1)) if match else None
   points = read_scalars(logdir, LAST100)
-  curve = [{"frames": int(step) * case.frames_per_step,
-            "seconds": round(wall - start, 2), "last100": round(value, 3)}
-           for step, wall, value in points]
-  return {"seed": seed, "wall_s": round(wall_s, 1), "greedy": greedy,
-          "curve": curve, "command": " ".join(cmd[1:])}
+  curve = [
+    {
+      "frames": int(step) * case.frames_per_step,
+      "seconds": round(wall - start, 2),
+      "last100": round(value, 3),
+    }
+    for step, wall, value in points
+  ]
+  return {
+    "seed": seed,
+    "wall_s": round(wall_s, 1),
+    "greedy": greedy,
+    "curve": curve,
+    "command": " ".join(cmd[1:]),
+  }
 
 
 def first_time_at(curve, threshold):
@@ -136,30 +196,40 @@ def first_time_at(curve, threshold):
 
 def summarize(name, case, runs):
   """Rows and the issue's ratio(s) of one case."""
+
   def reached(run):
     if case.judged_on == "greedy":
       return run["greedy"] is not None and run["greedy"] >= case.threshold
     return first_time_at(run["curve"], case.threshold) is not None
 
   final = [r["curve"][-1]["last100"] for r in runs if r["curve"]]
-  rows = [common.Row(name, "final_last100_return", "return",
-                     common.Stat.of(final))] if final else []
+  rows = (
+    [common.Row(name, "final_last100_return", "return", common.Stat.of(final))]
+    if final
+    else []
+  )
   greedy = [r["greedy"] for r in runs if r["greedy"] is not None]
   if greedy:
-    rows.append(common.Row(name, "greedy_return", "return",
-                           common.Stat.of(greedy)))
-  rows.append(common.Row(name, "wall_time", "s",
-                         common.Stat.of(r["wall_s"] for r in runs)))
+    rows.append(
+      common.Row(name, "greedy_return", "return", common.Stat.of(greedy))
+    )
+  rows.append(
+    common.Row(
+      name, "wall_time", "s", common.Stat.of(r["wall_s"] for r in runs)
+    )
+  )
   ratios = {}
   if name == "impala_cartpole":
     ratios["impala_cartpole_seeds_reaching_500_in_120s"] = sum(
-        map(reached, runs))
+      map(reached, runs)
+    )
   elif name == "dqn_cartpole":
     ratios["dqn_cartpole_seeds_reaching_195"] = sum(map(reached, runs))
   elif name == "impala_pong":
     ratios["impala_pong_last100_return_at_2h"] = final[0] if final else None
     ratios["impala_pong_seconds_to_plus18"] = first_time_at(
-        runs[0]["curve"], 18.0)
+      runs[0]["curve"], 18.0
+    )
   elif name == "dqn_pong":
     ratios["dqn_pong_last100_return_at_2h"] = final[0] if final else None
   return rows, ratios
@@ -168,8 +238,9 @@ def summarize(name, case, runs):
 def plot(cases):
   plt = common.pyplot()
   names = list(cases)
-  fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.2 * len(names)),
-                           squeeze=False)
+  fig, axes = plt.subplots(
+    len(names), 2, figsize=(11, 3.2 * len(names)), squeeze=False
+  )
   for row, name in zip(axes, names):
     for run in cases[name]["runs"]:
       frames = [p["frames"] / 1e6 for p in run["curve"]]
@@ -190,8 +261,9 @@ def plot(cases):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--cases", default=",".join(CASES))
-  parser.add_argument("--seeds", default=None,
-                      help="comma-separated seeds (default: each case's)")
+  parser.add_argument(
+    "--seeds", default=None, help="comma-separated seeds (default: each case's)"
+  )
   parser.add_argument("--quick", action="store_true")
   args = parser.parse_args(argv)
   names = [n for n in args.cases.split(",") if n]
@@ -201,8 +273,9 @@ def main(argv=None):
   if args.quick and args.cases == parser.get_default("cases"):
     names = ["impala_cartpole", "dqn_cartpole"]
   path = common.results_path("learning")
-  previous = json.loads(path.read_text()) if path.exists() and \
-      not args.quick else {}
+  previous = (
+    json.loads(path.read_text()) if path.exists() and not args.quick else {}
+  )
   cases = dict(previous.get("cases", {}))
   with tempfile.TemporaryDirectory(prefix="learning_") as workdir:
     for name in names:
@@ -211,30 +284,47 @@ def main(argv=None):
       if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))
       budget = case.quick_budget_s if args.quick else case.budget_s
-      runs = [run_seed(name, case, seed, budget, workdir,
-                       eval_episodes=2 if args.quick else 20)
-              for seed in seeds]
-      cases[name] = {"agent": case.agent, "flagfile": case.flagfile,
-                     "budget_s": budget, "threshold": case.threshold,
-                     "judged_on": case.judged_on,
-                     "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-                     "runs": runs}
+      runs = [
+        run_seed(
+          name,
+          case,
+          seed,
+          budget,
+          workdir,
+          eval_episodes=2 if args.quick else 20,
+        )
+        for seed in seeds
+      ]
+      cases[name] = {
+        "agent": case.agent,
+        "flagfile": case.flagfile,
+        "budget_s": budget,
+        "threshold": case.threshold,
+        "judged_on": case.judged_on,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "runs": runs,
+      }
   rows, ratios = [], dict(previous.get("ratios", {}))
   for name in cases:
     r, q = summarize(name, CASES[name], cases[name]["runs"])
     rows += r
     ratios.update(q)
-  config = {"cases": {n: {k: v for k, v in c.items() if k != "runs"}
-                      for n, c in cases.items()},
-            "note": "each case runs alone on the machine; seconds count "
-                    "from the experiment's launch (build included)"}
-  out = common.write_results("learning", args.quick, config, rows, ratios,
-                             extra={"cases": cases})
-  if not args.quick:                  # Plots: full runs only.
+  config = {
+    "cases": {
+      n: {k: v for k, v in c.items() if k != "runs"} for n, c in cases.items()
+    },
+    "note": "each case runs alone on the machine; seconds count "
+    "from the experiment's launch (build included)",
+  }
+  out = common.write_results(
+    "learning", args.quick, config, rows, ratios, extra={"cases": cases}
+  )
+  if not args.quick:  # Plots: full runs only.
     print(f"plot: {plot(cases)}")
   summary = "learning: " + ", ".join(f"{k}={v}" for k, v in ratios.items())
-  common.print_table("learning", rows, ratios, summary=summary,
-                     quick=args.quick, path=out)
+  common.print_table(
+    "learning", rows, ratios, summary=summary, quick=args.quick, path=out
+  )
 
 
 if __name__ == "__main__":

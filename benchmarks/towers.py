@@ -37,40 +37,39 @@ import statistics
 import time
 import uuid
 
-from absl import app
-from absl import flags
+import numpy as np
+from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
-
-from ingraph_rl.executors import strategies  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig  # noqa: E402
-from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig  # noqa: E402
-from ingraph_rl.spaces import FloatBox  # noqa: E402
-from ingraph_rl.testing.queues import queue_feeder  # noqa: E402
-
+from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
+from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
+from ingraph_rl.executors import strategies
+from ingraph_rl.spaces import FloatBox
+from ingraph_rl.testing.queues import queue_feeder
 
 NAME = "towers"
 
 _QUICK = flags.DEFINE_bool(
-    "quick", False, "Smoke run (< 60 s): impala_b8 and dqn_b64, 2 reps.")
+  "quick", False, "Smoke run (< 60 s): impala_b8 and dqn_b64, 2 reps."
+)
 _REPS = flags.DEFINE_integer(
-    "reps", None, "Timed repetitions (default 9; 2 with --quick).")
+  "reps", None, "Timed repetitions (default 9; 2 with --quick)."
+)
 _UPDATES = flags.DEFINE_integer(
-    "updates", None, "Update calls per repetition and variant (default 200; "
-    "10 with --quick).")
+  "updates",
+  None,
+  "Update calls per repetition and variant (default 200; 10 with --quick).",
+)
 _CASES = flags.DEFINE_list("cases", None, "Cases to run (default: all).")
 
 OBS = FloatBox((4,))
 NUM_ACTIONS = 2
 SEED = 0
 CASES = {
-    "impala_b8": {"agent": "impala", "batch_size": 8, "unroll_length": 20},
-    "impala_b32": {"agent": "impala", "batch_size": 32, "unroll_length": 20},
-    "dqn_b64": {"agent": "dqn", "batch_size": 64},
-    "dqn_b256": {"agent": "dqn", "batch_size": 256},
+  "impala_b8": {"agent": "impala", "batch_size": 8, "unroll_length": 20},
+  "impala_b32": {"agent": "impala", "batch_size": 32, "unroll_length": 20},
+  "dqn_b64": {"agent": "dqn", "batch_size": 64},
+  "dqn_b256": {"agent": "dqn", "batch_size": 256},
 }
 QUICK_CASES = ("impala_b8", "dqn_b64")
 VARIANTS = {"default": None, "towers_1": 1, "towers_2": 2}
@@ -86,8 +85,11 @@ def tower_strategy(agent, num_towers):
   if agent == "impala":
     # V-trace's loss sums over time and batch; its "mean_*" stats average.
     return strategies.MultiTowerStrategy(
-        devices, split_at="learner/fifo_queue", loss_reduction="sum",
-        output_reductions={"mean_*": "mean"})
+      devices,
+      split_at="learner/fifo_queue",
+      loss_reduction="sum",
+      output_reductions={"mean_*": "mean"},
+    )
   return strategies.MultiTowerStrategy(devices, split_at="dqn/memory")
 
 
@@ -96,25 +98,32 @@ class ImpalaUpdates:
 
   def __init__(self, num_towers, batch_size, unroll_length, max_updates):
     self.config = IMPALAConfig(
-        num_actions=NUM_ACTIONS, unroll_length=unroll_length,
-        batch_size=batch_size, use_staging=False,
-        queue_capacity=batch_size * max_updates, seed=SEED)
+      num_actions=NUM_ACTIONS,
+      unroll_length=unroll_length,
+      batch_size=batch_size,
+      use_staging=False,
+      queue_capacity=batch_size * max_updates,
+      seed=SEED,
+    )
     name = f"bench_towers_{uuid.uuid4().hex}"
     builder = IMPALABuilder(self.config)
     self.learner = builder.make_learner(OBS, name).build(
-        **_strategy_kwargs("impala", num_towers))
-    self.feed = queue_feeder(builder.record_space(OBS),
-                             self.config.queue_capacity, name)
+      **_strategy_kwargs("impala", num_towers)
+    )
+    self.feed = queue_feeder(
+      builder.record_space(OBS), self.config.queue_capacity, name
+    )
     rng = np.random.default_rng(SEED)
     b, steps = batch_size, unroll_length + 1
-    self.batch = dict(   # One update's rollouts, enqueued again each time.
-        observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
-        rewards=rng.normal(size=(b, steps)).astype(np.float32),
-        dones=rng.uniform(size=(b, steps)) < 0.05,
-        actions=rng.integers(0, NUM_ACTIONS, (b, steps)).astype(np.int64),
-        logits=rng.normal(size=(b, steps, NUM_ACTIONS)).astype(np.float32),
-        truncated=np.zeros((b, steps), bool),
-        bootstrap_value=np.zeros((b, steps), np.float32))
+    self.batch = dict(  # One update's rollouts, enqueued again each time.
+      observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
+      rewards=rng.normal(size=(b, steps)).astype(np.float32),
+      dones=rng.uniform(size=(b, steps)) < 0.05,
+      actions=rng.integers(0, NUM_ACTIONS, (b, steps)).astype(np.int64),
+      logits=rng.normal(size=(b, steps, NUM_ACTIONS)).astype(np.float32),
+      truncated=np.zeros((b, steps), bool),
+      bootstrap_value=np.zeros((b, steps), np.float32),
+    )
 
   def run(self, updates):
     for _ in range(updates):
@@ -136,18 +145,28 @@ class DQNUpdates:
   """A DQN agent with a replay memory of random transitions."""
 
   def __init__(self, num_towers, batch_size):
-    self.config = DQNConfig(num_actions=NUM_ACTIONS, batch_size=batch_size,
-                            learning_starts=batch_size,
-                            replay_capacity=DQN_TRANSITIONS, seed=SEED)
-    self.executor = DQNBuilder(self.config).make_agent(OBS).build(
-        **_strategy_kwargs("dqn", num_towers))
+    self.config = DQNConfig(
+      num_actions=NUM_ACTIONS,
+      batch_size=batch_size,
+      learning_starts=batch_size,
+      replay_capacity=DQN_TRANSITIONS,
+      seed=SEED,
+    )
+    self.executor = (
+      DQNBuilder(self.config)
+      .make_agent(OBS)
+      .build(**_strategy_kwargs("dqn", num_towers))
+    )
     rng = np.random.default_rng(SEED)
     n = DQN_TRANSITIONS
     self.executor.execute(
-        "observe", rng.normal(size=(n, 4)).astype(np.float32),
-        rng.integers(0, NUM_ACTIONS, n).astype(np.int64),
-        rng.normal(size=n).astype(np.float32),
-        rng.normal(size=(n, 4)).astype(np.float32), rng.uniform(size=n) < 0.05)
+      "observe",
+      rng.normal(size=(n, 4)).astype(np.float32),
+      rng.integers(0, NUM_ACTIONS, n).astype(np.int64),
+      rng.normal(size=n).astype(np.float32),
+      rng.normal(size=(n, 4)).astype(np.float32),
+      rng.uniform(size=n) < 0.05,
+    )
 
   def run(self, updates):
     start = time.perf_counter()
@@ -173,8 +192,9 @@ def make_updater(case, num_towers, max_updates):
   {"update_s", "loss"} and `close()`."""
   spec = CASES[case] if isinstance(case, str) else case
   if spec["agent"] == "impala":
-    return ImpalaUpdates(num_towers, spec["batch_size"],
-                         spec["unroll_length"], max_updates)
+    return ImpalaUpdates(
+      num_towers, spec["batch_size"], spec["unroll_length"], max_updates
+    )
   return DQNUpdates(num_towers, spec["batch_size"])
 
 
@@ -189,8 +209,12 @@ def measure_tower_updates(num_towers, case="impala_b32", updates=40, reps=5):
     rates = [updates / updater.run(updates)["update_s"] for _ in range(reps)]
   finally:
     updater.close()
-  return {"median": statistics.median(rates), "min": min(rates),
-          "max": max(rates), "reps": reps}
+  return {
+    "median": statistics.median(rates),
+    "min": min(rates),
+    "max": max(rates),
+    "reps": reps,
+  }
 
 
 def bench_case(case, reps, updates):
@@ -199,30 +223,39 @@ def bench_case(case, reps, updates):
   t0 = time.perf_counter()
   updaters = {v: make_updater(case, n, updates) for v, n in VARIANTS.items()}
   build_s = time.perf_counter() - t0
-  ops = {v: graph_ops(u.function().get_concrete_function().graph)
-         for v, u in updaters.items()}
+  ops = {
+    v: graph_ops(u.function().get_concrete_function().graph)
+    for v, u in updaters.items()
+  }
   try:
     first = {v: u.run(1)["loss"] for v, u in updaters.items()}
     for v, loss in first.items():
       if not np.isclose(loss, first["default"], rtol=1e-4, atol=1e-6):
-        raise AssertionError(f"{case}: {v}'s first loss {loss} differs from "
-                             f"the default's {first['default']}")
+        raise AssertionError(
+          f"{case}: {v}'s first loss {loss} differs from "
+          f"the default's {first['default']}"
+        )
     records = common.interleave(
-        {v: (lambda u=u: u.run(updates)) for v, u in updaters.items()},
-        reps=reps, warmup=1)
+      {v: (lambda u=u: u.run(updates)) for v, u in updaters.items()},
+      reps=reps,
+      warmup=1,
+    )
   finally:
     for u in updaters.values():
       u.close()
-  return records, {"build_s (3 variants)": round(build_s, 2),
-                   "graph_ops (update function, nested functions too)": ops,
-                   "first_update_loss (checked equal)": {
-                       v: round(x, 6) for v, x in first.items()}}
+  return records, {
+    "build_s (3 variants)": round(build_s, 2),
+    "graph_ops (update function, nested functions too)": ops,
+    "first_update_loss (checked equal)": {
+      v: round(x, 6) for v, x in first.items()
+    },
+  }
 
 
 def graph_ops(graph):
   """Ops in `graph` and the functions it calls (while-loop bodies...)."""
   n = len(graph.get_operations())
-  for fn in graph._functions.values():  # pylint: disable=protected-access
+  for fn in graph._functions.values():
     if hasattr(fn, "graph"):
       n += graph_ops(fn.graph)
   return n
@@ -235,8 +268,7 @@ def rates(records, updates):
 def main(argv):
   del argv
   quick = _QUICK.value
-  devices = strategies.configure_logical_cpus(2) if not _has_gpus(2) \
-      else None
+  devices = strategies.configure_logical_cpus(2) if not _has_gpus(2) else None
   reps = _REPS.value or (2 if quick else 9)
   updates = _UPDATES.value or (10 if quick else 200)
   cases = _CASES.value or list(QUICK_CASES if quick else CASES)
@@ -246,57 +278,78 @@ def main(argv):
     records, info = bench_case(case, reps, updates)
     per_s = {v: rates(records[v], updates) for v in VARIANTS}
     for v in VARIANTS:
-      rows.append(common.Row(f"{case}/{v}", "throughput", "updates/s",
-                             common.Stat.of(per_s[v])))
-      rows.append(common.Row(f"{case}/{v}", "update time", "ms",
-                             common.Stat.of([1e3 / x for x in per_s[v]])))
+      rows.append(
+        common.Row(
+          f"{case}/{v}", "throughput", "updates/s", common.Stat.of(per_s[v])
+        )
+      )
+      rows.append(
+        common.Row(
+          f"{case}/{v}",
+          "update time",
+          "ms",
+          common.Stat.of([1e3 / x for x in per_s[v]]),
+        )
+      )
     for v in ("towers_1", "towers_2"):
       ratios[f"{case}_{v}_over_default"] = common.paired_ratio(
-          per_s[v], per_s["default"])
+        per_s[v], per_s["default"]
+      )
     ratios[f"{case}_towers_2_over_towers_1"] = common.paired_ratio(
-        per_s["towers_2"], per_s["towers_1"])
+      per_s["towers_2"], per_s["towers_1"]
+    )
     spec = CASES[case]
     case_config[case] = dict(spec, **info)
     if spec["agent"] == "impala":
-      case_config[case]["frames_per_update"] = \
-          spec["batch_size"] * spec["unroll_length"]
+      case_config[case]["frames_per_update"] = (
+        spec["batch_size"] * spec["unroll_length"]
+      )
   tower_devices = devices or strategies.local_tower_devices(2)
   config = {
-      "reps": reps, "warmup_reps": 1, "updates_per_rep": updates,
-      "cases": case_config,
-      "tower_devices": tower_devices,
-      "devices_are": ("logical CPU devices sharing the machine's cores: "
-                      "the figures show the OVERHEAD of towers, not a "
-                      "speed-up") if devices else "GPUs",
-      "variants": {
-          "default": "no towers (DefaultStrategy), whole batch",
-          "towers_1": "MultiTowerStrategy on 1 device (the machinery, no "
-                      "split)",
-          "towers_2": "MultiTowerStrategy on 2 devices, batch / 2 each"},
-      "strategies": {
-          "impala": "split_at='learner/fifo_queue', loss_reduction='sum', "
-                    "output_reductions={'mean_*': 'mean'}",
-          "dqn": "split_at='dqn/memory', loss_reduction='mean'"},
-      "timing": "per rep and variant: `updates` execute('update') calls "
-                "(IMPALA: the rollouts enqueued first, untimed); variants "
-                "interleaved, rotating which goes first, gc.collect() "
-                "before each",
-      "ratios": "median over reps of per-rep paired ratios of updates/s",
-      "threads": threads,
+    "reps": reps,
+    "warmup_reps": 1,
+    "updates_per_rep": updates,
+    "cases": case_config,
+    "tower_devices": tower_devices,
+    "devices_are": (
+      "logical CPU devices sharing the machine's cores: "
+      "the figures show the OVERHEAD of towers, not a "
+      "speed-up"
+    )
+    if devices
+    else "GPUs",
+    "variants": {
+      "default": "no towers (DefaultStrategy), whole batch",
+      "towers_1": "MultiTowerStrategy on 1 device (the machinery, no split)",
+      "towers_2": "MultiTowerStrategy on 2 devices, batch / 2 each",
+    },
+    "strategies": {
+      "impala": "split_at='learner/fifo_queue', loss_reduction='sum', "
+      "output_reductions={'mean_*': 'mean'}",
+      "dqn": "split_at='dqn/memory', loss_reduction='mean'",
+    },
+    "timing": "per rep and variant: `updates` execute('update') calls "
+    "(IMPALA: the rollouts enqueued first, untimed); variants "
+    "interleaved, rotating which goes first, gc.collect() "
+    "before each",
+    "ratios": "median over reps of per-rep paired ratios of updates/s",
+    "threads": threads,
   }
   path = common.write_results(NAME, quick, config, rows, ratios)
   if not quick:
     print(f"wrote {plot(rows, ratios, cases, bool(devices))}")
-  parts = [f"{c} 2 towers / none {ratios[f'{c}_towers_2_over_default']:.2f}"
-           for c in cases]
+  parts = [
+    f"{c} 2 towers / none {ratios[f'{c}_towers_2_over_default']:.2f}"
+    for c in cases
+  ]
   what = " (logical CPUs: overhead, not speed-up)" if devices else ""
-  summary = f"{NAME}{' [quick]' if quick else ''}{what}: " + \
-      "; ".join(parts)
+  summary = f"{NAME}{' [quick]' if quick else ''}{what}: " + "; ".join(parts)
   common.print_table(NAME, rows, ratios, summary, quick=quick, path=path)
 
 
 def _has_gpus(num):
   import tensorflow as tf  # Listing physical devices starts nothing.
+
   return len(tf.config.list_physical_devices("GPU")) >= num
 
 
@@ -305,32 +358,44 @@ def plot(rows, ratios, cases, logical_cpus):
   each variant's paired ratio to the default over its bar."""
   plt = common.pyplot()
   stats = {r.case: r.stat for r in rows if r.unit == "updates/s"}
-  colors = {"default": "#8C8C8C", "towers_1": "#DD8452",
-            "towers_2": "#4C72B0"}
-  labels = {"default": "no towers", "towers_1": "1 tower",
-            "towers_2": "2 towers (batch / 2 each)"}
+  colors = {"default": "#8C8C8C", "towers_1": "#DD8452", "towers_2": "#4C72B0"}
+  labels = {
+    "default": "no towers",
+    "towers_1": "1 tower",
+    "towers_2": "2 towers (batch / 2 each)",
+  }
   fig, ax = plt.subplots(figsize=(9, 4.5))
   width = 0.26
   for j, v in enumerate(VARIANTS):
     xs = [i + (j - 1) * width for i in range(len(cases))]
     meds = [stats[f"{c}/{v}"].median for c in cases]
-    err = [[m - stats[f"{c}/{v}"].min for m, c in zip(meds, cases)],
-           [stats[f"{c}/{v}"].max - m for m, c in zip(meds, cases)]]
-    ax.bar(xs, meds, width, color=colors[v], label=labels[v], yerr=err,
-           capsize=3)
+    err = [
+      [m - stats[f"{c}/{v}"].min for m, c in zip(meds, cases)],
+      [stats[f"{c}/{v}"].max - m for m, c in zip(meds, cases)],
+    ]
+    ax.bar(
+      xs, meds, width, color=colors[v], label=labels[v], yerr=err, capsize=3
+    )
     for x, m, c in zip(xs, meds, cases):
-      text = f"{m:,.0f}" if v == "default" else \
-          f"{m:,.0f}\n(x{ratios[f'{c}_{v}_over_default']:.2f})"
-      top = stats[f"{c}/{v}"].max   # Above the whisker.
+      text = (
+        f"{m:,.0f}"
+        if v == "default"
+        else f"{m:,.0f}\n(x{ratios[f'{c}_{v}_over_default']:.2f})"
+      )
+      top = stats[f"{c}/{v}"].max  # Above the whisker.
       ax.text(x, top * 1.04, text, ha="center", va="bottom", fontsize=7)
   ax.set_xticks(range(len(cases)), cases)
   ax.set_ylabel("learner updates/s (median, min-max)")
   ax.set_yscale("log")
   ax.margins(y=0.3)
-  where = ("2 logical CPU devices on the same cores: overhead, not speed-up"
-           if logical_cpus else "GPUs")
-  ax.set_title(f"Synchronous towers vs none, same total batch ({where})",
-               fontsize=10)
+  where = (
+    "2 logical CPU devices on the same cores: overhead, not speed-up"
+    if logical_cpus
+    else "GPUs"
+  )
+  ax.set_title(
+    f"Synchronous towers vs none, same total batch ({where})", fontsize=10
+  )
   ax.legend(fontsize=8, loc="upper right")
   return common.save_plot(fig, NAME)
 

@@ -44,22 +44,25 @@ def _base_type(cls, field):
     if CHOICES in field.metadata:
       return "enum", optional
     if len(args) != 1:
-      raise TypeError(f"{cls.__name__}.{field.name}: a flag needs one type "
-                      f"(or choices), got {hint}")
+      raise TypeError(
+        f"{cls.__name__}.{field.name}: a flag needs one type "
+        f"(or choices), got {hint}"
+      )
     hint = args[0]
   if CHOICES in field.metadata:
     return "enum", optional
   kinds = {bool: "bool", int: "integer", float: "float", str: "string"}
   if hint not in kinds:
-    raise TypeError(f"{cls.__name__}.{field.name}: no flag for type {hint}; "
-                    f"mark the field flag=False")
+    raise TypeError(
+      f"{cls.__name__}.{field.name}: no flag for type {hint}; "
+      f"mark the field flag=False"
+    )
   return kinds[hint], optional
 
 
 def _default(field):
   if field.default is dataclasses.MISSING:
-    raise TypeError(f"field {field.name!r} has no default: mark it "
-                    f"flag=False")
+    raise TypeError(f"field {field.name!r} has no default: mark it flag=False")
   return field.default
 
 
@@ -70,17 +73,24 @@ def define_flags(*classes, flag_values=flags.FLAGS):
   for cls in classes:
     for field in flag_fields(cls):
       if field.name in holders:
-        raise ValueError(f"flag {field.name!r} is declared by two of "
-                         f"{[c.__name__ for c in classes]}")
+        raise ValueError(
+          f"flag {field.name!r} is declared by two of "
+          f"{[c.__name__ for c in classes]}"
+        )
       kind, _ = _base_type(cls, field)
       help_text = field.metadata.get(HELP)
       if not help_text:
         raise ValueError(f"{cls.__name__}.{field.name} has no help")
-      args = dict(name=field.name, default=_default(field), help=help_text,
-                  flag_values=flag_values)
+      args = dict(
+        name=field.name,
+        default=_default(field),
+        help=help_text,
+        flag_values=flag_values,
+      )
       if kind == "enum":
         holders[field.name] = flags.DEFINE_enum(
-            enum_values=list(field.metadata[CHOICES]), **args)
+          enum_values=list(field.metadata[CHOICES]), **args
+        )
       else:
         holders[field.name] = getattr(flags, f"DEFINE_{kind}")(**args)
   return holders
@@ -123,8 +133,9 @@ def resolve(classes, preset=None, flag_values=flags.FLAGS):
 def make(cls, values, **code_values):
   """`cls(**...)` from its flag fields in `values` and the fields set by
   code (`code_values`)."""
-  return cls(**{f.name: values[f.name] for f in flag_fields(cls)},
-             **code_values)
+  return cls(
+    **{f.name: values[f.name] for f in flag_fields(cls)}, **code_values
+  )
 
 
 def agreement_problems(classes, flag_values=flags.FLAGS):
@@ -140,18 +151,23 @@ def agreement_problems(classes, flag_values=flags.FLAGS):
       flag = flag_values[field.name]
       kind, _ = _base_type(cls, field)
       if flag.default != _default(field):
-        problems.append(f"{where}: default {flag.default!r} != "
-                        f"{_default(field)!r}")
+        problems.append(
+          f"{where}: default {flag.default!r} != {_default(field)!r}"
+        )
       if flag.help != flag_help(field):
-        problems.append(f"{where}: help {flag.help!r} != "
-                        f"{flag_help(field)!r}")
-      flag_kind = {"bool": "bool", "int": "integer", "float": "float",
-                   "string": "string"}.get(flag.flag_type(), flag.flag_type())
+        problems.append(f"{where}: help {flag.help!r} != {flag_help(field)!r}")
+      flag_kind = {
+        "bool": "bool",
+        "int": "integer",
+        "float": "float",
+        "string": "string",
+      }.get(flag.flag_type(), flag.flag_type())
       if kind == "enum":
         choices = list(getattr(flag.parser, "enum_values", []))
         if choices != list(field.metadata[CHOICES]):
-          problems.append(f"{where}: choices {choices} != "
-                          f"{list(field.metadata[CHOICES])}")
+          problems.append(
+            f"{where}: choices {choices} != {list(field.metadata[CHOICES])}"
+          )
       elif flag_kind != kind:
         problems.append(f"{where}: type {flag.flag_type()} != {kind}")
   return problems

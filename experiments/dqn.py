@@ -1,4 +1,6 @@
-"""DQN experiment: `python -m experiments.dqn --flagfile=experiments/flagfiles/dqn_cartpole.cfg`.
+"""DQN experiment:
+
+    python -m experiments.dqn --flagfile=experiments/flagfiles/dqn_cartpole.cfg
 
 Trains with the agent's in-graph loop (its `train` API: one graph call
 runs `--steps_per_call` vector steps: act, env step, observe, update,
@@ -48,8 +50,11 @@ def atari_preprocessor():
 def evaluate(executor, env_id, episodes, seed):
   """Mean greedy return over `episodes` episodes of one env."""
   return mean_greedy_return(
-      lambda obs: executor.execute("get_actions", obs, False)[
-          "actions"].numpy(), env_id, episodes, seed + 10_000)
+    lambda obs: executor.execute("get_actions", obs, False)["actions"].numpy(),
+    env_id,
+    episodes,
+    seed + 10_000,
+  )
 
 
 def main(argv):
@@ -59,26 +64,35 @@ def main(argv):
   settings = configs.dqn_settings(values)
   atari = is_atari_id(settings.env)
   run_dir = settings.logdir or os.path.join(
-      "runs", f"{settings.env.replace('/', '_')}__dqn__{settings.seed}__"
-      f"{int(time.time())}")
+    "runs",
+    f"{settings.env.replace('/', '_')}__dqn__{settings.seed}__"
+    f"{int(time.time())}",
+  )
   env = make_vector_env(settings.env, settings.num_envs, settings.seed)
   config = configs.dqn_config(values, env.action_space.num_categories, atari)
-  builder = DQNBuilder(config,
-                       preprocessor=atari_preprocessor if atari else None)
+  builder = DQNBuilder(
+    config, preprocessor=atari_preprocessor if atari else None
+  )
   executor = builder.make_agent(env=env).build()
-  logging.info("built in %.2f s:\n%s", executor.stats.total_s,
-               executor.describe())
+  logging.info(
+    "built in %.2f s:\n%s", executor.stats.total_s, executor.describe()
+  )
 
   # The module tracks every variable and RNG of the agent: weights, Adam
   # slots, replay and priorities, epsilon step, step counter (see README).
-  manager = CheckpointSaver(tf.train.Checkpoint(agent=executor.module),
-                            os.path.join(run_dir, "checkpoints"))
+  manager = CheckpointSaver(
+    tf.train.Checkpoint(agent=executor.module),
+    os.path.join(run_dir, "checkpoints"),
+  )
   resumed = manager.restore()
   # The step counter lives in the graph.
   vector_steps = executor.variables()["dqn/vector_steps"]
   if resumed:
-    print(f"dqn: resumed from {resumed} at env step "
-          f"{int(vector_steps) * env.num_envs}", flush=True)
+    print(
+      f"dqn: resumed from {resumed} at env step "
+      f"{int(vector_steps) * env.num_envs}",
+      flush=True,
+    )
   writer = tf.summary.create_file_writer(run_dir)
   with writer.as_default():
     tf.summary.text("hyperparameters", config_flags.table(values), 0)
@@ -88,50 +102,64 @@ def main(argv):
   last_save, start, start_steps = time.time(), time.time(), env_steps
   recent = RecentEpisodes(100)
   while env_steps < settings.total_env_steps and (
-      settings.max_train_seconds is None or
-      time.time() - start < settings.max_train_seconds):
+    settings.max_train_seconds is None
+    or time.time() - start < settings.max_train_seconds
+  ):
     t0 = time.time()
-    stats = {k: v.numpy() for k, v in
-             executor.execute("train", settings.steps_per_call).items()}
+    stats = {
+      k: v.numpy()
+      for k, v in executor.execute("train", settings.steps_per_call).items()
+    }
     done_steps = int(stats["env_steps"]) - env_steps
     env_steps = int(stats["env_steps"])
     sps = done_steps / max(time.time() - t0, 1e-9)
     recent.add(stats["return_sum"], stats["episodes"])
     with writer.as_default(step=env_steps):
       if stats["episodes"]:
-        tf.summary.scalar("charts/episodic_return",
-                          stats["return_sum"] / stats["episodes"])
-        tf.summary.scalar("charts/episodic_length",
-                          stats["length_sum"] / stats["episodes"])
+        tf.summary.scalar(
+          "charts/episodic_return", stats["return_sum"] / stats["episodes"]
+        )
+        tf.summary.scalar(
+          "charts/episodic_length", stats["length_sum"] / stats["episodes"]
+        )
         tf.summary.scalar("charts/episodes", stats["episodes"])
         tf.summary.scalar("charts/episodic_return_last100", recent.mean)
       if stats["updates"]:
-        tf.summary.scalar("losses/td_loss",
-                          stats["loss_sum"] / stats["updates"])
+        tf.summary.scalar(
+          "losses/td_loss", stats["loss_sum"] / stats["updates"]
+        )
       tf.summary.scalar("charts/SPS", sps)
     mean_return = stats["return_sum"] / max(stats["episodes"], 1)
-    logging.info("env steps %d  SPS %.0f  episodes %d  mean return %.1f  "
-                 "last100 %.1f", env_steps, sps, stats["episodes"],
-                 mean_return, recent.mean)
+    logging.info(
+      "env steps %d  SPS %.0f  episodes %d  mean return %.1f  last100 %.1f",
+      env_steps,
+      sps,
+      stats["episodes"],
+      mean_return,
+      recent.mean,
+    )
     if time.time() - last_save > 60 * settings.checkpoint_every_minutes:
       manager.save(checkpoint_number=env_steps)
       last_save = time.time()
   train_s = time.time() - start
   manager.save(checkpoint_number=env_steps)
   total_sps = (env_steps - start_steps) / max(train_s, 1e-9)
-  eval_return = evaluate(executor, settings.env, settings.eval_episodes,
-                         settings.seed)
+  eval_return = evaluate(
+    executor, settings.env, settings.eval_episodes, settings.seed
+  )
   with writer.as_default(step=env_steps):
     tf.summary.scalar("eval/episodic_return", eval_return)
   writer.flush()
   env.close()
-  print(f"dqn: {env_steps} env steps at {total_sps:.0f} SPS; greedy eval "
-        f"return {eval_return:.1f} over {settings.eval_episodes} episodes\n"
-        f"logs and checkpoints: {run_dir}\n"
-        f"dqn: last-100 training return {recent.mean:.2f} ({recent.count} "
-        f"of {recent.total_episodes} episodes); wall time "
-        f"{time.time() - wall_start:.1f} s (training {train_s:.1f} s)",
-        flush=True)
+  print(
+    f"dqn: {env_steps} env steps at {total_sps:.0f} SPS; greedy eval "
+    f"return {eval_return:.1f} over {settings.eval_episodes} episodes\n"
+    f"logs and checkpoints: {run_dir}\n"
+    f"dqn: last-100 training return {recent.mean:.2f} ({recent.count} "
+    f"of {recent.total_episodes} episodes); wall time "
+    f"{time.time() - wall_start:.1f} s (training {train_s:.1f} s)",
+    flush=True,
+  )
 
 
 if __name__ == "__main__":

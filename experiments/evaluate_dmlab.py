@@ -31,35 +31,56 @@ import os
 import sys
 import time
 
-from absl import app
-from absl import flags
 import numpy as np
 import tensorflow as tf
+from absl import app, flags
 
 if not __package__:
   # Run as a script: the checkout this file is in (its env workers import
   # the same one).
-  sys.path.insert(0, os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__))))
+  sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  )
 
-from ingraph_rl.environments import WorkerSpec, WorkerVectorEnv  # noqa: E402
-from ingraph_rl.environments import dmlab30  # noqa: E402
-from ingraph_rl.environments.dmlab import IMPALA_ACTION_SET  # noqa: E402
+from ingraph_rl.environments import WorkerSpec, WorkerVectorEnv, dmlab30
+from ingraph_rl.environments.dmlab import IMPALA_ACTION_SET
 
-SAVED_MODEL = flags.DEFINE_string("saved_model", None, "Exported policy (a SavedModel directory).")
-LEVELS = flags.DEFINE_string("levels", "dmlab30", '"dmlab30" or comma-separated DMLab-30 levels (played as their test variants).')
+SAVED_MODEL = flags.DEFINE_string(
+  "saved_model", None, "Exported policy (a SavedModel directory)."
+)
+LEVELS = flags.DEFINE_string(
+  "levels",
+  "dmlab30",
+  '"dmlab30" or comma-separated DMLab-30 levels (played as their test '
+  "variants).",
+)
 EPISODES = flags.DEFINE_integer("episodes", 10, "Episodes per level.")
 SAMPLE = flags.DEFINE_bool("sample", False, "Sample actions (default: greedy).")
-SEED = flags.DEFINE_integer("seed", 0, "Level i of the DMLab-30 table is seeded with seed + i.")
-PARALLEL = flags.DEFINE_integer("parallel", 0, "Levels stepped at once, each in its own worker process (0: all).")
-NUM_ACTION_REPEATS = flags.DEFINE_integer("num_action_repeats", 4, "Frames per agent step.")
-OUTPUT = flags.DEFINE_string("output", None, "Where to write the JSON report (none: print only).")
+SEED = flags.DEFINE_integer(
+  "seed", 0, "Level i of the DMLab-30 table is seeded with seed + i."
+)
+PARALLEL = flags.DEFINE_integer(
+  "parallel",
+  0,
+  "Levels stepped at once, each in its own worker process (0: all).",
+)
+NUM_ACTION_REPEATS = flags.DEFINE_integer(
+  "num_action_repeats", 4, "Frames per agent step."
+)
+OUTPUT = flags.DEFINE_string(
+  "output", None, "Where to write the JSON report (none: print only)."
+)
 
 
 def test_levels(spec):
   """The test variants (short names, in order, once each) of `spec`."""
-  names = dmlab30.TEST_LEVELS if spec.strip() == "dmlab30" else [
-      dmlab30.scoring_level(s.strip()) for s in spec.split(",") if s.strip()]
+  names = (
+    dmlab30.TEST_LEVELS
+    if spec.strip() == "dmlab30"
+    else [
+      dmlab30.scoring_level(s.strip()) for s in spec.split(",") if s.strip()
+    ]
+  )
   if not names:
     raise ValueError(f"no levels in --levels={spec!r}")
   return list(dict.fromkeys(names))
@@ -74,35 +95,45 @@ class Policy:
     self.initial = self.model.signatures["get_initial_state"]
     self.key = "action" if sample else "greedy_action"
     inputs = self.act.structured_input_signature[1]
-    frame = inputs.get("observation_RGB_INTERLEAVED",
-                       inputs.get("observation"))
+    frame = inputs.get("observation_RGB_INTERLEAVED", inputs.get("observation"))
     if frame is None or frame.shape.rank != 4:
-      raise ValueError(f"{path} takes no DM Lab frames (inputs "
-                       f"{sorted(inputs)})")
+      raise ValueError(
+        f"{path} takes no DM Lab frames (inputs {sorted(inputs)})"
+      )
     self.height, self.width = frame.shape[1], frame.shape[2]
     # Dict observations (frame + instruction) or the frame alone.
     self.dict_obs = "observation_RGB_INTERLEAVED" in inputs
     self.inputs = set(inputs)
     actions = self.act.structured_outputs["logits"].shape[-1]
     if actions != len(IMPALA_ACTION_SET):
-      raise ValueError(f"{path} has {actions} actions; DM Lab envs here "
-                       f"have IMPALA's {len(IMPALA_ACTION_SET)}")
+      raise ValueError(
+        f"{path} has {actions} actions; DM Lab envs here "
+        f"have IMPALA's {len(IMPALA_ACTION_SET)}"
+      )
 
   def train_step(self):
     return int(self.model.signatures["get_train_step"]()["train_step"])
 
   def __call__(self, obs, first, prev_reward, prev_action, state):
     if self.dict_obs:
-      feed = {f"observation_{k}": tf.constant(v) for k, v in obs.items()
-              if f"observation_{k}" in self.inputs}
+      feed = {
+        f"observation_{k}": tf.constant(v)
+        for k, v in obs.items()
+        if f"observation_{k}" in self.inputs
+      }
     else:
       feed = {"observation": tf.constant(obs)}
-    out = self.act(first=tf.constant(first),
-                   prev_reward=tf.constant(prev_reward, tf.float32),
-                   prev_action=tf.constant(prev_action, tf.int64),
-                   **feed, **state)
-    return (out[self.key].numpy(),
-            {"state_c": out["state_c"], "state_h": out["state_h"]})
+    out = self.act(
+      first=tf.constant(first),
+      prev_reward=tf.constant(prev_reward, tf.float32),
+      prev_action=tf.constant(prev_action, tf.int64),
+      **feed,
+      **state,
+    )
+    return (
+      out[self.key].numpy(),
+      {"state_c": out["state_c"], "state_h": out["state_h"]},
+    )
 
 
 def level_seed(level):
@@ -112,12 +143,20 @@ def level_seed(level):
 def play(policy, levels, episodes):
   """{level: [episode returns]} of `episodes` episodes per level, the
   levels stepped together in worker processes."""
-  kwargs = {"num_action_repeats": NUM_ACTION_REPEATS.value,
-            "width": policy.width, "height": policy.height,
-            "instructions": policy.dict_obs}
-  env = WorkerVectorEnv.from_specs([
-      WorkerSpec(f"dmlab:{dmlab30.level_path(level)}", 1, level_seed(level),
-                 kwargs) for level in levels])
+  kwargs = {
+    "num_action_repeats": NUM_ACTION_REPEATS.value,
+    "width": policy.width,
+    "height": policy.height,
+    "instructions": policy.dict_obs,
+  }
+  env = WorkerVectorEnv.from_specs(
+    [
+      WorkerSpec(
+        f"dmlab:{dmlab30.level_path(level)}", 1, level_seed(level), kwargs
+      )
+      for level in levels
+    ]
+  )
   try:
     n = len(levels)
     obs = env.reset()
@@ -151,16 +190,27 @@ def evaluate(path, levels, episodes, sample=False, parallel=0):
   batch = parallel or len(levels)
   returns = {}
   for a in range(0, len(levels), batch):
-    returns.update(play(policy, levels[a:a + batch], episodes))
-  report = dmlab30.score_report({
-      level: {"level": dmlab30.level_path(level), "seed": level_seed(level),
-              "mean_return": float(np.mean(r)), "episodes": len(r),
-              "returns": r}
-      for level, r in returns.items()})
-  report.update(saved_model=os.path.abspath(path),
-                train_step=policy.train_step(), episodes_per_level=episodes,
-                actions="sampled" if sample else "greedy", seed=SEED.value,
-                num_action_repeats=NUM_ACTION_REPEATS.value)
+    returns.update(play(policy, levels[a : a + batch], episodes))
+  report = dmlab30.score_report(
+    {
+      level: {
+        "level": dmlab30.level_path(level),
+        "seed": level_seed(level),
+        "mean_return": float(np.mean(r)),
+        "episodes": len(r),
+        "returns": r,
+      }
+      for level, r in returns.items()
+    }
+  )
+  report.update(
+    saved_model=os.path.abspath(path),
+    train_step=policy.train_step(),
+    episodes_per_level=episodes,
+    actions="sampled" if sample else "greedy",
+    seed=SEED.value,
+    num_action_repeats=NUM_ACTION_REPEATS.value,
+  )
   return report
 
 
@@ -170,16 +220,23 @@ def main(argv):
     raise app.UsageError("--episodes must be >= 1")
   levels = test_levels(LEVELS.value)
   start = time.time()
-  report = evaluate(SAVED_MODEL.value, levels, EPISODES.value,
-                    SAMPLE.value, max(0, PARALLEL.value))
-  print(f"[evaluate_dmlab] {report['actions']} policy "
-        f"{SAVED_MODEL.value} (train step {report['train_step']}), "
-        f"{EPISODES.value} episodes on each of {len(levels)} test levels "
-        f"in {time.time() - start:.0f} s:", flush=True)
+  report = evaluate(
+    SAVED_MODEL.value,
+    levels,
+    EPISODES.value,
+    SAMPLE.value,
+    max(0, PARALLEL.value),
+  )
+  print(
+    f"[evaluate_dmlab] {report['actions']} policy "
+    f"{SAVED_MODEL.value} (train step {report['train_step']}), "
+    f"{EPISODES.value} episodes on each of {len(levels)} test levels "
+    f"in {time.time() - start:.0f} s:",
+    flush=True,
+  )
   print(dmlab30.format_report(report), flush=True)
   if OUTPUT.value:
-    os.makedirs(os.path.dirname(os.path.abspath(OUTPUT.value)),
-                exist_ok=True)
+    os.makedirs(os.path.dirname(os.path.abspath(OUTPUT.value)), exist_ok=True)
     with open(OUTPUT.value, "w") as f:
       json.dump(report, f, indent=1)
     print(f"[evaluate_dmlab] wrote {OUTPUT.value}", flush=True)

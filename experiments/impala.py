@@ -4,8 +4,10 @@ With no flags it trains CartPole-v1 on this machine (2 actors x 8 envs,
 a few minutes on 2 cores): the embedded preset (experiments/configs.py,
 IMPALA_CARTPOLE); flagfiles hold the other setups:
 
-    python -m experiments.impala --flagfile=experiments/flagfiles/impala_pong.cfg
-    python -m experiments.impala --flagfile=experiments/flagfiles/impala_dmlab.cfg
+    python -m experiments.impala \
+        --flagfile=experiments/flagfiles/impala_pong.cfg
+    python -m experiments.impala \
+        --flagfile=experiments/flagfiles/impala_dmlab.cfg
 
 Actors are threads in this process, each stepping its own vector env (in
 env worker processes with --env_processes; DM Lab always) in one graph
@@ -86,8 +88,17 @@ class Progress:
   `levels`: for DM Lab level sets, each actor's env levels ([actor][env]
   -> level path); their episodes are also tracked per level."""
 
-  def __init__(self, settings, totals, writer, manager, frames_var, repeats,
-               start, levels=None):
+  def __init__(
+    self,
+    settings,
+    totals,
+    writer,
+    manager,
+    frames_var,
+    repeats,
+    start,
+    levels=None,
+  ):
     self.settings = settings
     self.totals, self.writer, self.manager = totals, writer, manager
     self.frames_var, self.repeats = frames_var, repeats
@@ -97,20 +108,29 @@ class Progress:
     self.last_return = float("nan")
     self.recent = RecentEpisodes(LAST_EPISODES)
     self.levels = levels
-    self.by_level = None if levels is None else {
+    self.by_level = (
+      None
+      if levels is None
+      else {
         dmlab30.short_name(level): RecentEpisodes(LEVEL_WINDOW)
-        for env_levels in levels for level in env_levels}
+        for env_levels in levels
+        for level in env_levels
+      }
+    )
 
   def __call__(self, out, frames_this_run):
     frames = self.start_frames + frames_this_run * self.repeats
     self.frames_var.assign(frames)
-    episodes, return_sum, length_sum, groups = \
-        self.totals.take_episodes() if self.totals else (0, 0.0, 0, [])
+    episodes, return_sum, length_sum, groups = (
+      self.totals.take_episodes() if self.totals else (0, 0.0, 0, [])
+    )
     for _, _, k, group_return, _ in groups:
       self.recent.add(group_return, k)
     # Unrolls without per-env stats (none here) count as one group.
-    self.recent.add(return_sum - sum(g[3] for g in groups),
-                    episodes - sum(g[2] for g in groups))
+    self.recent.add(
+      return_sum - sum(g[3] for g in groups),
+      episodes - sum(g[2] for g in groups),
+    )
     now = time.time()
     with self.writer.as_default(step=frames):
       if episodes:
@@ -129,26 +149,32 @@ class Progress:
       tf.summary.scalar("charts/grad_norm", out["grad_norm"])
     if now - self.t_log >= self.settings.log_every_seconds:
       fps = (frames - self.frames_log) / (now - self.t_log)
-      line = (f"[impala] frames {frames:>9d}  fps {fps:7.0f}  "
-              f"updates {int(out['train_step']):6d}  "
-              f"return {self.last_return:7.1f}  "
-              f"last100 {self.recent.mean:7.1f}  "
-              f"loss {float(out['loss']):9.2f}")
+      line = (
+        f"[impala] frames {frames:>9d}  fps {fps:7.0f}  "
+        f"updates {int(out['train_step']):6d}  "
+        f"return {self.last_return:7.1f}  "
+        f"last100 {self.recent.mean:7.1f}  "
+        f"loss {float(out['loss']):9.2f}"
+      )
       with self.writer.as_default(step=frames):
         tf.summary.scalar("charts/SPS", fps)
         if self.levels is not None:
           report = self.level_report()
           for name, row in report["levels"].items():
             if row["human_normalized_score"] is not None:
-              tf.summary.scalar(f"dmlab30/hns/{name}",
-                                row["human_normalized_score"])
+              tf.summary.scalar(
+                f"dmlab30/hns/{name}", row["human_normalized_score"]
+              )
           if report["complete"]:
-            tf.summary.scalar("dmlab30/mean_capped_hns",
-                              report["mean_capped_hns"])
+            tf.summary.scalar(
+              "dmlab30/mean_capped_hns", report["mean_capped_hns"]
+            )
           mean = report["mean_capped_hns"]
-          line += (f"  capped hns {float('nan') if mean is None else mean:6.1f}"
-                   f" ({report['num_levels']}/{len(dmlab30.TEST_LEVELS)} "
-                   f"levels)")
+          line += (
+            f"  capped hns {float('nan') if mean is None else mean:6.1f}"
+            f" ({report['num_levels']}/{len(dmlab30.TEST_LEVELS)} "
+            f"levels)"
+          )
       print(line, flush=True)
       self.t_log, self.frames_log = now, frames
     if now - self.t_save >= 60 * self.settings.checkpoint_every_minutes:
@@ -171,86 +197,133 @@ class Progress:
   def level_report(self):
     """`dmlab30.score_report` of each level's last LEVEL_WINDOW episodes
     ("episodes": how many; "total_episodes": all this run)."""
-    return dmlab30.score_report({
-        name: {"mean_return": None if not recent.count else recent.mean,
-               "episodes": recent.count,
-               "total_episodes": recent.total_episodes}
-        for name, recent in self.by_level.items()})
+    return dmlab30.score_report(
+      {
+        name: {
+          "mean_return": None if not recent.count else recent.mean,
+          "episodes": recent.count,
+          "total_episodes": recent.total_episodes,
+        }
+        for name, recent in self.by_level.items()
+      }
+    )
 
 
 def play_in_fresh_process(settings, saved_policy, episodes):
   """Mean greedy return of the SavedModel, played by
   experiments/play_policy.py in a subprocess that cannot import ingraph_rl
   (for DM Lab: only its TF-free env layer, for the env workers)."""
-  script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        "play_policy.py")
+  script = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "play_policy.py"
+  )
   env = dict(os.environ)
   if env_kind(settings.env) != "dmlab":
     env.pop("PYTHONPATH", None)
   # Else the player (isolated by -I) steps DM Lab in env workers, which
   # find deepmind_lab where this process's workers did.
   out = subprocess.run(
-      [sys.executable, "-I", script, f"--saved_model={saved_policy}",
-       f"--env={settings.env}", f"--episodes={episodes}",
-       f"--seed={settings.seed + 10_000}"],
-      env=env, capture_output=True, text=True, timeout=600, check=True,
-      cwd="/")
+    [
+      sys.executable,
+      "-I",
+      script,
+      f"--saved_model={saved_policy}",
+      f"--env={settings.env}",
+      f"--episodes={episodes}",
+      f"--seed={settings.seed + 10_000}",
+    ],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    check=True,
+    cwd="/",
+  )
   return float(out.stdout.strip().splitlines()[-1].split()[-1])
 
 
-def evaluate_levels_in_fresh_process(settings, saved_policy, episodes,
-                                     output):
+def evaluate_levels_in_fresh_process(settings, saved_policy, episodes, output):
   """experiments/evaluate_dmlab.py's report of the SavedModel on the 30
   DMLab-30 test levels (`episodes` each, greedy), played in a subprocess
   (which writes it to `output`; its env workers find deepmind_lab where
   this process's did)."""
-  script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        "evaluate_dmlab.py")
+  script = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "evaluate_dmlab.py"
+  )
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   out = subprocess.run(
-      [sys.executable, "-I", script, f"--saved_model={saved_policy}",
-       "--levels=dmlab30", f"--episodes={episodes}",
-       f"--seed={settings.seed + 10_000}", f"--num_action_repeats={repeats}",
-       f"--output={output}"],
-      capture_output=True, text=True, cwd="/", timeout=4 * 3600)
+    [
+      sys.executable,
+      "-I",
+      script,
+      f"--saved_model={saved_policy}",
+      "--levels=dmlab30",
+      f"--episodes={episodes}",
+      f"--seed={settings.seed + 10_000}",
+      f"--num_action_repeats={repeats}",
+      f"--output={output}",
+    ],
+    capture_output=True,
+    text=True,
+    cwd="/",
+    timeout=4 * 3600,
+  )
   if out.returncode:
-    raise RuntimeError(f"evaluate_dmlab.py failed ({out.returncode}):\n"
-                       f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    raise RuntimeError(
+      f"evaluate_dmlab.py failed ({out.returncode}):\n"
+      f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    )
   with open(output) as f:
     return json.load(f)
 
 
 def run_dir_path(settings):
-  return os.path.abspath(settings.logdir or os.path.join(
-      "runs", f"{settings.env.replace('/', '_').replace(':', '_')}__impala__"
-      f"{settings.seed}__{int(time.time())}"))
+  return os.path.abspath(
+    settings.logdir
+    or os.path.join(
+      "runs",
+      f"{settings.env.replace('/', '_').replace(':', '_')}__impala__"
+      f"{settings.seed}__{int(time.time())}",
+    )
+  )
 
 
 def env_factory(settings):
   """`factory(i)`: actor i's vector env (seed + 1000 i). On a DM Lab level
   set ("dmlab:dmlab30"), actor i's envs continue the level cycle after
   actor i - 1's, so the actors together run every level."""
+
   def factory(i):
-    kwargs = {"level_offset": i * settings.num_envs_per_actor} \
-        if dmlab_set_name(settings.env) else {}
-    return make_actor_env(settings.env, settings.num_envs_per_actor,
-                          settings.seed + 1000 * i,
-                          settings.num_action_repeats,
-                          settings.env_processes, **kwargs)
+    kwargs = (
+      {"level_offset": i * settings.num_envs_per_actor}
+      if dmlab_set_name(settings.env)
+      else {}
+    )
+    return make_actor_env(
+      settings.env,
+      settings.num_envs_per_actor,
+      settings.seed + 1000 * i,
+      settings.num_action_repeats,
+      settings.env_processes,
+      **kwargs,
+    )
+
   return factory
 
 
 def probe_env(settings, values):
   """(builder, observation space) from one throwaway env."""
-  probe = make_actor_env(settings.env, 1, settings.seed,
-                         settings.num_action_repeats)
+  probe = make_actor_env(
+    settings.env, 1, settings.seed, settings.num_action_repeats
+  )
   num_actions = probe.action_space.num_categories
   obs_space = probe.observation_space
   probe.close()
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   config = configs.impala_config(
-      values, num_actions,
-      values["batch_size"] * values["unroll_length"] * repeats)
+    values,
+    num_actions,
+    values["batch_size"] * values["unroll_length"] * repeats,
+  )
   return IMPALABuilder(config), obs_space
 
 
@@ -262,11 +335,13 @@ class Run:
     self.settings = settings
     self.dir = run_dir
     self.frames = tf.Variable(0, dtype=tf.int64, trainable=False)
-    self.checkpoint = tf.train.Checkpoint(learner=learner_executor.module,
-                                          frames=self.frames)
+    self.checkpoint = tf.train.Checkpoint(
+      learner=learner_executor.module, frames=self.frames
+    )
     # Saves survive kill -9; see ingraph_rl/utils/checkpoints.py.
-    self.manager = CheckpointSaver(self.checkpoint,
-                                   os.path.join(run_dir, "checkpoints"))
+    self.manager = CheckpointSaver(
+      self.checkpoint, os.path.join(run_dir, "checkpoints")
+    )
     self.writer = tf.summary.create_file_writer(run_dir)
     with self.writer.as_default():
       tf.summary.text("hyperparameters", config_flags.table(values), 0)
@@ -276,12 +351,23 @@ class Run:
     latest = self.manager.latest_checkpoint
     if latest:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
-      print(f"[impala] resumed from {latest} at frame "
-            f"{int(self.frames.numpy())}", flush=True)
+      print(
+        f"[impala] resumed from {latest} at frame {int(self.frames.numpy())}",
+        flush=True,
+      )
     return latest
 
-  def finish(self, builder, obs_space, learner_executor, start, train_s,
-             progress, evaluate, wall_start):
+  def finish(
+    self,
+    builder,
+    obs_space,
+    learner_executor,
+    start,
+    train_s,
+    progress,
+    evaluate,
+    wall_start,
+  ):
     """Final checkpoint, SavedModel export, the DMLab-30 training table,
     evaluation in a fresh process and the closing lines (the last one:
     the last-100 training return and the run's wall time)."""
@@ -289,33 +375,48 @@ class Run:
     self.manager.save(checkpoint_number=frames)
     train_step = int(learner_executor.execute("get_train_step"))
     saved_policy = os.path.join(self.dir, "saved_policy")
-    export_policy(builder, obs_space,
-                  learner_executor.execute("get_weights"), saved_policy,
-                  train_step=train_step)
-    summary = (f"[impala] {frames} frames "
-               f"({(frames - start) / max(train_s, 1e-9):.0f} fps), "
-               f"{train_step} updates; last training return "
-               f"{progress.last_return:.1f}")
+    export_policy(
+      builder,
+      obs_space,
+      learner_executor.execute("get_weights"),
+      saved_policy,
+      train_step=train_step,
+    )
+    summary = (
+      f"[impala] {frames} frames "
+      f"({(frames - start) / max(train_s, 1e-9):.0f} fps), "
+      f"{train_step} updates; last training return "
+      f"{progress.last_return:.1f}"
+    )
     if progress.levels is not None:
-      report = dict(progress.level_report(), window=LEVEL_WINDOW,
-                    frames=frames, env=self.settings.env)
+      report = dict(
+        progress.level_report(),
+        window=LEVEL_WINDOW,
+        frames=frames,
+        env=self.settings.env,
+      )
       path = os.path.join(self.dir, "dmlab30_scores.json")
       with open(path, "w") as f:
         json.dump(report, f, indent=1)
-      summary += (f"\n[impala] DMLab-30 training returns (each level's "
-                  f"last {LEVEL_WINDOW} episodes; {path}):\n"
-                  + dmlab30.format_report(report))
+      summary += (
+        f"\n[impala] DMLab-30 training returns (each level's "
+        f"last {LEVEL_WINDOW} episodes; {path}):\n"
+        + dmlab30.format_report(report)
+      )
     if self.settings.eval_episodes and evaluate:
       summary += self.evaluate(saved_policy, frames)
     self.writer.flush()
     recent = progress.recent
-    print(summary + f"\n[impala] logs (TensorBoard): {self.dir}\n"
-          f"[impala] checkpoint: {self.manager.latest_checkpoint}\n"
-          f"[impala] SavedModel: {saved_policy}\n"
-          f"[impala] last-100 training return {recent.mean:.2f} "
-          f"({recent.count} of {recent.total_episodes} episodes); wall "
-          f"time {time.time() - wall_start:.1f} s (training {train_s:.1f} "
-          f"s)", flush=True)
+    print(
+      summary + f"\n[impala] logs (TensorBoard): {self.dir}\n"
+      f"[impala] checkpoint: {self.manager.latest_checkpoint}\n"
+      f"[impala] SavedModel: {saved_policy}\n"
+      f"[impala] last-100 training return {recent.mean:.2f} "
+      f"({recent.count} of {recent.total_episodes} episodes); wall "
+      f"time {time.time() - wall_start:.1f} s (training {train_s:.1f} "
+      f"s)",
+      flush=True,
+    )
 
   def evaluate(self, saved_policy, frames):
     """Plays the exported policy in a fresh process; returns the lines
@@ -325,22 +426,28 @@ class Run:
       mean = play_in_fresh_process(self.settings, saved_policy, episodes)
       with self.writer.as_default(step=frames):
         tf.summary.scalar("eval/episodic_return", mean)
-      return (f"\n[impala] greedy return of the exported policy in a "
-              f"fresh process: {mean:.1f} over {episodes} episodes")
+      return (
+        f"\n[impala] greedy return of the exported policy in a "
+        f"fresh process: {mean:.1f} over {episodes} episodes"
+      )
     path = os.path.join(self.dir, "dmlab30_test_scores.json")
-    report = evaluate_levels_in_fresh_process(self.settings, saved_policy,
-                                              episodes, path)
+    report = evaluate_levels_in_fresh_process(
+      self.settings, saved_policy, episodes, path
+    )
     levels = report["levels"].values()
     mean = float(np.mean([row["mean_return"] for row in levels]))
     with self.writer.as_default(step=frames):
       tf.summary.scalar("eval/episodic_return", mean)
-      tf.summary.scalar("eval/dmlab30/mean_capped_hns",
-                        report["mean_capped_hns"])
-    return (f"\n[impala] greedy return of the exported policy in a fresh "
-            f"process: {mean:.1f} over {episodes * len(levels)} episodes "
-            f"(the mean of {len(levels)} test levels' means)\n"
-            f"[impala] DMLab-30 test levels, greedy, {episodes} episode(s) "
-            f"per level ({path}):\n" + dmlab30.format_report(report))
+      tf.summary.scalar(
+        "eval/dmlab30/mean_capped_hns", report["mean_capped_hns"]
+      )
+    return (
+      f"\n[impala] greedy return of the exported policy in a fresh "
+      f"process: {mean:.1f} over {episodes * len(levels)} episodes "
+      f"(the mean of {len(levels)} test levels' means)\n"
+      f"[impala] DMLab-30 test levels, greedy, {episodes} episode(s) "
+      f"per level ({path}):\n" + dmlab30.format_report(report)
+    )
 
 
 def main(argv):
@@ -353,32 +460,55 @@ def main(argv):
   run_dir = run_dir_path(settings)
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   builder, obs_space = probe_env(settings, values)
-  driver = ActorLearnerDriver(builder, env_factory(settings),
-                              settings.num_actors, seed=settings.seed)
-  print(f"[impala] {settings.env}: {settings.num_actors} actors x "
-        f"{settings.num_envs_per_actor} envs, built in "
-        f"{driver.learner_executor.stats.total_s:.1f} s; logdir {run_dir}",
-        flush=True)
+  driver = ActorLearnerDriver(
+    builder, env_factory(settings), settings.num_actors, seed=settings.seed
+  )
+  print(
+    f"[impala] {settings.env}: {settings.num_actors} actors x "
+    f"{settings.num_envs_per_actor} envs, built in "
+    f"{driver.learner_executor.stats.total_s:.1f} s; logdir {run_dir}",
+    flush=True,
+  )
   run = Run(settings, values, run_dir, driver.learner_executor)
   if run.restore():
     driver.publish_weights()
   start = int(run.frames.numpy())
-  levels = [env.levels for env in driver.envs] \
-      if dmlab_set_name(settings.env) else None
-  progress = Progress(settings, driver.totals, run.writer, run.manager,
-                      run.frames, repeats, start, levels)
+  levels = (
+    [env.levels for env in driver.envs]
+    if dmlab_set_name(settings.env)
+    else None
+  )
+  progress = Progress(
+    settings,
+    driver.totals,
+    run.writer,
+    run.manager,
+    run.frames,
+    repeats,
+    start,
+    levels,
+  )
   remaining = max(0, settings.total_environment_frames - start)
   interrupted = False
   t0 = time.time()
   try:
     # The learner counts env steps; the budget is in frames.
-    driver.run(-(-remaining // repeats), progress,
-               max_seconds=settings.max_train_seconds)
+    driver.run(
+      -(-remaining // repeats), progress, max_seconds=settings.max_train_seconds
+    )
   except KeyboardInterrupt:
     interrupted = True
     print("[impala] interrupted: saving a checkpoint", flush=True)
-  run.finish(builder, obs_space, driver.learner_executor, start,
-             time.time() - t0, progress, not interrupted, wall_start)
+  run.finish(
+    builder,
+    obs_space,
+    driver.learner_executor,
+    start,
+    time.time() - t0,
+    progress,
+    not interrupted,
+    wall_start,
+  )
 
 
 # --- cluster roles -----------------------------------------------------------
@@ -386,8 +516,9 @@ def main(argv):
 
 def cluster_main(settings, values, wall_start):
   """--job_name=ps|learner|actor: one task of a distributed-TF cluster."""
-  task = roles.task_from_flags(settings.job_name, settings.task,
-                               settings.cluster)
+  task = roles.task_from_flags(
+    settings.job_name, settings.task, settings.cluster
+  )
   task.check_addresses(settings.allow_remote_hosts)
   if task.job == "ps":
     roles.run_ps(task)
@@ -395,8 +526,11 @@ def cluster_main(settings, values, wall_start):
   builder, obs_space = probe_env(settings, values)
   if task.job == "actor":
     env = env_factory(settings)(task.index)
-    sys.exit(roles.run_actor(task, builder, env,
-                             seed=settings.seed + 1000 * task.index))
+    sys.exit(
+      roles.run_actor(
+        task, builder, env, seed=settings.seed + 1000 * task.index
+      )
+    )
   return learner_main(settings, values, task, builder, obs_space, wall_start)
 
 
@@ -407,17 +541,30 @@ def learner_main(settings, values, task, builder, obs_space, wall_start):
   run = Run(settings, values, run_dir_path(settings), learner.executor)
   run.restore()
   learner.publish()
-  roles.log(task, f"variables on {learner.placement}; "
-                  f"queue on {task.learner_device}; logdir {run.dir}")
+  roles.log(
+    task,
+    f"variables on {learner.placement}; "
+    f"queue on {task.learner_device}; logdir {run.dir}",
+  )
   start = int(run.frames.numpy())
-  progress = Progress(settings, None, run.writer, run.manager, run.frames,
-                      repeats, start)
+  progress = Progress(
+    settings, None, run.writer, run.manager, run.frames, repeats, start
+  )
   remaining = max(0, settings.total_environment_frames - start)
   t0 = time.time()
-  _, interrupted = learner.train(-(-remaining // repeats), progress,
-                                 max_seconds=settings.max_train_seconds)
-  run.finish(builder, obs_space, learner.executor, start, time.time() - t0,
-             progress, not interrupted, wall_start)
+  _, interrupted = learner.train(
+    -(-remaining // repeats), progress, max_seconds=settings.max_train_seconds
+  )
+  run.finish(
+    builder,
+    obs_space,
+    learner.executor,
+    start,
+    time.time() - t0,
+    progress,
+    not interrupted,
+    wall_start,
+  )
   return 0
 
 

@@ -1,7 +1,8 @@
 """Starts a whole IMPALA cluster as subprocesses on loopback.
 
     python experiments/launch_local.py --num_ps=1 --num_actors=2 \
-        --logdir=runs/cluster -- --flagfile=experiments/flagfiles/impala_cartpole.cfg
+        --logdir=runs/cluster -- \
+        --flagfile=experiments/flagfiles/impala_cartpole.cfg
 
 Every task is `python -m experiments.impala --job_name=<ps|learner|actor>
 --task=<i> --cluster=<spec> --logdir=<logdir>` plus the arguments after
@@ -46,14 +47,21 @@ class Task:
     return f"{self.job}:{self.index}"
 
   def start(self):
-    log = open(self.log_path, "a")      # pylint: disable=consider-using-with
-    log.write(f"\n===== start {time.strftime('%H:%M:%S')} "
-              f"(restart {self.restarts}) =====\n")
+    log = open(self.log_path, "a")
+    log.write(
+      f"\n===== start {time.strftime('%H:%M:%S')} "
+      f"(restart {self.restarts}) =====\n"
+    )
     log.flush()
     # Own session: the launcher alone decides which signal each task gets.
-    self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdout=log,
-                                 stderr=subprocess.STDOUT, env=self.env,
-                                 start_new_session=True)
+    self.proc = subprocess.Popen(
+      self.argv,
+      cwd=ROOT,
+      stdout=log,
+      stderr=subprocess.STDOUT,
+      env=self.env,
+      start_new_session=True,
+    )
     log.close()
 
   def poll(self):
@@ -73,11 +81,16 @@ def parse_args(argv):
   parser.add_argument("--num_actors", type=int, default=2)
   parser.add_argument("--logdir", default=None)
   parser.add_argument("--host", default="127.0.0.1")
-  parser.add_argument("--no_restart", action="store_true",
-                      help="do not restart tasks that die")
+  parser.add_argument(
+    "--no_restart", action="store_true", help="do not restart tasks that die"
+  )
   parser.add_argument("--max_restarts", type=int, default=20)
-  parser.add_argument("--grace_s", type=float, default=7.0,
-                      help="seconds tasks get to exit before SIGKILL")
+  parser.add_argument(
+    "--grace_s",
+    type=float,
+    default=7.0,
+    help="seconds tasks get to exit before SIGKILL",
+  )
   args, rest = parser.parse_known_args(argv)
   if rest and rest[0] == "--":
     rest = rest[1:]
@@ -86,8 +99,9 @@ def parse_args(argv):
 
 def main(argv=None):
   args, forwarded = parse_args(sys.argv[1:] if argv is None else argv)
-  logdir = os.path.abspath(args.logdir or os.path.join(
-      "runs", f"cluster__{int(time.time())}"))
+  logdir = os.path.abspath(
+    args.logdir or os.path.join("runs", f"cluster__{int(time.time())}")
+  )
   os.makedirs(os.path.join(logdir, "logs"), exist_ok=True)
   cluster = local_cluster(args.num_ps, args.num_actors, args.host)
   with open(os.path.join(logdir, "cluster.json"), "w") as f:
@@ -98,11 +112,19 @@ def main(argv=None):
   tasks = []
   for job in ("ps", "learner", "actor"):
     for i, _ in enumerate(cluster.get(job, [])):
-      argv = [sys.executable, "-m", "experiments.impala", f"--job_name={job}",
-              f"--task={i}", f"--cluster={json.dumps(cluster)}",
-              f"--logdir={logdir}", *forwarded]
-      tasks.append(Task(job, i, argv,
-                        os.path.join(logdir, "logs", f"{job}-{i}.log"), env))
+      argv = [
+        sys.executable,
+        "-m",
+        "experiments.impala",
+        f"--job_name={job}",
+        f"--task={i}",
+        f"--cluster={json.dumps(cluster)}",
+        f"--logdir={logdir}",
+        *forwarded,
+      ]
+      tasks.append(
+        Task(job, i, argv, os.path.join(logdir, "logs", f"{job}-{i}.log"), env)
+      )
   stopping = {"signal": None}
 
   def on_signal(signum, _frame):
@@ -112,14 +134,19 @@ def main(argv=None):
   signal.signal(signal.SIGTERM, on_signal)
   for task in tasks:
     task.start()
-    print(f"[launch] {task.name:10s} pid {task.proc.pid:7d}  "
-          f"{cluster[task.job][task.index]}  log {task.log_path}", flush=True)
+    print(
+      f"[launch] {task.name:10s} pid {task.proc.pid:7d}  "
+      f"{cluster[task.job][task.index]}  log {task.log_path}",
+      flush=True,
+    )
   learner = next(t for t in tasks if t.job == "learner")
   code = 0
   while True:
     if stopping["signal"] is not None:
-      print(f"[launch] signal {stopping['signal']}: stopping the cluster",
-            flush=True)
+      print(
+        f"[launch] signal {stopping['signal']}: stopping the cluster",
+        flush=True,
+      )
       code = 130
       break
     exit_code = learner.poll()
@@ -137,8 +164,10 @@ def main(argv=None):
           stopping["signal"] = "learner"
         continue
       task.restarts += 1
-      print(f"[launch] {task.name} exited with {status}: restart "
-            f"{task.restarts}", flush=True)
+      print(
+        f"[launch] {task.name} exited with {status}: restart {task.restarts}",
+        flush=True,
+      )
       task.start()
     if stopping["signal"] == "learner":
       break

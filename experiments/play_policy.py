@@ -25,11 +25,16 @@ import tensorflow as tf
 def make_atari_env(env_id, seed):
   import gymnasium as gym
   from ale_py.vector_env import AtariVectorEnv
+
   game = env_id.split(":")[-1].split("/")[-1].split("-")[0]
   game = "".join("_" + c.lower() if c.isupper() else c for c in game)
   sticky = 0.25 if env_id.endswith("-v5") else 0.0
-  env = AtariVectorEnv(game.lstrip("_"), 1, repeat_action_probability=sticky,
-                       autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+  env = AtariVectorEnv(
+    game.lstrip("_"),
+    1,
+    repeat_action_probability=sticky,
+    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+  )
 
   def layout(obs):
     return np.transpose(obs, (0, 2, 3, 1))
@@ -40,6 +45,7 @@ def make_atari_env(env_id, seed):
   def step(action):
     obs, reward, term, trunc, _ = env.step(np.asarray(action))
     return layout(obs), float(reward[0]), bool(term[0] or trunc[0])
+
   return reset, step
 
 
@@ -48,10 +54,11 @@ def make_dmlab_env(env_id, seed):
     from ingraph_rl.environments import make_vector_env
   except ImportError:
     # Run as a script (e.g. `python -I`): the checkout this file is in.
-    sys.path.insert(0, os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
+    sys.path.insert(
+      0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    )
     from ingraph_rl.environments import make_vector_env
-  env = make_vector_env(env_id, 1, seed=seed)     # In a worker process.
+  env = make_vector_env(env_id, 1, seed=seed)  # In a worker process.
   first = [True]
 
   def reset():
@@ -62,13 +69,18 @@ def make_dmlab_env(env_id, seed):
 
   def step(action):
     result = env.step(np.asarray(action, np.int64).reshape(1))
-    return (result.obs, float(result.rewards[0]),
-            bool(result.terminated[0] or result.truncated[0]))
+    return (
+      result.obs,
+      float(result.rewards[0]),
+      bool(result.terminated[0] or result.truncated[0]),
+    )
+
   return reset, step
 
 
 def make_gymnasium_env(env_id, seed):
   import gymnasium as gym
+
   env = gym.make(env_id)
   seeds = iter(range(seed, seed + 1_000_000))
 
@@ -78,14 +90,15 @@ def make_gymnasium_env(env_id, seed):
   def step(action):
     obs, reward, term, trunc, _ = env.step(int(action[0]))
     return np.asarray(obs)[None], float(reward), bool(term or trunc)
+
   return reset, step
 
 
 # (predicate on the env id, maker), first match wins.
 ENV_MAKERS = (
-    (lambda env_id: env_id.startswith("dmlab:"), make_dmlab_env),
-    (lambda env_id: env_id.startswith(("ALE/", "atari:")), make_atari_env),
-    (lambda env_id: True, make_gymnasium_env),
+  (lambda env_id: env_id.startswith("dmlab:"), make_dmlab_env),
+  (lambda env_id: env_id.startswith(("ALE/", "atari:")), make_atari_env),
+  (lambda env_id: True, make_gymnasium_env),
 )
 
 
@@ -104,8 +117,11 @@ def main():
   parser.add_argument("--env", default="CartPole-v1")
   parser.add_argument("--episodes", type=int, default=10)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--sample", action="store_true",
-                      help="sample actions instead of the greedy ones")
+  parser.add_argument(
+    "--sample",
+    action="store_true",
+    help="sample actions instead of the greedy ones",
+  )
   args = parser.parse_args()
   policy = tf.saved_model.load(args.saved_model)
   act = policy.signatures["action"]
@@ -117,13 +133,14 @@ def main():
   returns = []
   for episode in range(args.episodes):
     obs, first, done, total = reset(), True, False, 0.0
-    reward, action = 0.0, 0        # What came with the first observation.
+    reward, action = 0.0, 0  # What came with the first observation.
     state = initial(batch_size=tf.constant(1))
     while not done:
       feed = dict(first=tf.constant([first]), **state)
-      if isinstance(obs, dict):    # Dict observations: one input per leaf.
-        feed.update({f"observation_{k}": tf.constant(v)
-                     for k, v in obs.items()})
+      if isinstance(obs, dict):  # Dict observations: one input per leaf.
+        feed.update(
+          {f"observation_{k}": tf.constant(v) for k, v in obs.items()}
+        )
       else:
         feed["observation"] = tf.constant(obs)
       if "prev_reward" in inputs:

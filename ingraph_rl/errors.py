@@ -13,8 +13,16 @@ class SpaceError(IngraphError, ValueError):
   raised. Executors add the context the space itself does not know.
   """
 
-  def __init__(self, reason, *, component=None, api=None, argument=None,
-               expected=None, received=None):
+  def __init__(
+    self,
+    reason,
+    *,
+    component=None,
+    api=None,
+    argument=None,
+    expected=None,
+    received=None,
+  ):
     self.reason = reason
     self.component = component
     self.api = api
@@ -41,11 +49,13 @@ class SpaceError(IngraphError, ValueError):
   def with_context(self, *, component=None, api=None, argument=None):
     """A copy with missing context filled in (keeps what is already known)."""
     return SpaceError(
-        self.reason,
-        component=self.component if self.component is not None else component,
-        api=self.api if self.api is not None else api,
-        argument=self.argument if self.argument is not None else argument,
-        expected=self.expected, received=self.received)
+      self.reason,
+      component=self.component if self.component is not None else component,
+      api=self.api if self.api is not None else api,
+      argument=self.argument if self.argument is not None else argument,
+      expected=self.expected,
+      received=self.received,
+    )
 
 
 class AssemblyError(IngraphError):

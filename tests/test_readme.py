@@ -11,8 +11,10 @@ def test_readme_python_blocks_run(capsys):
   assert len(blocks) >= 2
   namespace = {}
   for block in blocks:
-    exec(compile(block, str(README), "exec"), namespace)  # noqa: S102
+    exec(compile(block, str(README), "exec"), namespace)
   printed = capsys.readouterr().out
   assert "value(states: FloatBox(shape=(4,)" in printed
-  assert ("component 'critic', API method 'value', argument 'states': "
-          "shape mismatch at dim 1: expected 4, got 5") in printed
+  assert (
+    "component 'critic', API method 'value', argument 'states': "
+    "shape mismatch at dim 1: expected 4, got 5"
+  ) in printed

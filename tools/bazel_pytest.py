@@ -11,7 +11,7 @@ import sys
 import pytest
 
 if __name__ == "__main__":
-    here = os.path.dirname(os.path.abspath(__file__))
-    tests = os.path.join(os.path.dirname(here), "tests")
-    # No cache dir: the runfiles tree is read-only.
-    sys.exit(pytest.main([tests, "-p", "no:cacheprovider"] + sys.argv[1:]))
+  here = os.path.dirname(os.path.abspath(__file__))
+  tests = os.path.join(os.path.dirname(here), "tests")
+  # No cache dir: the runfiles tree is read-only.
+  sys.exit(pytest.main([tests, "-p", "no:cacheprovider"] + sys.argv[1:]))

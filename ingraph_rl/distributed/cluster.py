@@ -43,11 +43,11 @@ def parse_cluster(text):
       if not part.strip():
         continue
       job, _, addresses = part.partition("=")
-      spec[job.strip()] = [a.strip() for a in addresses.split(",")
-                           if a.strip()]
+      spec[job.strip()] = [a.strip() for a in addresses.split(",") if a.strip()]
   if not isinstance(spec, dict):
-    raise ClusterError(f"cluster spec must map job names to address lists, "
-                       f"got {spec!r}")
+    raise ClusterError(
+      f"cluster spec must map job names to address lists, got {spec!r}"
+    )
   unknown = set(spec) - set(JOBS)
   if unknown:
     raise ClusterError(f"unknown jobs {sorted(unknown)}; jobs are {JOBS}")
@@ -69,7 +69,8 @@ def _is_loopback(address):
 @dataclasses.dataclass(frozen=True)
 class Task:
   """This process's place in the cluster."""
-  cluster: dict         # {job: [address, ...]}
+
+  cluster: dict  # {job: [address, ...]}
   job: str
   index: int
 
@@ -78,8 +79,10 @@ class Task:
       raise ClusterError(f"job_name must be one of {JOBS}, got {self.job!r}")
     addresses = self.cluster.get(self.job, [])
     if not 0 <= self.index < len(addresses):
-      raise ClusterError(f"task {self.index} of job {self.job!r} is not in "
-                         f"the cluster spec ({len(addresses)} tasks)")
+      raise ClusterError(
+        f"task {self.index} of job {self.job!r} is not in "
+        f"the cluster spec ({len(addresses)} tasks)"
+      )
 
   @property
   def address(self):
@@ -90,28 +93,38 @@ class Task:
     return "/job:learner/replica:0/task:0/device:CPU:0"
 
   def ps_devices(self):
-    return [f"/job:ps/replica:0/task:{i}/device:CPU:0"
-            for i in range(len(self.cluster.get("ps", [])))]
+    return [
+      f"/job:ps/replica:0/task:{i}/device:CPU:0"
+      for i in range(len(self.cluster.get("ps", [])))
+    ]
 
   def check_addresses(self, allow_remote=False):
     if allow_remote:
       return
-    remote = [a for addresses in self.cluster.values() for a in addresses
-              if not _is_loopback(a)]
+    remote = [
+      a
+      for addresses in self.cluster.values()
+      for a in addresses
+      if not _is_loopback(a)
+    ]
     if remote:
       raise ClusterError(
-          f"non-loopback addresses {remote}: TF's gRPC servers have no "
-          f"authentication; pass --allow_remote_hosts only on a trusted "
-          f"network")
+        f"non-loopback addresses {remote}: TF's gRPC servers have no "
+        f"authentication; pass --allow_remote_hosts only on a trusted "
+        f"network"
+      )
 
   def tf_cluster_spec(self):
     """The spec this task connects with. Actors get a sparse one (the
     learner and themselves), so actors can come and go without the learner
     or each other knowing (DESIGN.md section 6)."""
     if self.job == "actor":
-      return tf.train.ClusterSpec({
+      return tf.train.ClusterSpec(
+        {
           "learner": self.cluster["learner"],
-          "actor": {self.index: self.address}})
+          "actor": {self.index: self.address},
+        }
+      )
     spec = {"learner": self.cluster["learner"]}
     if self.cluster.get("ps"):
       spec["ps"] = self.cluster["ps"]
@@ -132,8 +145,11 @@ def task_from_flags(job_name, task, cluster_text):
     info = config.get("task", {})
   except (json.JSONDecodeError, KeyError, TypeError) as e:
     raise ClusterError(f"bad TF_CONFIG: {e!r}") from None
-  return Task(cluster, job_name or info.get("type"),
-              int(info.get("index", task) if not job_name else task))
+  return Task(
+    cluster,
+    job_name or info.get("type"),
+    int(info.get("index", task) if not job_name else task),
+  )
 
 
 def free_ports(n, host="127.0.0.1"):
@@ -156,5 +172,5 @@ def local_cluster(num_ps, num_actors, host="127.0.0.1"):
   spec = {"learner": [addresses[num_ps]]}
   if num_ps:
     spec["ps"] = addresses[:num_ps]
-  spec["actor"] = addresses[num_ps + 1:]
+  spec["actor"] = addresses[num_ps + 1 :]
   return spec

@@ -19,14 +19,15 @@ class PSExecutor(TFExecutor):
   def __init__(self, root, input_spaces, *, ps_devices=(), **kwargs):
     self.ps_devices = list(ps_devices)
     self.ps_bytes = [0] * len(self.ps_devices)
-    self.placement = {}                 # Variable path -> device.
+    self.placement = {}  # Variable path -> device.
     super().__init__(root, input_spaces, **kwargs)
 
   def make_variable(self, component, spec):
     if not self.ps_devices:
       return super().make_variable(component, spec)
-    size = int(np.prod(spec.shape, dtype=np.int64)) * \
-        np.dtype(spec.dtype).itemsize
+    size = (
+      int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+    )
     i = int(np.argmin(self.ps_bytes))
     self.ps_bytes[i] += max(size, 1)
     self.placement[spec.path] = self.ps_devices[i]

@@ -34,10 +34,15 @@ EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
 QUEUE_NAME = "ingraph_rl/rollouts"
 
-_UNREACHABLE = (tf.errors.UnavailableError, tf.errors.AbortedError,
-                tf.errors.CancelledError, tf.errors.InternalError,
-                tf.errors.UnknownError, tf.errors.FailedPreconditionError,
-                tf.errors.NotFoundError)
+_UNREACHABLE = (
+  tf.errors.UnavailableError,
+  tf.errors.AbortedError,
+  tf.errors.CancelledError,
+  tf.errors.InternalError,
+  tf.errors.UnknownError,
+  tf.errors.FailedPreconditionError,
+  tf.errors.NotFoundError,
+)
 
 
 def log(task, message):
@@ -50,10 +55,14 @@ def connect(task, timeout_s=60.0):
   while True:
     try:
       tf.config.experimental_connect_to_cluster(
-          task.tf_cluster_spec(), job_name=task.job, task_index=task.index)
+        task.tf_cluster_spec(), job_name=task.job, task_index=task.index
+      )
       return
-    except (tf.errors.UnavailableError, tf.errors.UnknownError,
-            tf.errors.InternalError) as e:
+    except (
+      tf.errors.UnavailableError,
+      tf.errors.UnknownError,
+      tf.errors.InternalError,
+    ) as e:
       if time.monotonic() > deadline:
         raise RuntimeError(f"cannot connect to the cluster: {e}") from None
       time.sleep(1.0)
@@ -62,9 +71,13 @@ def connect(task, timeout_s=60.0):
 def run_ps(task):
   """Serves until killed."""
   server = tf.distribute.Server(
-      tf.train.ClusterSpec({"ps": task.cluster["ps"],
-                            "learner": task.cluster["learner"]}),
-      job_name="ps", task_index=task.index, start=True)
+    tf.train.ClusterSpec(
+      {"ps": task.cluster["ps"], "learner": task.cluster["learner"]}
+    ),
+    job_name="ps",
+    task_index=task.index,
+    start=True,
+  )
   log(task, f"serving at {task.address}")
   server.join()
 
@@ -72,8 +85,9 @@ def run_ps(task):
 def weight_specs(weights_space):
   """{path: (shape, dtype)} of a builder's weights space (a Dict of boxes):
   what `PublishedWeights` holds."""
-  return {p: (tuple(s.shape), tf.as_dtype(s.dtype))
-          for p, s in weights_space.items()}
+  return {
+    p: (tuple(s.shape), tf.as_dtype(s.dtype)) for p, s in weights_space.items()
+  }
 
 
 class RemoteLearner:
@@ -94,16 +108,20 @@ class RemoteLearner:
     specs = weight_specs(builder.weights_space(observation_space))
     with tf.device(task.learner_device):
       self.executor = root.build(
-          PSExecutor, ps_devices=task.ps_devices(),
-          device_map={path: task.learner_device
-                      for path in root.learner_resident})
+        PSExecutor,
+        ps_devices=task.ps_devices(),
+        device_map={
+          path: task.learner_device for path in root.learner_resident
+        },
+      )
       self.published = PublishedWeights(specs, task.learner_device)
 
   @property
   def placement(self):
     """The devices holding the learner's variables."""
-    return sorted(set(self.executor.placement.values())) or \
-        [self.task.learner_device]
+    return sorted(set(self.executor.placement.values())) or [
+      self.task.learner_device
+    ]
 
   def publish(self):
     """Makes the learner's current weights the actors' next ones."""
@@ -124,8 +142,9 @@ class RemoteLearner:
     try:
       if "prime" in executor.apis:
         executor.execute("prime")
-      while steps < total_steps and (deadline is None or
-                                     time.time() < deadline):
+      while steps < total_steps and (
+        deadline is None or time.time() < deadline
+      ):
         out = executor.execute("update")
         self.publish()
         steps += int(out["frames"])
@@ -133,14 +152,17 @@ class RemoteLearner:
           on_update({k: v.numpy() for k, v in out.items()}, steps)
     except KeyboardInterrupt:
       interrupted = True
-    except Exception as e:               # pylint: disable=broad-except
+    except Exception as e:
       code = exit_code_for_learner_error(e)
-      log(self.task, f"lost a ps task or the queue ({type(e).__name__}: "
-                     f"{str(e).splitlines()[0][:200]}); exiting with code "
-                     f"{code}: restart to resume from the latest checkpoint")
-      os._exit(code)                     # The remote context is unusable.
+      log(
+        self.task,
+        f"lost a ps task or the queue ({type(e).__name__}: "
+        f"{str(e).splitlines()[0][:200]}); exiting with code "
+        f"{code}: restart to resume from the latest checkpoint",
+      )
+      os._exit(code)  # The remote context is unusable.
     try:
-      executor.execute("close_queue")    # Actors see CancelledError, exit.
+      executor.execute("close_queue")  # Actors see CancelledError, exit.
     except tf.errors.CancelledError:
       pass
     return steps, interrupted
@@ -154,10 +176,11 @@ class RemoteActor:
     self.task = task
     root = builder.make_actor(env, QUEUE_NAME, index=task.index)
     self.published = PublishedWeights(
-        weight_specs(root.input_spaces["weights"]), task.learner_device)
+      weight_specs(root.input_spaces["weights"]), task.learner_device
+    )
     self.executor = root.build(
-        device_map={path: task.learner_device
-                    for path in root.learner_resident})
+      device_map={path: task.learner_device for path in root.learner_resident}
+    )
     set_weights = self.executor.function("set_weights")
     unroll = self.executor.function("unroll")
     read = self.published.read
@@ -165,16 +188,16 @@ class RemoteActor:
     @tf.function
     def step():
       got = read()
-      with tf.control_dependencies(tf.nest.flatten(
-          set_weights(got["weights"]))):
+      with tf.control_dependencies(
+        tf.nest.flatten(set_weights(got["weights"]))
+      ):
         stats = unroll()
       return dict(stats, weights_version=got["version"])
 
     self.step = step
 
 
-def run_actor(task, builder, env, seed, max_unrolls=None,
-              startup_wait_s=120.0):
+def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
   """Actor `task.index` of `builder`, stepping `env` (reset with `seed`):
   unrolls until the learner goes away; returns the exit code."""
   connect(task)
@@ -198,12 +221,18 @@ def run_actor(task, builder, env, seed, max_unrolls=None,
       episodes += int(stats["episodes"])
       returns += float(stats["return_sum"])
       if unrolls % 50 == 0:
-        log(task, f"unrolls {unrolls}  weights v{int(stats['weights_version'])}"
-                  f"  mean return {returns / max(episodes, 1):.1f}")
+        log(
+          task,
+          f"unrolls {unrolls}  weights v{int(stats['weights_version'])}"
+          f"  mean return {returns / max(episodes, 1):.1f}",
+        )
         episodes, returns = 0, 0.0
   except _UNREACHABLE as e:
-    log(task, f"the learner is gone ({type(e).__name__}); exiting so the "
-              f"launcher can restart this actor")
+    log(
+      task,
+      f"the learner is gone ({type(e).__name__}); exiting so the "
+      f"launcher can restart this actor",
+    )
     return EXIT_LEARNER_GONE
   finally:
     env.close()
@@ -217,6 +246,17 @@ def exit_code_for_learner_error(error):
   raise error
 
 
-__all__ = ["EXIT_LEARNER_GONE", "EXIT_PS_GONE", "QUEUE_NAME", "RemoteActor",
-           "RemoteLearner", "Task", "connect", "log", "run_actor", "run_ps",
-           "task_from_flags", "weight_specs"]
+__all__ = [
+  "EXIT_LEARNER_GONE",
+  "EXIT_PS_GONE",
+  "QUEUE_NAME",
+  "RemoteActor",
+  "RemoteLearner",
+  "Task",
+  "connect",
+  "log",
+  "run_actor",
+  "run_ps",
+  "task_from_flags",
+  "weight_specs",
+]

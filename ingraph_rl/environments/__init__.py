@@ -15,12 +15,19 @@ graphs or torch lives in `ingraph_rl.environments.in_graph`:
 
 from ingraph_rl.environments import dmlab30
 from ingraph_rl.environments.atari import AtariVectorEnv, game_name
-from ingraph_rl.environments.dmlab import (DMLabVectorEnv, dmlab_level_name,
-                                           is_dmlab_id)
+from ingraph_rl.environments.dmlab import (
+  DMLabVectorEnv,
+  dmlab_level_name,
+  is_dmlab_id,
+)
 from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
 from ingraph_rl.environments.vector_env import StepResult, VectorEnv
-from ingraph_rl.environments.workers import (WorkerDiedError, WorkerSpec,
-                                             WorkerVectorEnv, split_specs)
+from ingraph_rl.environments.workers import (
+  WorkerDiedError,
+  WorkerSpec,
+  WorkerVectorEnv,
+  split_specs,
+)
 
 
 def is_atari_id(env_id):
@@ -29,7 +36,7 @@ def is_atari_id(env_id):
 
 
 def dmlab_set_name(env_id):
-  """"dmlab30" / "dmlab30_test" for the DMLab-30 set ids ("dmlab:dmlab30",
+  """ "dmlab30" / "dmlab30_test" for the DMLab-30 set ids ("dmlab:dmlab30",
   "dmlab:dmlab30_test"), else None."""
   if not is_dmlab_id(env_id):
     return None
@@ -37,8 +44,16 @@ def dmlab_set_name(env_id):
   return name if name in dmlab30.SET_NAMES else None
 
 
-def make_vector_env(env_id, num_envs, seed=0, *, processes=None,
-                    envs_per_worker=None, worker_options=None, **kwargs):
+def make_vector_env(
+  env_id,
+  num_envs,
+  seed=0,
+  *,
+  processes=None,
+  envs_per_worker=None,
+  worker_options=None,
+  **kwargs,
+):
   """A `VectorEnv` of `num_envs` envs of `env_id`, env i seeded with
   `seed + i`.
 
@@ -73,13 +88,13 @@ def make_vector_env(env_id, num_envs, seed=0, *, processes=None,
       offset = int(kwargs.get("level_offset", 0))
       first = 0
       for i, spec in enumerate(specs):
-        specs[i] = spec._replace(kwargs=dict(spec.kwargs,
-                                             level_offset=offset + first))
+        specs[i] = spec._replace(
+          kwargs=dict(spec.kwargs, level_offset=offset + first)
+        )
         first += spec.num_envs
     return WorkerVectorEnv.from_specs(specs, **(worker_options or {}))
   if envs_per_worker is not None or worker_options is not None:
-    raise ValueError("envs_per_worker and worker_options need "
-                     "processes=True")
+    raise ValueError("envs_per_worker and worker_options need processes=True")
   if dmlab:
     return _make_dmlab(env_id, num_envs, seed, **kwargs)
   if is_atari_id(env_id):
@@ -89,27 +104,46 @@ def make_vector_env(env_id, num_envs, seed=0, *, processes=None,
   return GymnasiumVectorEnv(env_id, num_envs, seed=seed, **kwargs)
 
 
-def _make_dmlab(env_id, num_envs, seed, test=False, level_offset=0,
-                **kwargs):
+def _make_dmlab(env_id, num_envs, seed, test=False, level_offset=0, **kwargs):
   """`DMLabVectorEnv` in this process, for one level or a level set."""
   set_name = dmlab_set_name(env_id)
   if set_name is None:
     if test or level_offset:
-      raise ValueError(f"test and level_offset are options of the level "
-                       f"sets {dmlab30.SET_NAMES}, not of {env_id!r}")
-    return DMLabVectorEnv(dmlab_level_name(env_id), num_envs, seed=seed,
-                          **kwargs)
+      raise ValueError(
+        f"test and level_offset are options of the level "
+        f"sets {dmlab30.SET_NAMES}, not of {env_id!r}"
+      )
+    return DMLabVectorEnv(
+      dmlab_level_name(env_id), num_envs, seed=seed, **kwargs
+    )
   if kwargs.pop("instructions", True) is not True:
-    raise ValueError(f"{env_id!r} always observes INSTR (instructions=True):"
-                     " every env of a level set has the same observations")
-  levels = dmlab30.env_levels(num_envs, test=test or set_name.endswith(
-      "_test"), offset=level_offset)
-  return DMLabVectorEnv(levels, num_envs, seed=seed, instructions=True,
-                        **kwargs)
+    raise ValueError(
+      f"{env_id!r} always observes INSTR (instructions=True):"
+      " every env of a level set has the same observations"
+    )
+  levels = dmlab30.env_levels(
+    num_envs, test=test or set_name.endswith("_test"), offset=level_offset
+  )
+  return DMLabVectorEnv(
+    levels, num_envs, seed=seed, instructions=True, **kwargs
+  )
 
 
-__all__ = ["VectorEnv", "StepResult", "GymnasiumVectorEnv", "AtariVectorEnv",
-           "DMLabVectorEnv", "WorkerVectorEnv", "WorkerSpec",
-           "WorkerDiedError", "make_vector_env", "split_specs",
-           "is_atari_id", "is_dmlab_id", "dmlab_set_name", "game_name",
-           "dmlab_level_name", "dmlab30"]
+__all__ = [
+  "VectorEnv",
+  "StepResult",
+  "GymnasiumVectorEnv",
+  "AtariVectorEnv",
+  "DMLabVectorEnv",
+  "WorkerVectorEnv",
+  "WorkerSpec",
+  "WorkerDiedError",
+  "make_vector_env",
+  "split_specs",
+  "is_atari_id",
+  "is_dmlab_id",
+  "dmlab_set_name",
+  "game_name",
+  "dmlab_level_name",
+  "dmlab30",
+]

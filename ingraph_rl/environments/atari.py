@@ -4,8 +4,11 @@ import re
 
 import numpy as np
 
-from ingraph_rl.environments.vector_env import (EpisodeStatistics,
-                                                StepResult, VectorEnv)
+from ingraph_rl.environments.vector_env import (
+  EpisodeStatistics,
+  StepResult,
+  VectorEnv,
+)
 from ingraph_rl.spaces import from_gymnasium
 
 
@@ -17,7 +20,7 @@ def game_name(env_id):
   ('ms_pacman', 'space_invaders')
   """
   if env_id.startswith("atari:"):
-    return env_id[len("atari:"):]
+    return env_id[len("atari:") :]
   name = env_id.split("/")[-1]
   name = re.sub(r"-v\d+$", "", name)
   name = re.sub(r"(NoFrameskip|Deterministic)$", "", name)
@@ -54,28 +57,49 @@ class AtariVectorEnv(VectorEnv):
   (`num_threads`, `full_action_space`, `episodic_life`, ...).
   """
 
-  def __init__(self, game, num_envs, seed=0, frame_stack=4, frameskip=4,
-               noop_max=30, repeat_action_probability=0.0,
-               max_num_frames_per_episode=108000, reward_clipping=False,
-               grayscale=True, img_height=84, img_width=84, **ale_kwargs):
+  def __init__(
+    self,
+    game,
+    num_envs,
+    seed=0,
+    frame_stack=4,
+    frameskip=4,
+    noop_max=30,
+    repeat_action_probability=0.0,
+    max_num_frames_per_episode=108000,
+    reward_clipping=False,
+    grayscale=True,
+    img_height=84,
+    img_width=84,
+    **ale_kwargs,
+  ):
     import gymnasium as gym
     from ale_py.vector_env import AtariVectorEnv as ALEVectorEnv
+
     self.game = game_name(game)
     self.num_envs = int(num_envs)
     self.repeat_action_probability = repeat_action_probability
     self._seed = seed
     self._needs_seed = True
     self._env = ALEVectorEnv(
-        self.game, self.num_envs, stack_num=frame_stack, frameskip=frameskip,
-        noop_max=noop_max,
-        repeat_action_probability=repeat_action_probability,
-        max_num_frames_per_episode=max_num_frames_per_episode,
-        reward_clipping=reward_clipping, grayscale=grayscale,
-        img_height=img_height, img_width=img_width,
-        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, **ale_kwargs)
+      self.game,
+      self.num_envs,
+      stack_num=frame_stack,
+      frameskip=frameskip,
+      noop_max=noop_max,
+      repeat_action_probability=repeat_action_probability,
+      max_num_frames_per_episode=max_num_frames_per_episode,
+      reward_clipping=reward_clipping,
+      grayscale=grayscale,
+      img_height=img_height,
+      img_width=img_width,
+      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+      **ale_kwargs,
+    )
     channels = frame_stack * (1 if grayscale else 3)
-    self.observation_space = from_gymnasium(gym.spaces.Box(
-        0, 255, (img_height, img_width, channels), np.uint8))
+    self.observation_space = from_gymnasium(
+      gym.spaces.Box(0, 255, (img_height, img_width, channels), np.uint8)
+    )
     self.action_space = from_gymnasium(self._env.single_action_space)
     self._action_dtype = getattr(self.action_space, "dtype", None)
     self._stats = EpisodeStatistics(self.num_envs)
@@ -112,8 +136,15 @@ class AtariVectorEnv(VectorEnv):
       final_obs[done] = ended[done]
     rewards = np.asarray(rewards, np.float64)
     returns, lengths = self._stats.update(rewards, done)
-    return StepResult(obs, rewards.astype(np.float32), terminated, truncated,
-                      final_obs, returns, lengths)
+    return StepResult(
+      obs,
+      rewards.astype(np.float32),
+      terminated,
+      truncated,
+      final_obs,
+      returns,
+      lengths,
+    )
 
   def close(self):
     self._env.close()

@@ -23,31 +23,40 @@ import sys
 
 import numpy as np
 
-from ingraph_rl.environments.vector_env import (EpisodeStatistics,
-                                                StepResult, VectorEnv)
+from ingraph_rl.environments.vector_env import (
+  EpisodeStatistics,
+  StepResult,
+  VectorEnv,
+)
 from ingraph_rl.errors import EnvironmentNotAvailableError
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 
 DMLAB_PREFIX = "dmlab:"
 
 # The 7 entries of a DM Lab action vector, in `Lab.action_spec()` order.
-ACTION_NAMES = ("LOOK_LEFT_RIGHT_PIXELS_PER_FRAME",
-                "LOOK_DOWN_UP_PIXELS_PER_FRAME", "STRAFE_LEFT_RIGHT",
-                "MOVE_BACK_FORWARD", "FIRE", "JUMP", "CROUCH")
+ACTION_NAMES = (
+  "LOOK_LEFT_RIGHT_PIXELS_PER_FRAME",
+  "LOOK_DOWN_UP_PIXELS_PER_FRAME",
+  "STRAFE_LEFT_RIGHT",
+  "MOVE_BACK_FORWARD",
+  "FIRE",
+  "JUMP",
+  "CROUCH",
+)
 
 # Discrete action i -> 7-int action vector (look left/right, look down/up,
 # strafe left/right, move back/forward, fire, jump, crouch).
 # IMPALA's 9-action set (scalable_agent's DEFAULT_ACTION_SET): the default.
 IMPALA_ACTION_SET = (
-    (0, 0, 0, 1, 0, 0, 0),      # Forward.
-    (0, 0, 0, -1, 0, 0, 0),     # Backward.
-    (0, 0, -1, 0, 0, 0, 0),     # Strafe left.
-    (0, 0, 1, 0, 0, 0, 0),      # Strafe right.
-    (-20, 0, 0, 0, 0, 0, 0),    # Look left.
-    (20, 0, 0, 0, 0, 0, 0),     # Look right.
-    (-20, 0, 0, 1, 0, 0, 0),    # Forward + look left.
-    (20, 0, 0, 1, 0, 0, 0),     # Forward + look right.
-    (0, 0, 0, 0, 1, 0, 0),      # Fire.
+  (0, 0, 0, 1, 0, 0, 0),  # Forward.
+  (0, 0, 0, -1, 0, 0, 0),  # Backward.
+  (0, 0, -1, 0, 0, 0, 0),  # Strafe left.
+  (0, 0, 1, 0, 0, 0, 0),  # Strafe right.
+  (-20, 0, 0, 0, 0, 0, 0),  # Look left.
+  (20, 0, 0, 0, 0, 0, 0),  # Look right.
+  (-20, 0, 0, 1, 0, 0, 0),  # Forward + look left.
+  (20, 0, 0, 1, 0, 0, 0),  # Forward + look right.
+  (0, 0, 0, 0, 1, 0, 0),  # Fire.
 )
 DEFAULT_ACTION_SET = IMPALA_ACTION_SET
 
@@ -58,24 +67,26 @@ NOOP_ACTION_SET = ((0, 0, 0, 0, 0, 0, 0),) + IMPALA_ACTION_SET[:-1]
 DEFAULT_WIDTH, DEFAULT_HEIGHT = 96, 72
 
 INSTALL_HINT = (
-    "DeepMind Lab's Python module `deepmind_lab` is not importable. It is "
-    "not on PyPI; build it from https://github.com/deepmind/lab with Bazel "
-    "(see docs/users/build.md there), e.g.\n"
-    "  git clone https://github.com/deepmind/lab && cd lab\n"
-    "  bazel build -c opt --python_version=PY3 "
-    "//python/pip_package:build_pip_package\n"
-    "  ./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg\n"
-    "  pip install /tmp/dmlab_pkg/deepmind_lab-*.whl\n"
-    "or put a built `deepmind_lab` (bazel-bin/... with its runfiles) on "
-    "PYTHONPATH. Tests use a fake module through `lab_module=`.")
+  "DeepMind Lab's Python module `deepmind_lab` is not importable. It is "
+  "not on PyPI; build it from https://github.com/deepmind/lab with Bazel "
+  "(see docs/users/build.md there), e.g.\n"
+  "  git clone https://github.com/deepmind/lab && cd lab\n"
+  "  bazel build -c opt --python_version=PY3 "
+  "//python/pip_package:build_pip_package\n"
+  "  ./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg\n"
+  "  pip install /tmp/dmlab_pkg/deepmind_lab-*.whl\n"
+  "or put a built `deepmind_lab` (bazel-bin/... with its runfiles) on "
+  "PYTHONPATH. Tests use a fake module through `lab_module=`."
+)
 
 TF_LOADED_MESSAGE = (
-    "DMLabVectorEnv cannot run in this process: it has imported tensorflow, "
-    "and real DeepMind Lab (OSMesa software rendering) segfaults in "
-    "Lab.reset in any process with tensorflow loaded. Use "
-    "ingraph_rl.environments.make_vector_env('dmlab:<level>', num_envs, ...), "
-    "which steps DM Lab in worker processes that never import tensorflow "
-    "(WorkerVectorEnv; envs_per_worker=k groups k envs per process).")
+  "DMLabVectorEnv cannot run in this process: it has imported tensorflow, "
+  "and real DeepMind Lab (OSMesa software rendering) segfaults in "
+  "Lab.reset in any process with tensorflow loaded. Use "
+  "ingraph_rl.environments.make_vector_env('dmlab:<level>', num_envs, ...), "
+  "which steps DM Lab in worker processes that never import tensorflow "
+  "(WorkerVectorEnv; envs_per_worker=k groups k envs per process)."
+)
 
 
 def is_dmlab_id(env_id):
@@ -91,12 +102,18 @@ def dmlab_level_name(env_id):
   >>> dmlab_level_name("dmlab:contributed/dmlab30/explore_goal_locations_small")
   'contributed/dmlab30/explore_goal_locations_small'
   """
-  name = env_id[len(DMLAB_PREFIX):] if is_dmlab_id(env_id) else env_id
-  if not name or name != name.strip() or name.startswith("/") or \
-      name.endswith("/"):
-    raise ValueError(f"bad DM Lab level name {name!r} in {env_id!r}; expected "
-                     "e.g. 'dmlab:seekavoid_arena_01' or "
-                     "'dmlab:contributed/dmlab30/rooms_watermaze'")
+  name = env_id[len(DMLAB_PREFIX) :] if is_dmlab_id(env_id) else env_id
+  if (
+    not name
+    or name != name.strip()
+    or name.startswith("/")
+    or name.endswith("/")
+  ):
+    raise ValueError(
+      f"bad DM Lab level name {name!r} in {env_id!r}; expected "
+      "e.g. 'dmlab:seekavoid_arena_01' or "
+      "'dmlab:contributed/dmlab30/rooms_watermaze'"
+    )
   return name
 
 
@@ -106,8 +123,8 @@ def import_deepmind_lab():
     return importlib.import_module("deepmind_lab")
   except ImportError as e:
     raise EnvironmentNotAvailableError(
-        f"{INSTALL_HINT}\n(import failed with: {e})",
-        name="deepmind_lab") from e
+      f"{INSTALL_HINT}\n(import failed with: {e})", name="deepmind_lab"
+    ) from e
 
 
 def _config_value(value):
@@ -178,11 +195,23 @@ class DMLabVectorEnv(VectorEnv):
     **lab_kwargs: more keyword arguments of `Lab` (e.g. `level_cache`).
   """
 
-  def __init__(self, level, num_envs, seed=0, num_action_repeats=4,
-               width=None, height=None, instructions=False, config=None,
-               renderer="software", action_set=DEFAULT_ACTION_SET,
-               max_episode_steps=None, lab_module=None, runfiles_path=None,
-               **lab_kwargs):
+  def __init__(
+    self,
+    level,
+    num_envs,
+    seed=0,
+    num_action_repeats=4,
+    width=None,
+    height=None,
+    instructions=False,
+    config=None,
+    renderer="software",
+    action_set=DEFAULT_ACTION_SET,
+    max_episode_steps=None,
+    lab_module=None,
+    runfiles_path=None,
+    **lab_kwargs,
+  ):
     if "tensorflow" in sys.modules:
       raise RuntimeError(TF_LOADED_MESSAGE)
     self.num_envs = int(num_envs)
@@ -193,8 +222,10 @@ class DMLabVectorEnv(VectorEnv):
     else:
       self.levels = tuple(dmlab_level_name(name) for name in level)
       if len(self.levels) != self.num_envs:
-        raise ValueError(f"got {len(self.levels)} levels for {num_envs} "
-                         f"envs; give one level or one per env")
+        raise ValueError(
+          f"got {len(self.levels)} levels for {num_envs} "
+          f"envs; give one level or one per env"
+        )
     # The level of all envs, or None for a level set.
     self.level = self.levels[0] if len(set(self.levels)) == 1 else None
     if seed is not None and (int(seed) != seed or seed < 0):
@@ -202,30 +233,39 @@ class DMLabVectorEnv(VectorEnv):
     self._seed = None if seed is None else int(seed)
     self.num_action_repeats = int(num_action_repeats)
     if self.num_action_repeats < 1:
-      raise ValueError(f"num_action_repeats must be >= 1, got "
-                       f"{num_action_repeats}")
+      raise ValueError(
+        f"num_action_repeats must be >= 1, got {num_action_repeats}"
+      )
     if max_episode_steps is not None and int(max_episode_steps) < 1:
-      raise ValueError(f"max_episode_steps must be >= 1 or None, got "
-                       f"{max_episode_steps}")
-    self.max_episode_steps = None if max_episode_steps is None else \
-        int(max_episode_steps)
+      raise ValueError(
+        f"max_episode_steps must be >= 1 or None, got {max_episode_steps}"
+      )
+    self.max_episode_steps = (
+      None if max_episode_steps is None else int(max_episode_steps)
+    )
     if renderer not in ("software", "hardware"):
-      raise ValueError(f"renderer must be 'software' or 'hardware', got "
-                       f"{renderer!r}")
+      raise ValueError(
+        f"renderer must be 'software' or 'hardware', got {renderer!r}"
+      )
     self.config = self._make_config(config, width, height)
     self.width = int(self.config["width"])
     self.height = int(self.config["height"])
     self._action_table = np.asarray(action_set, np.intc)
-    if self._action_table.ndim != 2 or \
-        self._action_table.shape[1] != len(ACTION_NAMES) or \
-        not len(self._action_table):
-      raise ValueError(f"action_set must be a non-empty sequence of "
-                       f"{len(ACTION_NAMES)}-int vectors, got shape "
-                       f"{self._action_table.shape}")
+    if (
+      self._action_table.ndim != 2
+      or self._action_table.shape[1] != len(ACTION_NAMES)
+      or not len(self._action_table)
+    ):
+      raise ValueError(
+        f"action_set must be a non-empty sequence of "
+        f"{len(ACTION_NAMES)}-int vectors, got shape "
+        f"{self._action_table.shape}"
+      )
     self._action_table.setflags(write=False)
     self.with_instructions = bool(instructions)
     self.observation_names = ["RGB_INTERLEAVED"] + (
-        ["INSTR"] if self.with_instructions else [])
+      ["INSTR"] if self.with_instructions else []
+    )
 
     if lab_module is None:
       module = import_deepmind_lab()
@@ -238,22 +278,29 @@ class DMLabVectorEnv(VectorEnv):
     self._labs = []
     try:
       for name in self.levels:
-        self._labs.append(module.Lab(
-            name, list(self.observation_names),
-            config=dict(self.config), renderer=renderer, **lab_kwargs))
+        self._labs.append(
+          module.Lab(
+            name,
+            list(self.observation_names),
+            config=dict(self.config),
+            renderer=renderer,
+            **lab_kwargs,
+          )
+        )
       self._check_specs(self._labs[0])
     except BaseException:
       self.close()
       raise
 
-    self.frame_space = IntBox(256, (self.height, self.width, 3),
-                              dtype=np.uint8)
-    self.observation_space = Dict(RGB_INTERLEAVED=self.frame_space,
-                                  INSTR=TextBox()) \
-        if self.with_instructions else self.frame_space
+    self.frame_space = IntBox(256, (self.height, self.width, 3), dtype=np.uint8)
+    self.observation_space = (
+      Dict(RGB_INTERLEAVED=self.frame_space, INSTR=TextBox())
+      if self.with_instructions
+      else self.frame_space
+    )
     self.action_space = IntBox(len(self._action_table))
-    self._rngs = None        # Per-env streams of episode seeds.
-    self._obs = None         # Latest (frames, texts); None before reset.
+    self._rngs = None  # Per-env streams of episode seeds.
+    self._obs = None  # Latest (frames, texts); None before reset.
     self._episode_steps = np.zeros(self.num_envs, np.int64)
     self._stats = EpisodeStatistics(self.num_envs)
     self._closed = False
@@ -261,18 +308,22 @@ class DMLabVectorEnv(VectorEnv):
   @staticmethod
   def _make_config(config, width, height):
     config = {str(k): _config_value(v) for k, v in (config or {}).items()}
-    for key, value, default in (("width", width, DEFAULT_WIDTH),
-                                ("height", height, DEFAULT_HEIGHT)):
+    for key, value, default in (
+      ("width", width, DEFAULT_WIDTH),
+      ("height", height, DEFAULT_HEIGHT),
+    ):
       if value is None:
         config.setdefault(key, str(default))
       elif key in config and config[key] != str(int(value)):
-        raise ValueError(f"{key}={value} conflicts with config[{key!r}]="
-                         f"{config[key]!r}")
+        raise ValueError(
+          f"{key}={value} conflicts with config[{key!r}]={config[key]!r}"
+        )
       else:
         config[key] = str(int(value))
       if not config[key].isdigit() or int(config[key]) < 1:
-        raise ValueError(f"config[{key!r}] must be a positive int, got "
-                         f"{config[key]!r}")
+        raise ValueError(
+          f"config[{key!r}] must be a positive int, got {config[key]!r}"
+        )
     return config
 
   def _check_specs(self, lab):
@@ -280,22 +331,31 @@ class DMLabVectorEnv(VectorEnv):
     spec = lab.action_spec()
     names = tuple(s["name"] for s in spec)
     if names != ACTION_NAMES:
-      raise ValueError(f"unexpected DM Lab action spec {names}; expected "
-                       f"{ACTION_NAMES}")
+      raise ValueError(
+        f"unexpected DM Lab action spec {names}; expected {ACTION_NAMES}"
+      )
     low = np.array([s["min"] for s in spec])
     high = np.array([s["max"] for s in spec])
-    bad = np.flatnonzero(((self._action_table < low) |
-                          (self._action_table > high)).any(axis=1))
+    bad = np.flatnonzero(
+      ((self._action_table < low) | (self._action_table > high)).any(axis=1)
+    )
     if bad.size:
-      raise ValueError(f"action_set entries {bad.tolist()} are outside the "
-                       f"DM Lab action spec (min {low.tolist()}, max "
-                       f"{high.tolist()})")
+      raise ValueError(
+        f"action_set entries {bad.tolist()} are outside the "
+        f"DM Lab action spec (min {low.tolist()}, max "
+        f"{high.tolist()})"
+      )
     for s in lab.observation_spec():
-      if s["name"] == "RGB_INTERLEAVED" and \
-          tuple(s["shape"]) != (self.height, self.width, 3):
-        raise ValueError(f"DM Lab reports RGB_INTERLEAVED frames of shape "
-                         f"{tuple(s['shape'])}, expected "
-                         f"{(self.height, self.width, 3)} from the config")
+      if s["name"] == "RGB_INTERLEAVED" and tuple(s["shape"]) != (
+        self.height,
+        self.width,
+        3,
+      ):
+        raise ValueError(
+          f"DM Lab reports RGB_INTERLEAVED frames of shape "
+          f"{tuple(s['shape'])}, expected "
+          f"{(self.height, self.width, 3)} from the config"
+        )
 
   @property
   def labs(self):
@@ -303,8 +363,10 @@ class DMLabVectorEnv(VectorEnv):
     return tuple(self._labs)
 
   def _seed_streams(self, seed):
-    self._rngs = [np.random.default_rng(None if seed is None else seed + i)
-                  for i in range(self.num_envs)]
+    self._rngs = [
+      np.random.default_rng(None if seed is None else seed + i)
+      for i in range(self.num_envs)
+    ]
 
   def _start_episode(self, i):
     # DM Lab takes a Python int seed (a C int): draw one in [0, 2^31 - 1).
@@ -319,13 +381,11 @@ class DMLabVectorEnv(VectorEnv):
     frames[i] = observed["RGB_INTERLEAVED"]
     if texts is not None:
       text = observed["INSTR"]
-      texts[i] = text.decode("utf-8") if isinstance(text, bytes) else \
-          str(text)
+      texts[i] = text.decode("utf-8") if isinstance(text, bytes) else str(text)
 
   def _new_buffers(self):
     frames = np.empty((self.num_envs,) + self.frame_space.shape, np.uint8)
-    texts = np.empty(self.num_envs, object) if self.with_instructions \
-        else None
+    texts = np.empty(self.num_envs, object) if self.with_instructions else None
     return frames, texts
 
   def _as_obs(self, frames, texts):
@@ -353,25 +413,31 @@ class DMLabVectorEnv(VectorEnv):
       raise RuntimeError("DMLabVectorEnv: call reset() before step()")
     actions = np.asarray(actions)
     if actions.shape != (self.num_envs,) or actions.dtype.kind not in "iu":
-      raise ValueError(f"expected {self.num_envs} integer actions, got "
-                       f"shape {actions.shape} dtype {actions.dtype}")
+      raise ValueError(
+        f"expected {self.num_envs} integer actions, got "
+        f"shape {actions.shape} dtype {actions.dtype}"
+      )
     if np.any(actions < 0) or np.any(actions >= len(self._action_table)):
-      raise ValueError(f"actions must be in [0, {len(self._action_table)}), "
-                       f"got {actions.tolist()}")
-    vectors = self._action_table[actions]      # [N, 7] intc, C-contiguous.
+      raise ValueError(
+        f"actions must be in [0, {len(self._action_table)}), "
+        f"got {actions.tolist()}"
+      )
+    vectors = self._action_table[actions]  # [N, 7] intc, C-contiguous.
     frames, texts = self._new_buffers()
     last_frames, last_texts = self._obs
     rewards = np.zeros(self.num_envs, np.float64)
     terminated = np.zeros(self.num_envs, np.bool_)
     truncated = np.zeros(self.num_envs, np.bool_)
-    finals = {}                                # i -> (frame, text).
+    finals = {}  # i -> (frame, text).
     self._episode_steps += 1
     for i, lab in enumerate(self._labs):
       rewards[i] = lab.step(vectors[i], num_steps=self.num_action_repeats)
       if lab.is_running():
         self._observe(i, frames, texts)
-        if self.max_episode_steps is None or \
-            self._episode_steps[i] < self.max_episode_steps:
+        if (
+          self.max_episode_steps is None
+          or self._episode_steps[i] < self.max_episode_steps
+        ):
           continue
         truncated[i] = True
         finals[i] = frames[i].copy(), None if texts is None else texts[i]
@@ -379,8 +445,7 @@ class DMLabVectorEnv(VectorEnv):
         # Lab has no observation once an episode ended: the last one stands
         # in as final_obs (its value is never bootstrapped from).
         terminated[i] = True
-        finals[i] = (last_frames[i],
-                     None if texts is None else last_texts[i])
+        finals[i] = (last_frames[i], None if texts is None else last_texts[i])
       self._start_episode(i)
       self._observe(i, frames, texts)
     final_frames, final_texts = frames, texts
@@ -393,10 +458,15 @@ class DMLabVectorEnv(VectorEnv):
           final_texts[i] = text
     self._obs = frames, texts
     returns, lengths = self._stats.update(rewards, terminated | truncated)
-    return StepResult(self._as_obs(frames, texts),
-                      rewards.astype(np.float32), terminated, truncated,
-                      self._as_obs(final_frames, final_texts), returns,
-                      lengths)
+    return StepResult(
+      self._as_obs(frames, texts),
+      rewards.astype(np.float32),
+      terminated,
+      truncated,
+      self._as_obs(final_frames, final_texts),
+      returns,
+      lengths,
+    )
 
   def _check_open(self):
     if self._closed:

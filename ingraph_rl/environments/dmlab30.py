@@ -22,111 +22,115 @@ import numpy as np
 
 LEVEL_DIR = "contributed/dmlab30/"
 
-# Train level -> the test level it is evaluated (and scored) as, in the
-# order of the IMPALA paper's tables.
-LEVEL_MAPPING = {
-    "rooms_collect_good_objects_train": "rooms_collect_good_objects_test",
-    "rooms_exploit_deferred_effects_train":
-        "rooms_exploit_deferred_effects_test",
-    "rooms_select_nonmatching_object": "rooms_select_nonmatching_object",
-    "rooms_watermaze": "rooms_watermaze",
-    "rooms_keys_doors_puzzle": "rooms_keys_doors_puzzle",
-    "language_select_described_object": "language_select_described_object",
-    "language_select_located_object": "language_select_located_object",
-    "language_execute_random_task": "language_execute_random_task",
-    "language_answer_quantitative_question":
-        "language_answer_quantitative_question",
-    "lasertag_one_opponent_small": "lasertag_one_opponent_small",
-    "lasertag_three_opponents_small": "lasertag_three_opponents_small",
-    "lasertag_one_opponent_large": "lasertag_one_opponent_large",
-    "lasertag_three_opponents_large": "lasertag_three_opponents_large",
-    "natlab_fixed_large_map": "natlab_fixed_large_map",
-    "natlab_varying_map_regrowth": "natlab_varying_map_regrowth",
-    "natlab_varying_map_randomized": "natlab_varying_map_randomized",
-    "skymaze_irreversible_path_hard": "skymaze_irreversible_path_hard",
-    "skymaze_irreversible_path_varied": "skymaze_irreversible_path_varied",
-    "psychlab_arbitrary_visuomotor_mapping":
-        "psychlab_arbitrary_visuomotor_mapping",
-    "psychlab_continuous_recognition": "psychlab_continuous_recognition",
-    "psychlab_sequential_comparison": "psychlab_sequential_comparison",
-    "psychlab_visual_search": "psychlab_visual_search",
-    "explore_object_locations_small": "explore_object_locations_small",
-    "explore_object_locations_large": "explore_object_locations_large",
-    "explore_obstructed_goals_small": "explore_obstructed_goals_small",
-    "explore_obstructed_goals_large": "explore_obstructed_goals_large",
-    "explore_goal_locations_small": "explore_goal_locations_small",
-    "explore_goal_locations_large": "explore_goal_locations_large",
-    "explore_object_rewards_few": "explore_object_rewards_few",
-    "explore_object_rewards_many": "explore_object_rewards_many",
+# The 30 training levels, in the order of the IMPALA paper's tables.
+_LEVELS = (
+  "rooms_collect_good_objects_train",
+  "rooms_exploit_deferred_effects_train",
+  "rooms_select_nonmatching_object",
+  "rooms_watermaze",
+  "rooms_keys_doors_puzzle",
+  "language_select_described_object",
+  "language_select_located_object",
+  "language_execute_random_task",
+  "language_answer_quantitative_question",
+  "lasertag_one_opponent_small",
+  "lasertag_three_opponents_small",
+  "lasertag_one_opponent_large",
+  "lasertag_three_opponents_large",
+  "natlab_fixed_large_map",
+  "natlab_varying_map_regrowth",
+  "natlab_varying_map_randomized",
+  "skymaze_irreversible_path_hard",
+  "skymaze_irreversible_path_varied",
+  "psychlab_arbitrary_visuomotor_mapping",
+  "psychlab_continuous_recognition",
+  "psychlab_sequential_comparison",
+  "psychlab_visual_search",
+  "explore_object_locations_small",
+  "explore_object_locations_large",
+  "explore_obstructed_goals_small",
+  "explore_obstructed_goals_large",
+  "explore_goal_locations_small",
+  "explore_goal_locations_large",
+  "explore_object_rewards_few",
+  "explore_object_rewards_many",
+)
+# The two levels with separate test variants; the other 28 are tested
+# as they are trained.
+_TEST_VARIANTS = {
+  "rooms_collect_good_objects_train": "rooms_collect_good_objects_test",
+  "rooms_exploit_deferred_effects_train": "rooms_exploit_deferred_effects_test",
 }
+# Train level -> the test level it is evaluated (and scored) as.
+LEVEL_MAPPING = {level: _TEST_VARIANTS.get(level, level) for level in _LEVELS}
 TRAIN_LEVELS = tuple(LEVEL_MAPPING)
 TEST_LEVELS = tuple(LEVEL_MAPPING.values())
 
 # Per test level: the human tester's and a uniformly random agent's mean
 # episode return (IMPALA paper, Espeholt et al. 2018).
 HUMAN_SCORES = {
-    "rooms_collect_good_objects_test": 10.0,
-    "rooms_exploit_deferred_effects_test": 85.65,
-    "rooms_select_nonmatching_object": 65.9,
-    "rooms_watermaze": 54.0,
-    "rooms_keys_doors_puzzle": 53.8,
-    "language_select_described_object": 389.5,
-    "language_select_located_object": 280.7,
-    "language_execute_random_task": 254.05,
-    "language_answer_quantitative_question": 184.5,
-    "lasertag_one_opponent_small": 12.65,
-    "lasertag_three_opponents_small": 18.55,
-    "lasertag_one_opponent_large": 18.6,
-    "lasertag_three_opponents_large": 31.5,
-    "natlab_fixed_large_map": 36.9,
-    "natlab_varying_map_regrowth": 24.45,
-    "natlab_varying_map_randomized": 42.35,
-    "skymaze_irreversible_path_hard": 100.0,
-    "skymaze_irreversible_path_varied": 100.0,
-    "psychlab_arbitrary_visuomotor_mapping": 58.75,
-    "psychlab_continuous_recognition": 58.3,
-    "psychlab_sequential_comparison": 39.5,
-    "psychlab_visual_search": 78.5,
-    "explore_object_locations_small": 74.45,
-    "explore_object_locations_large": 65.65,
-    "explore_obstructed_goals_small": 206.0,
-    "explore_obstructed_goals_large": 119.5,
-    "explore_goal_locations_small": 267.5,
-    "explore_goal_locations_large": 194.5,
-    "explore_object_rewards_few": 77.7,
-    "explore_object_rewards_many": 106.7,
+  "rooms_collect_good_objects_test": 10.0,
+  "rooms_exploit_deferred_effects_test": 85.65,
+  "rooms_select_nonmatching_object": 65.9,
+  "rooms_watermaze": 54.0,
+  "rooms_keys_doors_puzzle": 53.8,
+  "language_select_described_object": 389.5,
+  "language_select_located_object": 280.7,
+  "language_execute_random_task": 254.05,
+  "language_answer_quantitative_question": 184.5,
+  "lasertag_one_opponent_small": 12.65,
+  "lasertag_three_opponents_small": 18.55,
+  "lasertag_one_opponent_large": 18.6,
+  "lasertag_three_opponents_large": 31.5,
+  "natlab_fixed_large_map": 36.9,
+  "natlab_varying_map_regrowth": 24.45,
+  "natlab_varying_map_randomized": 42.35,
+  "skymaze_irreversible_path_hard": 100.0,
+  "skymaze_irreversible_path_varied": 100.0,
+  "psychlab_arbitrary_visuomotor_mapping": 58.75,
+  "psychlab_continuous_recognition": 58.3,
+  "psychlab_sequential_comparison": 39.5,
+  "psychlab_visual_search": 78.5,
+  "explore_object_locations_small": 74.45,
+  "explore_object_locations_large": 65.65,
+  "explore_obstructed_goals_small": 206.0,
+  "explore_obstructed_goals_large": 119.5,
+  "explore_goal_locations_small": 267.5,
+  "explore_goal_locations_large": 194.5,
+  "explore_object_rewards_few": 77.7,
+  "explore_object_rewards_many": 106.7,
 }
 RANDOM_SCORES = {
-    "rooms_collect_good_objects_test": 0.073,
-    "rooms_exploit_deferred_effects_test": 8.501,
-    "rooms_select_nonmatching_object": 0.312,
-    "rooms_watermaze": 4.065,
-    "rooms_keys_doors_puzzle": 4.135,
-    "language_select_described_object": -0.07,
-    "language_select_located_object": 1.929,
-    "language_execute_random_task": -5.913,
-    "language_answer_quantitative_question": -0.33,
-    "lasertag_one_opponent_small": -0.224,
-    "lasertag_three_opponents_small": -0.214,
-    "lasertag_one_opponent_large": -0.083,
-    "lasertag_three_opponents_large": -0.102,
-    "natlab_fixed_large_map": 2.173,
-    "natlab_varying_map_regrowth": 2.989,
-    "natlab_varying_map_randomized": 7.346,
-    "skymaze_irreversible_path_hard": 0.1,
-    "skymaze_irreversible_path_varied": 14.4,
-    "psychlab_arbitrary_visuomotor_mapping": 0.163,
-    "psychlab_continuous_recognition": 0.224,
-    "psychlab_sequential_comparison": 0.129,
-    "psychlab_visual_search": 0.085,
-    "explore_object_locations_small": 3.575,
-    "explore_object_locations_large": 4.673,
-    "explore_obstructed_goals_small": 6.76,
-    "explore_obstructed_goals_large": 2.61,
-    "explore_goal_locations_small": 7.66,
-    "explore_goal_locations_large": 3.14,
-    "explore_object_rewards_few": 2.073,
-    "explore_object_rewards_many": 2.438,
+  "rooms_collect_good_objects_test": 0.073,
+  "rooms_exploit_deferred_effects_test": 8.501,
+  "rooms_select_nonmatching_object": 0.312,
+  "rooms_watermaze": 4.065,
+  "rooms_keys_doors_puzzle": 4.135,
+  "language_select_described_object": -0.07,
+  "language_select_located_object": 1.929,
+  "language_execute_random_task": -5.913,
+  "language_answer_quantitative_question": -0.33,
+  "lasertag_one_opponent_small": -0.224,
+  "lasertag_three_opponents_small": -0.214,
+  "lasertag_one_opponent_large": -0.083,
+  "lasertag_three_opponents_large": -0.102,
+  "natlab_fixed_large_map": 2.173,
+  "natlab_varying_map_regrowth": 2.989,
+  "natlab_varying_map_randomized": 7.346,
+  "skymaze_irreversible_path_hard": 0.1,
+  "skymaze_irreversible_path_varied": 14.4,
+  "psychlab_arbitrary_visuomotor_mapping": 0.163,
+  "psychlab_continuous_recognition": 0.224,
+  "psychlab_sequential_comparison": 0.129,
+  "psychlab_visual_search": 0.085,
+  "explore_object_locations_small": 3.575,
+  "explore_object_locations_large": 4.673,
+  "explore_obstructed_goals_small": 6.76,
+  "explore_obstructed_goals_large": 2.61,
+  "explore_goal_locations_small": 7.66,
+  "explore_goal_locations_large": 3.14,
+  "explore_object_rewards_few": 2.073,
+  "explore_object_rewards_many": 2.438,
 }
 
 # The set names `make_vector_env` knows ("dmlab:dmlab30", ...).
@@ -136,8 +140,8 @@ SET_NAMES = ("dmlab30", "dmlab30_test")
 def short_name(level):
   """'dmlab:contributed/dmlab30/rooms_watermaze' -> 'rooms_watermaze'."""
   if level.startswith("dmlab:"):
-    level = level[len("dmlab:"):]
-  return level[len(LEVEL_DIR):] if level.startswith(LEVEL_DIR) else level
+    level = level[len("dmlab:") :]
+  return level[len(LEVEL_DIR) :] if level.startswith(LEVEL_DIR) else level
 
 
 def level_path(level):
@@ -154,17 +158,20 @@ def scoring_level(level):
     return LEVEL_MAPPING[name]
   if name in HUMAN_SCORES:
     return name
-  raise ValueError(f"{level!r} is not a DMLab-30 level; expected one of "
-                   f"{list(TRAIN_LEVELS)} or a test variant, with or without "
-                   f"the {LEVEL_DIR!r} prefix")
+  raise ValueError(
+    f"{level!r} is not a DMLab-30 level; expected one of "
+    f"{list(TRAIN_LEVELS)} or a test variant, with or without "
+    f"the {LEVEL_DIR!r} prefix"
+  )
 
 
 def env_levels(num_envs, test=False, offset=0):
   """Level paths of envs 0..num_envs-1: env i runs level (offset + i) % 30
   (train variants, or test variants with `test`)."""
   names = TEST_LEVELS if test else TRAIN_LEVELS
-  return tuple(level_path(names[(offset + i) % len(names)])
-               for i in range(int(num_envs)))
+  return tuple(
+    level_path(names[(offset + i) % len(names)]) for i in range(int(num_envs))
+  )
 
 
 def human_normalized_score(level, returns):
@@ -201,12 +208,14 @@ def mean_capped_human_normalized_score(level_returns, cap=100.0):
   if unknown:
     raise ValueError(f"not DMLab-30 levels: {unknown}")
   if twice:
-    raise ValueError(f"levels given twice (a train level counts as its test "
-                     f"entry): {twice}")
+    raise ValueError(
+      f"levels given twice (a train level counts as its test entry): {twice}"
+    )
   missing = [name for name in TEST_LEVELS if name not in by_test]
   if missing:
-    raise ValueError(f"missing DMLab-30 levels ({len(missing)} of 30): "
-                     f"{missing}")
+    raise ValueError(
+      f"missing DMLab-30 levels ({len(missing)} of 30): {missing}"
+    )
   scores = []
   for name in TEST_LEVELS:
     level, returns = by_test[name]
@@ -239,48 +248,65 @@ def score_report(level_stats, cap=100.0):
   for level, stats in level_stats.items():
     name = scoring_level(level)
     if name in seen:
-      raise ValueError(f"levels {seen[name]!r} and {level!r} are both "
-                       f"scored as {name!r}")
+      raise ValueError(
+        f"levels {seen[name]!r} and {level!r} are both scored as {name!r}"
+      )
     seen[name] = level
     row = dict(stats, scoring_level=name)
     mean = row.get("mean_return")
     if mean is None or not row.get("episodes"):
-      row.update(mean_return=None, human_normalized_score=None,
-                 capped_score=None)
+      row.update(
+        mean_return=None, human_normalized_score=None, capped_score=None
+      )
     else:
       score = human_normalized_score(name, [mean])
-      row.update(mean_return=float(mean), human_normalized_score=score,
-                 capped_score=min(score, cap))
+      row.update(
+        mean_return=float(mean),
+        human_normalized_score=score,
+        capped_score=min(score, cap),
+      )
     rows[short_name(level)] = row
-  order = sorted(rows, key=lambda k: TEST_LEVELS.index(
-      rows[k]["scoring_level"]))
+  order = sorted(
+    rows, key=lambda k: TEST_LEVELS.index(rows[k]["scoring_level"])
+  )
   scored = [rows[k] for k in order if rows[k]["capped_score"] is not None]
   return {
-      "levels": {k: rows[k] for k in order},
-      "num_levels": len(scored),
-      "complete": len(scored) == len(TEST_LEVELS),
-      "cap": cap,
-      "mean_capped_hns": float(np.mean([r["capped_score"] for r in scored]))
-                         if scored else None,
-      "mean_hns": float(np.mean([r["human_normalized_score"]
-                                 for r in scored])) if scored else None}
+    "levels": {k: rows[k] for k in order},
+    "num_levels": len(scored),
+    "complete": len(scored) == len(TEST_LEVELS),
+    "cap": cap,
+    "mean_capped_hns": float(np.mean([r["capped_score"] for r in scored]))
+    if scored
+    else None,
+    "mean_hns": float(np.mean([r["human_normalized_score"] for r in scored]))
+    if scored
+    else None,
+  }
 
 
 def format_report(report):
   """`score_report`'s table as text: one line per level, then the mean."""
   width = max([len(k) for k in report["levels"]] + [5])
-  lines = [f"{'level':<{width}}  {'mean return':>11}  {'episodes':>8}  "
-           f"{'HNS':>8}"]
+  lines = [
+    f"{'level':<{width}}  {'mean return':>11}  {'episodes':>8}  {'HNS':>8}"
+  ]
   for name, row in report["levels"].items():
     mean, score = row["mean_return"], row["human_normalized_score"]
-    lines.append(f"{name:<{width}}  "
-                 f"{'-' if mean is None else f'{mean:.2f}':>11}  "
-                 f"{row['episodes']:>8}  "
-                 f"{'-' if score is None else f'{score:.1f}':>8}")
+    lines.append(
+      f"{name:<{width}}  "
+      f"{'-' if mean is None else f'{mean:.2f}':>11}  "
+      f"{row['episodes']:>8}  "
+      f"{'-' if score is None else f'{score:.1f}':>8}"
+    )
   mean = report["mean_capped_hns"]
-  what = ("DMLab-30" if report["complete"] else
-          f"{report['num_levels']} of {len(TEST_LEVELS)} levels, not the "
-          f"DMLab-30 figure")
-  lines.append(f"mean capped human-normalized score (cap {report['cap']:g}, "
-               f"{what}): {'-' if mean is None else f'{mean:.2f}'}")
+  what = (
+    "DMLab-30"
+    if report["complete"]
+    else f"{report['num_levels']} of {len(TEST_LEVELS)} levels, not the "
+    f"DMLab-30 figure"
+  )
+  lines.append(
+    f"mean capped human-normalized score (cap {report['cap']:g}, "
+    f"{what}): {'-' if mean is None else f'{mean:.2f}'}"
+  )
   return "\n".join(lines)

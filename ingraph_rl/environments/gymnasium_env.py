@@ -2,8 +2,11 @@
 
 import numpy as np
 
-from ingraph_rl.environments.vector_env import (EpisodeStatistics,
-                                                StepResult, VectorEnv)
+from ingraph_rl.environments.vector_env import (
+  EpisodeStatistics,
+  StepResult,
+  VectorEnv,
+)
 from ingraph_rl.spaces import from_gymnasium
 
 
@@ -23,9 +26,17 @@ class GymnasiumVectorEnv(VectorEnv):
   of the float rewards in float64, reported as float32).
   """
 
-  def __init__(self, env_id, num_envs, seed=0, asynchronous=False,
-               vector_kwargs=None, **make_kwargs):
+  def __init__(
+    self,
+    env_id,
+    num_envs,
+    seed=0,
+    asynchronous=False,
+    vector_kwargs=None,
+    **make_kwargs,
+  ):
     import gymnasium as gym
+
     self.env_id = env_id
     self.num_envs = int(num_envs)
     self._seed = seed
@@ -33,9 +44,12 @@ class GymnasiumVectorEnv(VectorEnv):
     kwargs = dict(vector_kwargs or {})
     kwargs["autoreset_mode"] = gym.vector.AutoresetMode.SAME_STEP
     self._env = gym.make_vec(
-        env_id, self.num_envs,
-        vectorization_mode="async" if asynchronous else "sync",
-        vector_kwargs=kwargs, **make_kwargs)
+      env_id,
+      self.num_envs,
+      vectorization_mode="async" if asynchronous else "sync",
+      vector_kwargs=kwargs,
+      **make_kwargs,
+    )
     self.gym_env = self._env
     self.observation_space = from_gymnasium(self._env.single_observation_space)
     self.action_space = from_gymnasium(self._env.single_action_space)
@@ -63,14 +77,23 @@ class GymnasiumVectorEnv(VectorEnv):
       final_obs = obs.copy()
       mask = np.asarray(infos["_final_obs"], np.bool_)
       if not np.array_equal(mask, done):
-        raise RuntimeError(f"gymnasium final_obs mask {mask} does not match "
-                           f"terminated | truncated {done}")
+        raise RuntimeError(
+          f"gymnasium final_obs mask {mask} does not match "
+          f"terminated | truncated {done}"
+        )
       for i in np.flatnonzero(mask):
         final_obs[i] = infos["final_obs"][i]
     rewards = np.asarray(rewards, np.float64)
     returns, lengths = self._stats.update(rewards, done)
-    return StepResult(obs, rewards.astype(np.float32), terminated, truncated,
-                      final_obs, returns, lengths)
+    return StepResult(
+      obs,
+      rewards.astype(np.float32),
+      terminated,
+      truncated,
+      final_obs,
+      returns,
+      lengths,
+    )
 
   def close(self):
     try:
@@ -80,5 +103,5 @@ class GymnasiumVectorEnv(VectorEnv):
       # them): make sure none is left behind.
       try:
         self._env.close(terminate=True)
-      except Exception:                 # pylint: disable=broad-except
+      except Exception:
         pass

@@ -29,12 +29,14 @@ from ingraph_rl.spaces import BoxSpace, ContainerSpace, TextBox
 def _obs_space(env):
   space = env.observation_space
   if isinstance(space, BoxSpace) or (
-      isinstance(space, ContainerSpace) and space.flatten()):
+    isinstance(space, ContainerSpace) and space.flatten()
+  ):
     return space
-  raise SpaceError(f"in-graph stepping needs a box or a Dict of boxes as "
-                   f"observation space, got {space!r}",
-                   expected="FloatBox, IntBox, BoolBox, TextBox or a Dict "
-                            "of them")
+  raise SpaceError(
+    f"in-graph stepping needs a box or a Dict of boxes as "
+    f"observation space, got {space!r}",
+    expected="FloatBox, IntBox, BoolBox, TextBox or a Dict of them",
+  )
 
 
 def _leaves(env):
@@ -59,16 +61,18 @@ def _np_leaves(env, obs):
 def _nest(env, leaves):
   """Observation leaves (tensors) -> the observation's structure."""
   space = _obs_space(env)
-  return leaves[0] if isinstance(space, BoxSpace) else \
-      space.unflatten_value(leaves)
+  return (
+    leaves[0] if isinstance(space, BoxSpace) else space.unflatten_value(leaves)
+  )
 
 
 def step_dtypes(env):
   """TF dtypes of the `StepResult` fields, in field order (obs and
   final_obs: a nest like the observation)."""
   obs = _nest(env, [tf_dtype(leaf) for _, leaf in _leaves(env)])
-  return StepResult(obs, tf.float32, tf.bool, tf.bool, obs, tf.float32,
-                    tf.int32)
+  return StepResult(
+    obs, tf.float32, tf.bool, tf.bool, obs, tf.float32, tf.int32
+  )
 
 
 def step_shapes(env):
@@ -88,23 +92,38 @@ def tf_step(env, actions, name="env_step"):
 
   def _step(actions):
     r = env.step(np.asarray(actions, action_dtype))
-    return (_np_leaves(env, r.obs) + [r.rewards, r.terminated, r.truncated] +
-            _np_leaves(env, r.final_obs) +
-            [r.episode_returns, r.episode_lengths])
+    return (
+      _np_leaves(env, r.obs)
+      + [r.rewards, r.terminated, r.truncated]
+      + _np_leaves(env, r.final_obs)
+      + [r.episode_returns, r.episode_lengths]
+    )
 
   obs_dtypes = [tf_dtype(leaf) for _, leaf in leaves]
-  dtypes = obs_dtypes + [tf.float32, tf.bool, tf.bool] + obs_dtypes + \
-      [tf.float32, tf.int32]
-  outputs = tf.numpy_function(_step, [actions], dtypes, stateful=True,
-                              name=name)
+  dtypes = (
+    obs_dtypes
+    + [tf.float32, tf.bool, tf.bool]
+    + obs_dtypes
+    + [tf.float32, tf.int32]
+  )
+  outputs = tf.numpy_function(
+    _step, [actions], dtypes, stateful=True, name=name
+  )
   n = env.num_envs
   obs_shapes = [(n,) + tuple(leaf.shape) for _, leaf in leaves]
   shapes = obs_shapes + [(n,)] * 3 + obs_shapes + [(n,)] * 2
   for tensor, shape in zip(outputs, shapes):
     tensor.set_shape(shape)
   obs, rest = outputs[:k], outputs[k:]
-  return StepResult(_nest(env, obs), rest[0], rest[1], rest[2],
-                    _nest(env, rest[3:3 + k]), rest[3 + k], rest[4 + k])
+  return StepResult(
+    _nest(env, obs),
+    rest[0],
+    rest[1],
+    rest[2],
+    _nest(env, rest[3 : 3 + k]),
+    rest[3 + k],
+    rest[4 + k],
+  )
 
 
 def tf_reset(env, seed=None, name="env_reset"):
@@ -126,10 +145,12 @@ def tf_reset(env, seed=None, name="env_reset"):
     def fn(seed):
       seed = int(seed)
       return _np_leaves(env, env.reset(seed=None if seed < 0 else seed))
-  obs = tf.numpy_function(fn, inputs, [tf_dtype(leaf) for _, leaf in leaves],
-                          stateful=True, name=name)
+
+  obs = tf.numpy_function(
+    fn, inputs, [tf_dtype(leaf) for _, leaf in leaves], stateful=True, name=name
+  )
   if not isinstance(obs, (list, tuple)):
-    obs = [obs]                 # Eagerly, one output comes back bare.
+    obs = [obs]  # Eagerly, one output comes back bare.
   for tensor, (_, leaf) in zip(obs, leaves):
     tensor.set_shape((env.num_envs,) + tuple(leaf.shape))
   return _nest(env, list(obs))
@@ -137,11 +158,12 @@ def tf_reset(env, seed=None, name="env_reset"):
 
 def _torch_leaf(x):
   import torch
+
   if isinstance(x, torch.Tensor):
     return x
   x = np.asarray(x)
   if x.dtype.kind in "OUS":
-    return x                  # torch has no strings: text stays NumPy.
+    return x  # torch has no strings: text stays NumPy.
   return torch.from_numpy(np.ascontiguousarray(x))
 
 
@@ -149,8 +171,9 @@ def _torch_obs(env, obs):
   space = env.observation_space
   if isinstance(space, BoxSpace):
     return _torch_leaf(obs)
-  return space.unflatten_value([_torch_leaf(x) for x in
-                                space.flatten_value(obs)])
+  return space.unflatten_value(
+    [_torch_leaf(x) for x in space.flatten_value(obs)]
+  )
 
 
 def torch_step(env, actions):
@@ -158,14 +181,17 @@ def torch_step(env, actions):
   `StepResult` of CPU torch tensors (sharing memory with the NumPy arrays;
   text leaves of Dict observations stay NumPy)."""
   import torch
+
   if isinstance(actions, torch.Tensor):
     actions = actions.detach().cpu().numpy()
   r = env.step(actions)
-  return StepResult(_torch_obs(env, r.obs), *(
-      _torch_leaf(x) for x in (r.rewards, r.terminated, r.truncated)),
-                    _torch_obs(env, r.final_obs),
-                    _torch_leaf(r.episode_returns),
-                    _torch_leaf(r.episode_lengths))
+  return StepResult(
+    _torch_obs(env, r.obs),
+    *(_torch_leaf(x) for x in (r.rewards, r.terminated, r.truncated)),
+    _torch_obs(env, r.final_obs),
+    _torch_leaf(r.episode_returns),
+    _torch_leaf(r.episode_lengths),
+  )
 
 
 def torch_reset(env, seed=None):

@@ -35,6 +35,7 @@ class StepResult(NamedTuple):
   episode_lengths: [N] int32. Where terminated | truncated: the ended
                    episode's number of steps; else 0.
   """
+
   obs: object
   rewards: object
   terminated: object

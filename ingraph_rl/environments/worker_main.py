@@ -24,11 +24,13 @@ def _watch_parent(parent_pid, period_s=1.0):
   """Exits this process once the parent is gone, even while an env call
   blocks the main thread (a dead parent's socket EOF is seen only between
   calls)."""
+
   def loop():
     while True:
       time.sleep(period_s)
       if os.getppid() != parent_pid:
         os._exit(3)
+
   threading.Thread(target=loop, daemon=True, name="parent-watch").start()
 
 
@@ -37,6 +39,7 @@ class Server:
 
   def __init__(self, sock, spec):
     from ingraph_rl.environments import workers
+
     self.w = workers
     self.sock, self.spec = sock, spec
     self.env = None
@@ -44,28 +47,38 @@ class Server:
 
   def build(self):
     from ingraph_rl.environments import make_vector_env
+
     spec = self.spec
-    self.env = make_vector_env(spec["env_id"], spec["num_envs"],
-                               seed=spec["seed"], processes=False,
-                               **spec["kwargs"])
+    self.env = make_vector_env(
+      spec["env_id"],
+      spec["num_envs"],
+      seed=spec["seed"],
+      processes=False,
+      **spec["kwargs"],
+    )
     levels = getattr(self.env, "levels", None)
-    hello = {"num_envs": int(self.env.num_envs),
-             "observation_space": self.w.space_to_json(
-                 self.env.observation_space),
-             "action_space": self.w.space_to_json(self.env.action_space),
-             "levels": None if levels is None else list(levels)}
+    hello = {
+      "num_envs": int(self.env.num_envs),
+      "observation_space": self.w.space_to_json(self.env.observation_space),
+      "action_space": self.w.space_to_json(self.env.action_space),
+      "levels": None if levels is None else list(levels),
+    }
     self.reply(os.getpid(), json.dumps(hello).encode())
 
   def reply(self, arg=0, payload=b""):
     self.w.send_message(self.sock, self.w.OK, arg, payload)
 
   def attach(self, name, size):
-    self.layout = self.w.Layout(self.env.num_envs,
-                                self.env.observation_space,
-                                self.env.action_space, self.spec["text_bytes"])
+    self.layout = self.w.Layout(
+      self.env.num_envs,
+      self.env.observation_space,
+      self.env.action_space,
+      self.spec["text_bytes"],
+    )
     if self.layout.size != size:
-      raise RuntimeError(f"the parent's layout has {size} bytes, ours "
-                         f"{self.layout.size}")
+      raise RuntimeError(
+        f"the parent's layout has {size} bytes, ours {self.layout.size}"
+      )
     self.shm = self.w.attach_shared_memory(name)
     # Both sides have it mapped: the name is no longer needed, and
     # unlinking now leaves nothing behind whoever dies first.
@@ -90,7 +103,7 @@ class Server:
     while True:
       message = w.recv_message(self.sock)
       if message is None:
-        return                        # The parent is gone.
+        return  # The parent is gone.
       code, arg, payload = message
       try:
         if code == w.STEP:
@@ -110,9 +123,10 @@ class Server:
           return
         else:
           raise ValueError(f"unknown command {code}")
-      except Exception as e:          # pylint: disable=broad-except
-        w.send_message(self.sock, w.ERROR, 0,
-                       w.error_payload(e, traceback.format_exc()))
+      except Exception as e:
+        w.send_message(
+          self.sock, w.ERROR, 0, w.error_payload(e, traceback.format_exc())
+        )
 
   def close(self):
     env, self.env = self.env, None
@@ -139,14 +153,16 @@ def main(argv=None):
   sock = socket.socket(fileno=args.fd)
   spec = json.loads(args.spec)
   from ingraph_rl.environments import workers
+
   server = None
   try:
     server = Server(sock, spec)
     server.build()
-  except BaseException as e:          # pylint: disable=broad-except
+  except BaseException as e:
     try:
-      workers.send_message(sock, workers.ERROR, 0, workers.error_payload(
-          e, traceback.format_exc()))
+      workers.send_message(
+        sock, workers.ERROR, 0, workers.error_payload(e, traceback.format_exc())
+      )
     except OSError:
       pass
     if server is not None:
@@ -157,7 +173,7 @@ def main(argv=None):
   finally:
     server.close()
     try:
-      workers.send_message(sock, workers.OK)   # Closed.
+      workers.send_message(sock, workers.OK)  # Closed.
     except OSError:
       pass
     sock.close()

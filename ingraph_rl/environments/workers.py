@@ -61,11 +61,10 @@ import numpy as np
 
 from ingraph_rl.environments.vector_env import StepResult, VectorEnv
 from ingraph_rl.errors import EnvironmentNotAvailableError, SpaceError
-from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, \
-    TextBox
+from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, TextBox
 
 WORKER_MODULE = "ingraph_rl.environments.worker_main"
-TEXT_BYTES = 512            # Default slot size of a text leaf, in bytes.
+TEXT_BYTES = 512  # Default slot size of a text leaf, in bytes.
 SHM_PREFIX = "ingraph_rl_env_"
 
 # Control messages: code (command or status), an int64 argument, and the
@@ -73,20 +72,37 @@ SHM_PREFIX = "ingraph_rl_env_"
 HEADER = struct.Struct("<BqI")
 ATTACH, RESET, STEP, MODULES, CLOSE = 1, 2, 3, 4, 5
 OK, ERROR = 0, 1
-COMMAND_NAMES = {ATTACH: "attach", RESET: "reset", STEP: "step",
-                 MODULES: "modules", CLOSE: "close"}
+COMMAND_NAMES = {
+  ATTACH: "attach",
+  RESET: "reset",
+  STEP: "step",
+  MODULES: "modules",
+  CLOSE: "close",
+}
 
 _BOXES = {cls.__name__: cls for cls in (FloatBox, IntBox, BoolBox, TextBox)}
 # Exceptions re-raised here as their own class (else RuntimeError).
-_ERROR_TYPES = {cls.__name__: cls for cls in (
-    ValueError, TypeError, KeyError, IndexError, NotImplementedError,
-    ImportError, ModuleNotFoundError, RuntimeError, SpaceError,
-    EnvironmentNotAvailableError)}
+_ERROR_TYPES = {
+  cls.__name__: cls
+  for cls in (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    NotImplementedError,
+    ImportError,
+    ModuleNotFoundError,
+    RuntimeError,
+    SpaceError,
+    EnvironmentNotAvailableError,
+  )
+}
 
 
 class WorkerSpec(NamedTuple):
   """What one worker builds: `make_vector_env(env_id, num_envs, seed,
   processes=False, **kwargs)`; kwargs must be JSON-able."""
+
   env_id: str
   num_envs: int
   seed: object = 0
@@ -98,11 +114,19 @@ def split_specs(env_id, num_envs, seed=0, envs_per_worker=1, **kwargs):
   `seed + i` (worker w's first env index is its seed offset)."""
   num_envs, k = int(num_envs), int(envs_per_worker)
   if num_envs < 1 or k < 1:
-    raise ValueError(f"num_envs and envs_per_worker must be >= 1, got "
-                     f"{num_envs} and {envs_per_worker}")
-  return [WorkerSpec(env_id, min(k, num_envs - a),
-                     None if seed is None else int(seed) + a, dict(kwargs))
-          for a in range(0, num_envs, k)]
+    raise ValueError(
+      f"num_envs and envs_per_worker must be >= 1, got "
+      f"{num_envs} and {envs_per_worker}"
+    )
+  return [
+    WorkerSpec(
+      env_id,
+      min(k, num_envs - a),
+      None if seed is None else int(seed) + a,
+      dict(kwargs),
+    )
+    for a in range(0, num_envs, k)
+  ]
 
 
 # --- messages ----------------------------------------------------------------
@@ -118,7 +142,7 @@ def _recv_exactly(sock, n):
   while got < n:
     k = sock.recv_into(view[got:])
     if not k:
-      return None                     # EOF: the other side is gone.
+      return None  # EOF: the other side is gone.
     got += k
   return bytes(buf)
 
@@ -139,8 +163,14 @@ def recv_message(sock):
 
 def error_payload(exc, traceback_text=""):
   name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
-  return json.dumps({"type": type(exc).__name__, "message": str(exc),
-                     "name": name, "traceback": traceback_text}).encode()
+  return json.dumps(
+    {
+      "type": type(exc).__name__,
+      "message": str(exc),
+      "name": name,
+      "traceback": traceback_text,
+    }
+  ).encode()
 
 
 # --- spaces as data ----------------------------------------------------------
@@ -163,21 +193,28 @@ def space_to_json(space):
     return {"Dict": {k: space_to_json(s) for k, s in space.items()}}
   if isinstance(space, BoxSpace) and type(space).__name__ in _BOXES:
     if space.has_batch_rank or space.has_time_rank:
-      raise SpaceError(f"an env space has no batch or time rank, got "
-                       f"{space!r}")
-    return {"box": type(space).__name__, "shape": list(space.shape),
-            "dtype": space.dtype.str, "low": _bound_to_json(space.low),
-            "high": _bound_to_json(space.high)}
-  raise SpaceError(f"worker envs support box spaces and Dicts of boxes, got "
-                   f"{space!r}")
+      raise SpaceError(f"an env space has no batch or time rank, got {space!r}")
+    return {
+      "box": type(space).__name__,
+      "shape": list(space.shape),
+      "dtype": space.dtype.str,
+      "low": _bound_to_json(space.low),
+      "high": _bound_to_json(space.high),
+    }
+  raise SpaceError(
+    f"worker envs support box spaces and Dicts of boxes, got {space!r}"
+  )
 
 
 def space_from_json(obj):
   if "Dict" in obj:
     return Dict({k: space_from_json(v) for k, v in obj["Dict"].items()})
-  return _BOXES[obj["box"]](shape=tuple(obj["shape"]), dtype=obj["dtype"],
-                            low=_bound_from_json(obj["low"]),
-                            high=_bound_from_json(obj["high"]))
+  return _BOXES[obj["box"]](
+    shape=tuple(obj["shape"]),
+    dtype=obj["dtype"],
+    low=_bound_from_json(obj["low"]),
+    high=_bound_from_json(obj["high"]),
+  )
 
 
 # --- shared memory -----------------------------------------------------------
@@ -188,20 +225,25 @@ def _untracked(fn):
   start a helper process and unlink segments it thinks leaked; we unlink
   ourselves (Python < 3.13 has no `track=False`)."""
   from multiprocessing import resource_tracker
+
   register, unregister = resource_tracker.register, resource_tracker.unregister
-  resource_tracker.register = resource_tracker.unregister = \
-      lambda *args: None
+  resource_tracker.register = resource_tracker.unregister = lambda *args: None
   try:
     return fn()
   finally:
-    resource_tracker.register, resource_tracker.unregister = \
-        register, unregister
+    resource_tracker.register, resource_tracker.unregister = (
+      register,
+      unregister,
+    )
 
 
 def create_shared_memory(size):
   name = f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
-  return _untracked(lambda: shared_memory.SharedMemory(
-      name=name, create=True, size=max(int(size), 1)))
+  return _untracked(
+    lambda: shared_memory.SharedMemory(
+      name=name, create=True, size=max(int(size), 1)
+    )
+  )
 
 
 def attach_shared_memory(name):
@@ -235,28 +277,35 @@ class Layout:
   def __init__(self, num_envs, observation_space, action_space, text_bytes):
     k = int(num_envs)
     self.text_bytes = int(text_bytes)
-    self.leaves = [_Leaf(tuple(path), leaf)
-                   for path, leaf in observation_space.flatten()]
-    if not isinstance(action_space, BoxSpace) or \
-        isinstance(action_space, TextBox):
-      raise SpaceError(f"worker envs need a numeric box action space, got "
-                       f"{action_space!r}")
-    self.fields = [("actions", (k,) + tuple(action_space.shape),
-                    action_space.dtype)]
+    self.leaves = [
+      _Leaf(tuple(path), leaf) for path, leaf in observation_space.flatten()
+    ]
+    if not isinstance(action_space, BoxSpace) or isinstance(
+      action_space, TextBox
+    ):
+      raise SpaceError(
+        f"worker envs need a numeric box action space, got {action_space!r}"
+      )
+    self.fields = [
+      ("actions", (k,) + tuple(action_space.shape), action_space.dtype)
+    ]
     for prefix in ("obs", "final"):
       for leaf in self.leaves:
         shape = (k,) + tuple(leaf.space.shape)
         if leaf.is_text:
-          self.fields.append(((prefix, leaf.name, "text"),
-                              shape + (self.text_bytes,), np.uint8))
+          self.fields.append(
+            ((prefix, leaf.name, "text"), shape + (self.text_bytes,), np.uint8)
+          )
           self.fields.append(((prefix, leaf.name, "len"), shape, np.int32))
         else:
           self.fields.append(((prefix, leaf.name), shape, leaf.space.dtype))
-    self.fields += [("rewards", (k,), np.float32),
-                    ("terminated", (k,), np.bool_),
-                    ("truncated", (k,), np.bool_),
-                    ("episode_returns", (k,), np.float32),
-                    ("episode_lengths", (k,), np.int32)]
+    self.fields += [
+      ("rewards", (k,), np.float32),
+      ("terminated", (k,), np.bool_),
+      ("truncated", (k,), np.bool_),
+      ("episode_returns", (k,), np.float32),
+      ("episode_lengths", (k,), np.int32),
+    ]
     self.offsets, offset = {}, 0
     for name, shape, dtype in self.fields:
       self.offsets[name] = offset
@@ -265,8 +314,10 @@ class Layout:
     self.size = offset
 
   def views(self, buf):
-    return {name: np.ndarray(shape, dtype, buf, self.offsets[name])
-            for name, shape, dtype in self.fields}
+    return {
+      name: np.ndarray(shape, dtype, buf, self.offsets[name])
+      for name, shape, dtype in self.fields
+    }
 
   # Writers (worker side) and readers (parent side) of observations.
 
@@ -292,11 +343,12 @@ class Layout:
       data = item if isinstance(item, bytes) else str(item).encode("utf-8")
       if len(data) > self.text_bytes:
         raise ValueError(
-            f"text observation {leaf.name!r} of env {idx[0]} is "
-            f"{len(data)} bytes in UTF-8, longer than its "
-            f"{self.text_bytes}-byte shared-memory slot (raise "
-            f"WorkerVectorEnv(..., text_bytes=)): {item!r:.80}")
-      text[idx][:len(data)] = np.frombuffer(data, np.uint8)
+          f"text observation {leaf.name!r} of env {idx[0]} is "
+          f"{len(data)} bytes in UTF-8, longer than its "
+          f"{self.text_bytes}-byte shared-memory slot (raise "
+          f"WorkerVectorEnv(..., text_bytes=)): {item!r:.80}"
+        )
+      text[idx][: len(data)] = np.frombuffer(data, np.uint8)
       lens[idx] = len(data)
 
   def read_text(self, views, prefix, leaf, rows=None):
@@ -307,7 +359,7 @@ class Layout:
     out = np.empty(lens.shape, object)
     for idx in np.ndindex(*lens.shape):
       if rows is None or rows[idx[0]]:
-        out[idx] = text[idx][:lens[idx]].tobytes().decode("utf-8")
+        out[idx] = text[idx][: lens[idx]].tobytes().decode("utf-8")
     return out
 
 
@@ -351,24 +403,42 @@ class WorkerDiedError(RuntimeError):
 class _Worker:
   """One worker process: its control socket, segment and array views."""
 
-  def __init__(self, index, spec, first_env, total_envs, text_bytes,
-               python, environ):
+  def __init__(
+    self, index, spec, first_env, total_envs, text_bytes, python, environ
+  ):
     self.index, self.spec, self.first_env = index, spec, first_env
     self.total_envs = total_envs
     self.text_bytes = text_bytes
     self.sock, self.proc, self.shm, self.views = None, None, None, None
-    self.pending = 0               # Replies sent for but not read yet.
+    self.pending = 0  # Replies sent for but not read yet.
     self.levels = None
-    payload = json.dumps({"env_id": spec.env_id,
-                          "num_envs": int(spec.num_envs),
-                          "seed": spec.seed, "kwargs": spec.kwargs,
-                          "text_bytes": text_bytes})
+    payload = json.dumps(
+      {
+        "env_id": spec.env_id,
+        "num_envs": int(spec.num_envs),
+        "seed": spec.seed,
+        "kwargs": spec.kwargs,
+        "text_bytes": text_bytes,
+      }
+    )
     parent, child = socket.socketpair()
     try:
       self.proc = subprocess.Popen(
-          [python, "-m", WORKER_MODULE, "--fd", str(child.fileno()),
-           "--parent_pid", str(os.getpid()), "--spec", payload],
-          pass_fds=(child.fileno(),), env=environ, stdin=subprocess.DEVNULL)
+        [
+          python,
+          "-m",
+          WORKER_MODULE,
+          "--fd",
+          str(child.fileno()),
+          "--parent_pid",
+          str(os.getpid()),
+          "--spec",
+          payload,
+        ],
+        pass_fds=(child.fileno(),),
+        env=environ,
+        stdin=subprocess.DEVNULL,
+      )
     except BaseException:
       parent.close()
       raise
@@ -378,21 +448,30 @@ class _Worker:
 
   def describe(self):
     last = self.first_env + int(self.spec.num_envs) - 1
-    envs = f"env {last}" if last == self.first_env else \
-        f"envs {self.first_env}..{last}"
+    envs = (
+      f"env {last}"
+      if last == self.first_env
+      else f"envs {self.first_env}..{last}"
+    )
     pid = self.proc.pid if self.proc is not None else "?"
     levels = sorted(set(self.levels or ()))
-    what = self.spec.env_id + (f" {levels}" if levels and (
-        len(levels) > 1 or levels[0] not in self.spec.env_id) else "")
-    return (f"env worker {self.index} (pid {pid}; {envs} of "
-            f"{self.total_envs}: {what})")
+    what = self.spec.env_id + (
+      f" {levels}"
+      if levels and (len(levels) > 1 or levels[0] not in self.spec.env_id)
+      else ""
+    )
+    return (
+      f"env worker {self.index} (pid {pid}; {envs} of "
+      f"{self.total_envs}: {what})"
+    )
 
   def send(self, code, arg=0, payload=b""):
     try:
       send_message(self.sock, code, arg, payload)
     except OSError as e:
-      raise self.died(f"while sending {COMMAND_NAMES.get(code, code)!r}",
-                      e) from None
+      raise self.died(
+        f"while sending {COMMAND_NAMES.get(code, code)!r}", e
+      ) from None
     self.pending += 1
 
   def died(self, when, cause=None):
@@ -401,8 +480,9 @@ class _Worker:
     except subprocess.TimeoutExpired:
       code = None
     extra = f" ({cause!r})" if cause is not None else ""
-    return WorkerDiedError(f"{self.describe()} died {when}: "
-                           f"{_exit_text(code)}{extra}")
+    return WorkerDiedError(
+      f"{self.describe()} died {when}: {_exit_text(code)}{extra}"
+    )
 
   def receive(self, timeout_s=None, when="while stepping"):
     """The next reply's (arg, payload); raises if the worker died, sent an
@@ -411,16 +491,16 @@ class _Worker:
     while True:
       # Poll first, so a worker that died without closing its socket (or
       # hangs) is noticed: check its exit status once a second.
-      wait = 1.0 if deadline is None else min(1.0, deadline -
-                                                time.monotonic())
+      wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
       ready, _, _ = select.select([self.sock], [], [], max(wait, 0.0))
       if ready:
         break
       if self.proc.poll() is not None:
         raise self.died(when)
       if deadline is not None and time.monotonic() >= deadline:
-        raise WorkerDiedError(f"{self.describe()} did not answer within "
-                              f"{timeout_s:.0f} s {when}")
+        raise WorkerDiedError(
+          f"{self.describe()} did not answer within {timeout_s:.0f} s {when}"
+        )
     try:
       message = recv_message(self.sock)
     except OSError as e:
@@ -454,8 +534,8 @@ class _Worker:
         self.receive()
       except WorkerDiedError:
         raise
-      except Exception:               # pylint: disable=broad-except
-        pass                          # The old call's error, not this one's.
+      except Exception:
+        pass  # The old call's error, not this one's.
 
   def attach(self, layout):
     self.shm = create_shared_memory(layout.size)
@@ -469,7 +549,7 @@ class _Worker:
       try:
         self.shm.close()
       except BufferError:
-        pass                          # A view is still alive; GC frees it.
+        pass  # A view is still alive; GC frees it.
       self.shm = None
 
 
@@ -503,6 +583,7 @@ def _shutdown(workers, timeout_s):
 
 def _package_root():
   import ingraph_rl
+
   return os.path.dirname(os.path.dirname(os.path.abspath(ingraph_rl.__file__)))
 
 
@@ -529,14 +610,25 @@ class WorkerVectorEnv(VectorEnv):
   `sys.modules` keys of each worker.
   """
 
-  def __init__(self, env_id, num_envs, seed=0, *, envs_per_worker=1,
-               text_bytes=TEXT_BYTES, start_timeout_s=300.0, **env_kwargs):
-    self._init(split_specs(env_id, num_envs, seed, envs_per_worker,
-                           **env_kwargs), text_bytes, start_timeout_s)
+  def __init__(
+    self,
+    env_id,
+    num_envs,
+    seed=0,
+    *,
+    envs_per_worker=1,
+    text_bytes=TEXT_BYTES,
+    start_timeout_s=300.0,
+    **env_kwargs,
+  ):
+    self._init(
+      split_specs(env_id, num_envs, seed, envs_per_worker, **env_kwargs),
+      text_bytes,
+      start_timeout_s,
+    )
 
   @classmethod
-  def from_specs(cls, specs, *, text_bytes=TEXT_BYTES,
-                 start_timeout_s=300.0):
+  def from_specs(cls, specs, *, text_bytes=TEXT_BYTES, start_timeout_s=300.0):
     env = cls.__new__(cls)
     env._init(list(specs), text_bytes, start_timeout_s)
     return env
@@ -550,13 +642,17 @@ class WorkerVectorEnv(VectorEnv):
         json.dumps(spec.kwargs)
         json.dumps(spec.seed)
       except (TypeError, ValueError) as e:
-        raise TypeError(f"worker env kwargs must be JSON-able (the worker "
-                        f"builds its env from data), got {spec.kwargs!r} "
-                        f"seed {spec.seed!r}: {e}") from None
+        raise TypeError(
+          f"worker env kwargs must be JSON-able (the worker "
+          f"builds its env from data), got {spec.kwargs!r} "
+          f"seed {spec.seed!r}: {e}"
+        ) from None
       if int(spec.num_envs) < 1:
         raise ValueError(f"a worker needs num_envs >= 1, got {spec}")
-    self.specs = tuple(WorkerSpec(s.env_id, int(s.num_envs), s.seed,
-                                  dict(s.kwargs)) for s in specs)
+    self.specs = tuple(
+      WorkerSpec(s.env_id, int(s.num_envs), s.seed, dict(s.kwargs))
+      for s in specs
+    )
     self.env_id = self.specs[0].env_id
     self.num_envs = sum(s.num_envs for s in self.specs)
     self.text_bytes = int(text_bytes)
@@ -570,12 +666,19 @@ class WorkerVectorEnv(VectorEnv):
     self._finalizer = None
     try:
       for i, (spec, first) in enumerate(zip(self.specs, firsts)):
-        self._workers.append(_Worker(i, spec, int(first), self.num_envs,
-                                     self.text_bytes, sys.executable,
-                                     environ))
+        self._workers.append(
+          _Worker(
+            i,
+            spec,
+            int(first),
+            self.num_envs,
+            self.text_bytes,
+            sys.executable,
+            environ,
+          )
+        )
       # Closes the workers when the env is garbage collected, or at exit.
-      self._finalizer = weakref.finalize(self, _shutdown, self._workers,
-                                         5.0)
+      self._finalizer = weakref.finalize(self, _shutdown, self._workers, 5.0)
       self._closed = False
       self._start(start_timeout_s)
     except BaseException:
@@ -585,7 +688,7 @@ class WorkerVectorEnv(VectorEnv):
   def _start(self, timeout_s):
     hellos = []
     for w in self._workers:
-      w.pending += 1                  # The hello.
+      w.pending += 1  # The hello.
       _, payload = w.receive(timeout_s, when="while building its envs")
       hellos.append(json.loads(payload.decode()))
     first = hellos[0]
@@ -593,26 +696,39 @@ class WorkerVectorEnv(VectorEnv):
     self.action_space = space_from_json(first["action_space"])
     for w, hello in zip(self._workers, hellos):
       w.levels = hello.get("levels")
-      for key, mine in (("observation_space", self.observation_space),
-                        ("action_space", self.action_space)):
+      for key, mine in (
+        ("observation_space", self.observation_space),
+        ("action_space", self.action_space),
+      ):
         theirs = space_from_json(hello[key])
         if theirs != mine:
-          raise SpaceError(f"{w.describe()} has {key} {theirs!r}, but "
-                           f"worker 0 has {mine!r}: all envs of a "
-                           f"WorkerVectorEnv need the same spaces")
+          raise SpaceError(
+            f"{w.describe()} has {key} {theirs!r}, but "
+            f"worker 0 has {mine!r}: all envs of a "
+            f"WorkerVectorEnv need the same spaces"
+          )
       if hello["num_envs"] != w.spec.num_envs:
         raise RuntimeError(f"{w.describe()} built {hello['num_envs']} envs")
     levels = [w.levels for w in self._workers]
-    self.levels = None if any(lv is None for lv in levels) else \
-        tuple(name for lv in levels for name in lv)
-    self._layouts = [Layout(w.spec.num_envs, self.observation_space,
-                            self.action_space, self.text_bytes)
-                     for w in self._workers]
+    self.levels = (
+      None
+      if any(lv is None for lv in levels)
+      else tuple(name for lv in levels for name in lv)
+    )
+    self._layouts = [
+      Layout(
+        w.spec.num_envs,
+        self.observation_space,
+        self.action_space,
+        self.text_bytes,
+      )
+      for w in self._workers
+    ]
     for w, layout in zip(self._workers, self._layouts):
       w.attach(layout)
     for w in self._workers:
       w.receive(timeout_s, when="while attaching its shared memory")
-      unlink_shared_memory(w.shm)     # The worker unlinked it already.
+      unlink_shared_memory(w.shm)  # The worker unlinked it already.
     self._leaves = self._layouts[0].leaves
     space = self.action_space
     self._action_shape = (self.num_envs,) + tuple(space.shape)
@@ -662,30 +778,36 @@ class WorkerVectorEnv(VectorEnv):
   def reset(self, seed=None):
     if seed is not None and (int(seed) != seed or seed < 0):
       raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
-    args = [-1 if seed is None else int(seed) + w.first_env
-            for w in self._workers]
+    args = [
+      -1 if seed is None else int(seed) + w.first_env for w in self._workers
+    ]
     self._call_all(RESET, args, when="while resetting")
     return self._gather_obs()
 
   def step(self, actions):
     actions = np.asarray(actions)
     if actions.shape != self._action_shape:
-      raise ValueError(f"expected actions of shape {self._action_shape}, "
-                       f"got {actions.shape}")
+      raise ValueError(
+        f"expected actions of shape {self._action_shape}, got {actions.shape}"
+      )
     if self._int_actions:
       if actions.dtype.kind not in "iub":
-        raise ValueError(f"expected {self.num_envs} integer actions, got "
-                         f"dtype {actions.dtype}")
+        raise ValueError(
+          f"expected {self.num_envs} integer actions, got dtype {actions.dtype}"
+        )
       low, high = self._action_low, self._action_high
-      if (low is not None and np.any(actions < low)) or \
-          (high is not None and np.any(actions >= high)):
-        raise ValueError(f"actions must be in [{low}, {high}), got "
-                         f"{actions.tolist()}")
-    self._drain()                     # Idle workers: actions can be written.
+      if (low is not None and np.any(actions < low)) or (
+        high is not None and np.any(actions >= high)
+      ):
+        raise ValueError(
+          f"actions must be in [{low}, {high}), got {actions.tolist()}"
+        )
+    self._drain()  # Idle workers: actions can be written.
     for w in self._workers:
       a = w.first_env
-      np.copyto(w.views["actions"], actions[a:a + w.spec.num_envs],
-                casting="unsafe")
+      np.copyto(
+        w.views["actions"], actions[a : a + w.spec.num_envs], casting="unsafe"
+      )
     self._call_all(STEP)
     ws = self._workers
 
@@ -698,28 +820,41 @@ class WorkerVectorEnv(VectorEnv):
     obs = self._gather_obs()
     done = terminated | truncated
     final_obs = self._final_obs(obs, done) if done.any() else obs
-    return StepResult(obs, cat("rewards"), terminated, truncated, final_obs,
-                      cat("episode_returns"), cat("episode_lengths"))
+    return StepResult(
+      obs,
+      cat("rewards"),
+      terminated,
+      truncated,
+      final_obs,
+      cat("episode_returns"),
+      cat("episode_lengths"),
+    )
 
   def _gather_obs(self):
     """The observation [N, ...] (one copy out of the segments)."""
     values = []
     for leaf in self._leaves:
       if leaf.is_text:
-        parts = [layout.read_text(w.views, "obs", leaf)
-                 for w, layout in zip(self._workers, self._layouts)]
+        parts = [
+          layout.read_text(w.views, "obs", leaf)
+          for w, layout in zip(self._workers, self._layouts)
+        ]
       else:
         parts = [w.views[("obs", leaf.name)] for w in self._workers]
-      values.append(parts[0].copy() if len(parts) == 1 else
-                    np.concatenate(parts))
+      values.append(
+        parts[0].copy() if len(parts) == 1 else np.concatenate(parts)
+      )
     return _nest(self._leaves, values)
 
   def _final_obs(self, obs, done):
     """obs, with the rows of ended envs from the workers' "final" arrays
     (workers write only those rows)."""
     values = []
-    flat = [obs] if self._leaves[0].path == () else [
-        _lookup(obs, leaf.path) for leaf in self._leaves]
+    flat = (
+      [obs]
+      if self._leaves[0].path == ()
+      else [_lookup(obs, leaf.path) for leaf in self._leaves]
+    )
     for leaf, value in zip(self._leaves, flat):
       value = value.copy()
       for w, layout in zip(self._workers, self._layouts):
@@ -752,5 +887,7 @@ class WorkerVectorEnv(VectorEnv):
     _shutdown(workers, timeout_s)
 
   def __repr__(self):
-    return (f"WorkerVectorEnv({self.env_id!r}, num_envs={self.num_envs}, "
-            f"workers={len(self._workers)})")
+    return (
+      f"WorkerVectorEnv({self.env_id!r}, num_envs={self.num_envs}, "
+      f"workers={len(self._workers)})"
+    )

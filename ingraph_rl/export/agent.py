@@ -90,17 +90,26 @@ METADATA_FILE = "ingraph_rl_export.json"
 # Root API -> signature name, where the issue's names differ from the API's.
 SIGNATURE_NAMES = {"get_actions": "action"}
 # The output name of APIs that return one tensor (others: "output").
-SINGLE_OUTPUT_NAMES = {"get_train_step": "train_step", "observe": "size",
-                       "sync_target": "synced", "queue_size": "size",
-                       "close_queue": "size"}
+SINGLE_OUTPUT_NAMES = {
+  "get_train_step": "train_step",
+  "observe": "size",
+  "sync_target": "synced",
+  "queue_size": "size",
+  "close_queue": "size",
+}
 
 # The ops behind tf.numpy_function / tf.py_function: the Python callable is
 # not part of the SavedModel.
 PY_FUNC_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 # ingraph_rl/ops/segment_tree_ops.cc: registered only after
 # ingraph_rl.ops.load_segment_tree_ops().
-CUSTOM_OPS = frozenset({"SegmentTreeUpdate", "SegmentTreeFindPrefixsumIdx",
-                        "ResourceSegmentTreeFindPrefixsumIdx"})
+CUSTOM_OPS = frozenset(
+  {
+    "SegmentTreeUpdate",
+    "SegmentTreeFindPrefixsumIdx",
+    "ResourceSegmentTreeFindPrefixsumIdx",
+  }
+)
 
 
 @dataclasses.dataclass
@@ -114,6 +123,7 @@ class ExportResult:
   custom_ops: op types the SavedModel needs registered before loading.
   metadata: everything above as stored (also `get_metadata`).
   """
+
   path: str
   exported: dict
   skipped: dict
@@ -127,8 +137,9 @@ class ExportResult:
 def graph_op_types(fn):
   """{op type: [node names]} of a tf.function / concrete function, nested
   functions (while and cond bodies, called functions) included."""
-  concrete = fn.get_concrete_function() if hasattr(
-      fn, "get_concrete_function") else fn
+  concrete = (
+    fn.get_concrete_function() if hasattr(fn, "get_concrete_function") else fn
+  )
   graph_def = concrete.graph.as_graph_def()
   found = {}
   for node in graph_def.node:
@@ -136,7 +147,8 @@ def graph_op_types(fn):
   for function in graph_def.library.function:
     for node in function.node_def:
       found.setdefault(node.op, []).append(
-          f"{function.signature.name}/{node.name}")
+        f"{function.signature.name}/{node.name}"
+      )
   return found
 
 
@@ -152,11 +164,13 @@ def _custom_ops(fn):
 
 def _env_stepping_reason(api, nodes):
   shown = ", ".join(nodes[:3]) + (", ..." if len(nodes) > 3 else "")
-  return (f"API '{api}' steps an environment through tf.numpy_function "
-          f"({len(nodes)} node(s): {shown}); its Python callable is not "
-          f"saved, so a SavedModel with it fails in any other process. "
-          f"Leave it out (apis=None exports every other API) and step the "
-          f"environment in the process that loads the agent")
+  return (
+    f"API '{api}' steps an environment through tf.numpy_function "
+    f"({len(nodes)} node(s): {shown}); its Python callable is not "
+    f"saved, so a SavedModel with it fails in any other process. "
+    f"Leave it out (apis=None exports every other API) and step the "
+    f"environment in the process that loads the agent"
+  )
 
 
 # --- signature functions -----------------------------------------------------
@@ -188,14 +202,14 @@ def flat_outputs(out, single_name="output"):
   for path, leaf in tree.flatten_with_path(out):
     name = "_".join(str(p) for p in path)
     if name in flat:
-      raise ExportError(f"output name '{name}' occurs twice after "
-                        f"flattening")
+      raise ExportError(f"output name '{name}' occurs twice after flattening")
     flat[name] = leaf
   return flat
 
 
-def signature_function(fn, arg_specs, name, single_output="output",
-                       jit_compile=None):
+def signature_function(
+  fn, arg_specs, name, single_output="output", jit_compile=None
+):
   """A tf.function with one named, flat input per leaf of `arg_specs`
   ({argument: TensorSpec nest}, in `fn`'s argument order) that calls `fn`
   with the nests rebuilt and returns its result flattened (a lone tensor
@@ -207,14 +221,17 @@ def signature_function(fn, arg_specs, name, single_output="output",
   def body(*leaves):
     args, start = [], 0
     for spec, n in zip(specs, counts):
-      args.append(tree.unflatten_as(spec, list(leaves[start:start + n])))
+      args.append(tree.unflatten_as(spec, list(leaves[start : start + n])))
       start += n
     return flat_outputs(fn(*args), single_output)
 
   body.__name__ = name
-  return tf.function(body, autograph=False, jit_compile=jit_compile,
-                     input_signature=[tf.TensorSpec(s.shape, s.dtype, name=n)
-                                      for n, s in flat])
+  return tf.function(
+    body,
+    autograph=False,
+    jit_compile=jit_compile,
+    input_signature=[tf.TensorSpec(s.shape, s.dtype, name=n) for n, s in flat],
+  )
 
 
 def _body(executor, api_name):
@@ -227,12 +244,17 @@ def _body(executor, api_name):
 
 def api_signature(executor, api_name, name=None):
   """`signature_function` of a built TFExecutor's root API."""
-  arg_specs = {a: tensor_spec(executor.input_spaces[a])
-               for a in executor.apis[api_name].arg_spaces}
+  arg_specs = {
+    a: tensor_spec(executor.input_spaces[a])
+    for a in executor.apis[api_name].arg_spaces
+  }
   return signature_function(
-      _body(executor, api_name), arg_specs, name or api_name,
-      SINGLE_OUTPUT_NAMES.get(api_name, "output"),
-      jit_compile=executor.jit_compile or None)
+    _body(executor, api_name),
+    arg_specs,
+    name or api_name,
+    SINGLE_OUTPUT_NAMES.get(api_name, "output"),
+    jit_compile=executor.jit_compile or None,
+  )
 
 
 def policy_action_function(act, observation_space, state_space):
@@ -253,24 +275,38 @@ def policy_action_function(act, observation_space, state_space):
   -> {"action", "greedy_action" int64 [B], "logits" [B, A], "value" [B],
   "state_<key>"...}.
   """
+
   def step(x):
-    return x[:, None]                 # [B] -> [B, T = 1].
+    return x[:, None]  # [B] -> [B, T = 1].
 
   def action(observation, first, prev_reward, prev_action, state):
-    out = act(tf.nest.map_structure(step, observation), state, step(first),
-              step(prev_reward), step(prev_action))
-    result = {"action": out["action"][:, 0],
-              "greedy_action": out["greedy_action"][:, 0],
-              "logits": out["logits"][:, 0], "value": out["values"][:, 0]}
+    out = act(
+      tf.nest.map_structure(step, observation),
+      state,
+      step(first),
+      step(prev_reward),
+      step(prev_action),
+    )
+    result = {
+      "action": out["action"][:, 0],
+      "greedy_action": out["greedy_action"][:, 0],
+      "logits": out["logits"][:, 0],
+      "value": out["values"][:, 0],
+    }
     result.update(flat_outputs({"state": out["state"]}))
     return result
 
-  return signature_function(action, {
+  return signature_function(
+    action,
+    {
       "observation": tensor_spec(observation_space.with_batch_rank()),
       "first": tf.TensorSpec([None], tf.bool),
       "prev_reward": tf.TensorSpec([None], tf.float32),
       "prev_action": tf.TensorSpec([None], tf.int64),
-      "state": tensor_spec(state_space)}, "action")
+      "state": tensor_spec(state_space),
+    },
+    "action",
+  )
 
 
 def initial_state_function(state_space):
@@ -278,28 +314,36 @@ def initial_state_function(state_space):
   policy's state, one output per leaf (`state_<key>`)."""
   leaves = _flat_specs({"state": tensor_spec(state_space)})
 
-  @tf.function(autograph=False, input_signature=[
-      tf.TensorSpec([], tf.int32, name="batch_size")])
+  @tf.function(
+    autograph=False,
+    input_signature=[tf.TensorSpec([], tf.int32, name="batch_size")],
+  )
   def get_initial_state(batch_size):
-    return {name: tf.zeros([batch_size] + spec.shape[1:].as_list(),
-                           spec.dtype) for name, spec in leaves}
+    return {
+      name: tf.zeros([batch_size] + spec.shape[1:].as_list(), spec.dtype)
+      for name, spec in leaves
+    }
 
   return get_initial_state
 
 
 def _state_shapes(state_space):
   """{state input name: per-row shape} (export metadata)."""
-  return {name: spec.shape[1:].as_list() for name, spec in
-          _flat_specs({"state": tensor_spec(state_space)})}
+  return {
+    name: spec.shape[1:].as_list()
+    for name, spec in _flat_specs({"state": tensor_spec(state_space)})
+  }
 
 
 def _describe(concrete):
   inputs = concrete.structured_input_signature[0]
   outputs = concrete.structured_outputs
-  return {"inputs": {s.name: [s.dtype.name, s.shape.as_list()]
-                     for s in inputs},
-          "outputs": {k: [v.dtype.name, v.shape.as_list()]
-                      for k, v in sorted(outputs.items())}}
+  return {
+    "inputs": {s.name: [s.dtype.name, s.shape.as_list()] for s in inputs},
+    "outputs": {
+      k: [v.dtype.name, v.shape.as_list()] for k, v in sorted(outputs.items())
+    },
+  }
 
 
 # --- the module and the writer -----------------------------------------------
@@ -311,16 +355,19 @@ class _AgentModule(tf.Module):
 
   def __init__(self, name, state, metadata_path):
     super().__init__(name=name)
-    self.state = state             # {name: executor.module}: tracked.
+    self.state = state  # {name: executor.module}: tracked.
     self.metadata_file = tf.saved_model.Asset(metadata_path)
 
 
 def _check_tf_executor(executor):
   from ingraph_rl.executors.tensorflow import TFExecutor
+
   if not isinstance(executor, TFExecutor):
-    raise ExportError(f"export needs a built TFExecutor, got "
-                      f"{type(executor).__name__}: SavedModels hold TF "
-                      f"graphs (build the agent with backend='tf')")
+    raise ExportError(
+      f"export needs a built TFExecutor, got "
+      f"{type(executor).__name__}: SavedModels hold TF "
+      f"graphs (build the agent with backend='tf')"
+    )
 
 
 def _metadata_function(metadata):
@@ -330,48 +377,59 @@ def _metadata_function(metadata):
 
   @tf.function(input_signature=[], autograph=False)
   def get_metadata():
-    return {"format_version": tf.constant(metadata["format_version"],
-                                          tf.int32),
-            "ingraph_rl_version": tf.constant(metadata["ingraph_rl_version"]),
-            "exported": tf.constant(exported, tf.string, shape=[len(exported)]),
-            "skipped": tf.constant(skipped, tf.string, shape=[len(skipped)]),
-            "metadata_json": tf.constant(doc)}
+    return {
+      "format_version": tf.constant(metadata["format_version"], tf.int32),
+      "ingraph_rl_version": tf.constant(metadata["ingraph_rl_version"]),
+      "exported": tf.constant(exported, tf.string, shape=[len(exported)]),
+      "skipped": tf.constant(skipped, tf.string, shape=[len(skipped)]),
+      "metadata_json": tf.constant(doc),
+    }
 
   return get_metadata
 
 
-def write_saved_model(path, name, state, functions, skipped, *,
-                      require_plain_tf=False, extra_metadata=None):
+def write_saved_model(
+  path,
+  name,
+  state,
+  functions,
+  skipped,
+  *,
+  require_plain_tf=False,
+  extra_metadata=None,
+):
   """Writes the SavedModel: `functions` {signature: (api label,
   tf.function)} over `state` {name: tf.Module}; returns an ExportResult."""
   custom = {}
-  for sig, (label, fn) in functions.items():
+  for label, fn in functions.values():
     ops = _custom_ops(fn)
     if ops:
       custom[label] = ops
   custom_ops = sorted({o for ops in custom.values() for o in ops})
   if custom_ops:
-    msg = (f"APIs {sorted(custom)} use ingraph_rl's custom segment-tree ops "
-           f"{custom_ops}: the SavedModel needs "
-           f"ingraph_rl.ops.load_segment_tree_ops() (or "
-           f"ingraph_rl.export.load) before loading. For plain TF, build "
-           f"with INGRAPH_RL_DISABLE_CUSTOM_OPS=1 or "
-           f"segment_tree.DEFAULT_IMPL = 'tf'")
+    msg = (
+      f"APIs {sorted(custom)} use ingraph_rl's custom segment-tree ops "
+      f"{custom_ops}: the SavedModel needs "
+      f"ingraph_rl.ops.load_segment_tree_ops() (or "
+      f"ingraph_rl.export.load) before loading. For plain TF, build "
+      f"with INGRAPH_RL_DISABLE_CUSTOM_OPS=1 or "
+      f"segment_tree.DEFAULT_IMPL = 'tf'"
+    )
     if require_plain_tf:
-      raise ExportError(msg + " (require_plain_tf=True)",
-                        api=sorted(custom)[0])
+      raise ExportError(msg + " (require_plain_tf=True)", api=sorted(custom)[0])
     logging.warning("export: %s", msg)
-  concretes = {sig: fn.get_concrete_function()
-               for sig, (_, fn) in functions.items()}
+  concretes = {
+    sig: fn.get_concrete_function() for sig, (_, fn) in functions.items()
+  }
   metadata = {
-      "format_version": FORMAT_VERSION,
-      "ingraph_rl_version": ingraph_rl.__version__,
-      "tensorflow_version": tf.__version__,
-      "agent": name,
-      "exported": {sig: label for sig, (label, _) in functions.items()},
-      "skipped": dict(skipped),
-      "custom_ops": custom_ops,
-      "signatures": {sig: _describe(c) for sig, c in concretes.items()},
+    "format_version": FORMAT_VERSION,
+    "ingraph_rl_version": ingraph_rl.__version__,
+    "tensorflow_version": tf.__version__,
+    "agent": name,
+    "exported": {sig: label for sig, (label, _) in functions.items()},
+    "skipped": dict(skipped),
+    "custom_ops": custom_ops,
+    "signatures": {sig: _describe(c) for sig, c in concretes.items()},
   }
   metadata.update(extra_metadata or {})
   for api, reason in skipped.items():
@@ -384,19 +442,22 @@ def write_saved_model(path, name, state, functions, skipped, *,
     module = _AgentModule(name, state, meta_path)
     signatures = dict(concretes)
     signatures["get_metadata"] = _metadata_function(
-        metadata).get_concrete_function()
+      metadata
+    ).get_concrete_function()
     tf.saved_model.save(module, path, signatures=signatures)
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
-  return ExportResult(str(path), dict(metadata["exported"]), dict(skipped),
-                      custom_ops, metadata)
+  return ExportResult(
+    str(path), dict(metadata["exported"]), dict(skipped), custom_ops, metadata
+  )
 
 
 # --- the public entry points -------------------------------------------------
 
 
-def export_agent(executor, path, apis=None, *, signature_names=None,
-                 require_plain_tf=False):
+def export_agent(
+  executor, path, apis=None, *, signature_names=None, require_plain_tf=False
+):
   """Writes every pure-TF root API of a built agent executor as a signature
   of ONE SavedModel at `path`, with all its variables and resources.
 
@@ -424,8 +485,10 @@ def export_agent(executor, path, apis=None, *, signature_names=None,
     wanted, explicit = list(apis), True
     unknown = [a for a in wanted if a not in built]
     if unknown:
-      raise ExportError(f"'{executor.root.path}' has no built API(s) "
-                        f"{unknown}; built: {built}", api=unknown[0])
+      raise ExportError(
+        f"'{executor.root.path}' has no built API(s) {unknown}; built: {built}",
+        api=unknown[0],
+      )
   functions, skipped = {}, {}
   for api in wanted:
     nodes = env_stepping_ops(executor.function(api))
@@ -437,16 +500,28 @@ def export_agent(executor, path, apis=None, *, signature_names=None,
       continue
     sig = names.get(api, api)
     if sig in functions or sig == "get_metadata":
-      raise ExportError(f"signature name '{sig}' (API '{api}') is taken",
-                        api=api)
+      raise ExportError(
+        f"signature name '{sig}' (API '{api}') is taken", api=api
+      )
     functions[sig] = (api, api_signature(executor, api, sig))
-  return write_saved_model(path, executor.root.path,
-                           {executor.root.path: executor.module}, functions,
-                           skipped, require_plain_tf=require_plain_tf)
+  return write_saved_model(
+    path,
+    executor.root.path,
+    {executor.root.path: executor.module},
+    functions,
+    skipped,
+    require_plain_tf=require_plain_tf,
+  )
 
 
-def export_actor_learner(actor_executor, learner_executor, path, *,
-                         name="agent", require_plain_tf=False):
+def export_actor_learner(
+  actor_executor,
+  learner_executor,
+  path,
+  *,
+  name="agent",
+  require_plain_tf=False,
+):
   """Writes an actor and a learner of an actor-learner agent (see
   `runners.builder`; e.g. IMPALA's) as ONE SavedModel at `path`.
 
@@ -478,21 +553,29 @@ def export_actor_learner(actor_executor, learner_executor, path, *,
   _check_tf_executor(actor_executor)
   _check_tf_executor(learner_executor)
   if "update_from_batch" not in learner_executor.apis:
-    raise ExportError("the learner has no 'update_from_batch' API: build it "
-                      "with builder.make_learner(..., update_from_batch="
-                      "True)", api="update_from_batch")
+    raise ExportError(
+      "the learner has no 'update_from_batch' API: build it "
+      "with builder.make_learner(..., update_from_batch="
+      "True)",
+      api="update_from_batch",
+    )
   state_space = actor_executor.input_spaces["state"]
   obs_space = actor_executor.input_spaces["observations"].strip_ranks()
   functions, skipped = {}, {}
-  action = policy_action_function(_body(actor_executor, "act"), obs_space,
-                                  state_space)
+  action = policy_action_function(
+    _body(actor_executor, "act"), obs_space, state_space
+  )
   get_initial_state = initial_state_function(state_space)
 
   functions["action"] = ("actor.act", action)
-  functions["get_initial_state"] = ("actor (zeros of the policy state)",
-                                    get_initial_state)
-  functions["update"] = ("learner.update_from_batch", api_signature(
-      learner_executor, "update_from_batch", "update"))
+  functions["get_initial_state"] = (
+    "actor (zeros of the policy state)",
+    get_initial_state,
+  )
+  functions["update"] = (
+    "learner.update_from_batch",
+    api_signature(learner_executor, "update_from_batch", "update"),
+  )
   for api in ("get_weights", "get_train_step", "queue_size"):
     functions[api] = (f"learner.{api}", api_signature(learner_executor, api))
 
@@ -505,41 +588,55 @@ def export_actor_learner(actor_executor, learner_executor, path, *,
     def sync_weights():
       done = set_weights(get_weights())
       with tf.control_dependencies(
-          [t for t in tree.flatten(done) if t is not None]):
+        [t for t in tree.flatten(done) if t is not None]
+      ):
         return {"train_step": tf.identity(train_step())}
 
-    functions["sync_weights"] = ("learner.get_weights+actor.set_weights",
-                                 sync_weights)
+    functions["sync_weights"] = (
+      "learner.get_weights+actor.set_weights",
+      sync_weights,
+    )
   else:
     skipped["actor.set_weights"] = (
-        "the actor was built without set_weights: no sync_weights")
+      "the actor was built without set_weights: no sync_weights"
+    )
 
-  queue_fed = ("the learner's queue is filled only by the actor's unroll, "
-               "which steps an environment and is not exported: in a "
-               "loaded agent it would block; use 'update' (a batch given "
-               "as input)")
+  queue_fed = (
+    "the learner's queue is filled only by the actor's unroll, "
+    "which steps an environment and is not exported: in a "
+    "loaded agent it would block; use 'update' (a batch given "
+    "as input)"
+  )
   for api in learner_executor.apis:
     if api in ("update", "prime"):
       skipped[f"learner.{api}"] = queue_fed
     elif api == "close_queue":
       skipped["learner.close_queue"] = (
-          "the threaded driver's shutdown path; nothing blocks on the "
-          "queue of a loaded agent")
+        "the threaded driver's shutdown path; nothing blocks on the "
+        "queue of a loaded agent"
+      )
   for api in actor_executor.apis:
     if api in ("act", "set_weights"):
       continue
     nodes = env_stepping_ops(actor_executor.function(api))
-    skipped[f"actor.{api}"] = _env_stepping_reason(api, nodes) if nodes \
-        else "not part of an exported actor-learner agent"
-  for sig, (label, fn) in functions.items():
+    skipped[f"actor.{api}"] = (
+      _env_stepping_reason(api, nodes)
+      if nodes
+      else "not part of an exported actor-learner agent"
+    )
+  for label, fn in functions.values():
     nodes = env_stepping_ops(fn)
-    if nodes:   # Never expected: the guard for future edits.
+    if nodes:  # Never expected: the guard for future edits.
       raise ExportError(_env_stepping_reason(label, nodes), api=label)
   return write_saved_model(
-      path, name, {"actor": actor_executor.module,
-                   "learner": learner_executor.module},
-      functions, skipped, require_plain_tf=require_plain_tf,
-      extra_metadata={"state": _state_shapes(state_space)})
+    path,
+    name,
+    {"actor": actor_executor.module, "learner": learner_executor.module},
+    functions,
+    skipped,
+    require_plain_tf=require_plain_tf,
+    extra_metadata={"state": _state_shapes(state_space)},
+  )
 
 
 # --- loading -----------------------------------------------------------------
@@ -553,9 +650,10 @@ def read_metadata(path):
       return json.load(f)
   except FileNotFoundError:
     raise ExportError(
-        f"'{path}' has no {METADATA_FILE} in assets/: not an agent "
-        f"SavedModel written by ingraph_rl.export.export_agent (load other "
-        f"SavedModels with tf.saved_model.load)") from None
+      f"'{path}' has no {METADATA_FILE} in assets/: not an agent "
+      f"SavedModel written by ingraph_rl.export.export_agent (load other "
+      f"SavedModels with tf.saved_model.load)"
+    ) from None
   except json.JSONDecodeError as e:
     raise ExportError(f"'{meta_path}' is not valid JSON: {e}") from None
 
@@ -567,11 +665,12 @@ def check_compatible(metadata, path="the SavedModel"):
   if version not in READABLE_FORMAT_VERSIONS:
     writer = metadata.get("ingraph_rl_version", "an unknown version")
     raise ExportError(
-        f"'{path}' is an agent SavedModel of export format version "
-        f"{version!r}, written by ingraph_rl {writer}; this ingraph_rl "
-        f"({ingraph_rl.__version__}) reads format version(s) "
-        f"{list(READABLE_FORMAT_VERSIONS)}. Load it with ingraph_rl "
-        f"{writer}, or export the agent again with this version")
+      f"'{path}' is an agent SavedModel of export format version "
+      f"{version!r}, written by ingraph_rl {writer}; this ingraph_rl "
+      f"({ingraph_rl.__version__}) reads format version(s) "
+      f"{list(READABLE_FORMAT_VERSIONS)}. Load it with ingraph_rl "
+      f"{writer}, or export the agent again with this version"
+    )
 
 
 def load(path):
@@ -582,10 +681,12 @@ def load(path):
   check_compatible(metadata, path)
   if metadata.get("custom_ops"):
     from ingraph_rl import ops
+
     if ops.load_segment_tree_ops() is None:
       raise ExportError(
-          f"'{path}' needs ingraph_rl's custom ops {metadata['custom_ops']}, "
-          f"but the op library is not available (built? "
-          f"{ops.DISABLE_ENV} set?); rebuild with `pip install -e .`, or "
-          f"re-export with the pure-TF segment tree")
+        f"'{path}' needs ingraph_rl's custom ops {metadata['custom_ops']}, "
+        f"but the op library is not available (built? "
+        f"{ops.DISABLE_ENV} set?); rebuild with `pip install -e .`, or "
+        f"re-export with the pure-TF segment tree"
+      )
   return tf.saved_model.load(str(path))

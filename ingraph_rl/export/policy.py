@@ -46,11 +46,13 @@ class _PolicyModule(tf.Module):
 
   def __init__(self, executor, observation_space, state_space, train_step):
     super().__init__(name="exported_policy")
-    self.policy_variables = executor.module     # Tracks variables, RNG.
-    self.train_step = tf.Variable(int(train_step), dtype=tf.int64,
-                                  trainable=False, name="train_step")
-    self.action = policy_action_function(executor.function("act"),
-                                         observation_space, state_space)
+    self.policy_variables = executor.module  # Tracks variables, RNG.
+    self.train_step = tf.Variable(
+      int(train_step), dtype=tf.int64, trainable=False, name="train_step"
+    )
+    self.action = policy_action_function(
+      executor.function("act"), observation_space, state_space
+    )
     self.get_initial_state = initial_state_function(state_space)
 
     @tf.function(input_signature=[])
@@ -67,10 +69,16 @@ def export_policy(builder, observation_space, weights, path, train_step=0):
   root = builder.make_policy(observation_space)
   executor = root.build()
   executor.execute("set_weights", weights)
-  module = _PolicyModule(executor, observation_space,
-                         root.input_spaces["state"], train_step)
-  tf.saved_model.save(module, path, signatures={
+  module = _PolicyModule(
+    executor, observation_space, root.input_spaces["state"], train_step
+  )
+  tf.saved_model.save(
+    module,
+    path,
+    signatures={
       "action": module.action,
       "get_initial_state": module.get_initial_state,
-      "get_train_step": module.get_train_step})
+      "get_train_step": module.get_train_step,
+    },
+  )
   return path

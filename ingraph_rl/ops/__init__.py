@@ -20,8 +20,9 @@ import threading
 
 from absl import logging
 
-LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "_segment_tree_ops.so")
+LIBRARY_PATH = os.path.join(
+  os.path.dirname(os.path.abspath(__file__)), "_segment_tree_ops.so"
+)
 DISABLE_ENV = "INGRAPH_RL_DISABLE_CUSTOM_OPS"
 
 _lock = threading.Lock()
@@ -46,19 +47,40 @@ def load_segment_tree_ops():
 
 def _load():
   if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-    return None, (f"segment tree: pure-TF fallback: custom ops disabled by "
-                  f"{DISABLE_ENV}={os.environ[DISABLE_ENV]}"), logging.INFO
+    return (
+      None,
+      (
+        f"segment tree: pure-TF fallback: custom ops disabled by "
+        f"{DISABLE_ENV}={os.environ[DISABLE_ENV]}"
+      ),
+      logging.INFO,
+    )
   if not os.path.exists(LIBRARY_PATH):
-    return None, (f"segment tree: pure-TF fallback: {LIBRARY_PATH} is not "
-                  f"built (run `pip install -e .` or `make venv`)"), \
-        logging.WARNING
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return (
+      None,
+      (
+        f"segment tree: pure-TF fallback: {LIBRARY_PATH} is not "
+        f"built (run `pip install -e .` or `make venv`)"
+      ),
+      logging.WARNING,
+    )
+  import tensorflow as tf
+
   try:
     library = tf.load_op_library(LIBRARY_PATH)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     reason = " ".join(str(e).split())[:500]
-    return None, (f"segment tree: pure-TF fallback: loading {LIBRARY_PATH} "
-                  f"failed ({type(e).__name__}: {reason}); rebuild it with "
-                  f"`pip install -e .`"), logging.WARNING
-  return library, f"segment tree: custom op library {LIBRARY_PATH}", \
-      logging.INFO
+    return (
+      None,
+      (
+        f"segment tree: pure-TF fallback: loading {LIBRARY_PATH} "
+        f"failed ({type(e).__name__}: {reason}); rebuild it with "
+        f"`pip install -e .`"
+      ),
+      logging.WARNING,
+    )
+  return (
+    library,
+    f"segment tree: custom op library {LIBRARY_PATH}",
+    logging.INFO,
+  )

@@ -48,13 +48,23 @@ if typing.TYPE_CHECKING:
   from ingraph_rl.spaces import Space
 
 # The APIs each role's root must have (see the module docstring).
-LEARNER_APIS = ("update", "get_weights", "get_train_step", "queue_size",
-                "close_queue")
+LEARNER_APIS = (
+  "update",
+  "get_weights",
+  "get_train_step",
+  "queue_size",
+  "close_queue",
+)
 ACTOR_APIS = ("act", "reset_env", "unroll", "set_weights")
 POLICY_APIS = ("act", "set_weights")
 # The arguments of the policy's `act`, in order.
-POLICY_ARGS = ("observations", "state", "resets", "last_rewards",
-               "last_actions")
+POLICY_ARGS = (
+  "observations",
+  "state",
+  "resets",
+  "last_rewards",
+  "last_actions",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,41 +79,54 @@ class Root:
     by a `shared_name` (the rollout queue): in a cluster they must live on
     the learner's device (`distributed.roles` pins them there).
   """
+
   component: "Component"
   input_spaces: Mapping[str, "Space"]
   api_names: Sequence[str]
   seed: int = 0
   learner_resident: Sequence[str] = ()
 
-  def build(self, executor: Union[str, type] = "tf",
-            **executor_kwargs: Any) -> "Executor":
+  def build(
+    self, executor: Union[str, type] = "tf", **executor_kwargs: Any
+  ) -> "Executor":
     """The built executor: "tf" (`TFExecutor`), "torch" (`TorchExecutor`)
     or an executor class (e.g. `distributed.PSExecutor`); the kwargs go to
     it (device_map, trace_at_build, ...)."""
     if executor == "tf":
       from ingraph_rl.executors.tensorflow import TFExecutor
+
       executor = TFExecutor
     elif executor == "torch":
       from ingraph_rl.executors.torch import TorchExecutor
+
       executor = TorchExecutor
     elif isinstance(executor, str):
-      raise ValueError(f"executor must be 'tf', 'torch' or a class, got "
-                       f"{executor!r}")
-    return executor(self.component, dict(self.input_spaces),
-                    api_names=list(self.api_names), seed=self.seed,
-                    **executor_kwargs)
+      raise ValueError(
+        f"executor must be 'tf', 'torch' or a class, got {executor!r}"
+      )
+    return executor(
+      self.component,
+      dict(self.input_spaces),
+      api_names=list(self.api_names),
+      seed=self.seed,
+      **executor_kwargs,
+    )
 
 
 def weights_space_of(weights: Mapping[str, Any]) -> Dict:
   """The space of a `get_weights()` result ({path: tensor or array})."""
-  return Dict({path: FloatBox(tuple(np.shape(v)), dtype=_numpy_dtype(v))
-               for path, v in weights.items()})
+  return Dict(
+    {
+      path: FloatBox(tuple(np.shape(v)), dtype=_numpy_dtype(v))
+      for path, v in weights.items()
+    }
+  )
 
 
 def _numpy_dtype(value: Any) -> np.dtype:
   dtype = getattr(value, "dtype", None)
   if dtype is not None and hasattr(dtype, "as_numpy_dtype"):
-    return np.dtype(dtype.as_numpy_dtype)          # A tf.Tensor's.
+    return np.dtype(dtype.as_numpy_dtype)  # A tf.Tensor's.
   return np.asarray(value).dtype
 
 
@@ -113,6 +136,7 @@ class ActorLearnerBuilder(Protocol):
 
   name: the agent's name (SavedModel metadata, log lines).
   """
+
   name: str
 
   def record_space(self, observation_space: "Space") -> "Space":
@@ -125,12 +149,18 @@ class ActorLearnerBuilder(Protocol):
   def state_space(self, observation_space: "Space") -> "Space":
     """The policy's recurrent state (with a batch rank)."""
 
-  def make_learner(self, observation_space: "Space", queue_name: str, *,
-                   update_from_batch: bool = False) -> Root:
+  def make_learner(
+    self,
+    observation_space: "Space",
+    queue_name: str,
+    *,
+    update_from_batch: bool = False,
+  ) -> Root:
     """The learner root, dequeuing from the queue `queue_name`."""
 
-  def make_actor(self, env: "VectorEnv", queue_name: str,
-                 index: Optional[int] = None) -> Root:
+  def make_actor(
+    self, env: "VectorEnv", queue_name: str, index: Optional[int] = None
+  ) -> Root:
     """Actor `index`'s root (its own sampling seed; None: the config's),
     stepping `env` and enqueueing on the queue `queue_name`."""
 

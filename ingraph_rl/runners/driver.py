@@ -24,8 +24,7 @@ import tensorflow as tf
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # The stepper's per-env unroll stats ([num_envs] each).
-PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env",
-                 "length_sum_per_env")
+PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env", "length_sum_per_env")
 
 
 class EpisodeTotals:
@@ -47,8 +46,9 @@ class EpisodeTotals:
 
   def add(self, stats, actor=0):
     """Adds an actor unroll's stats (the actor's `unroll` output)."""
-    per_env = [np.asarray(stats[k], np.float64) for k in PER_ENV_STATS
-               if k in stats]
+    per_env = [
+      np.asarray(stats[k], np.float64) for k in PER_ENV_STATS if k in stats
+    ]
     with self._lock:
       self.episodes += int(stats["episodes"])
       self.return_sum += float(stats["return_sum"])
@@ -57,12 +57,20 @@ class EpisodeTotals:
       self.unrolls += 1
       if len(per_env) == len(PER_ENV_STATS):
         old = self._per_env.get(actor)
-        self._per_env[actor] = per_env if old is None else [
-            a + b for a, b in zip(old, per_env)]
+        self._per_env[actor] = (
+          per_env if old is None else [a + b for a, b in zip(old, per_env)]
+        )
         episodes, returns, lengths = per_env
         for env in np.flatnonzero(episodes):
-          self._groups.append((actor, int(env), int(episodes[env]),
-                               float(returns[env]), int(lengths[env])))
+          self._groups.append(
+            (
+              actor,
+              int(env),
+              int(episodes[env]),
+              float(returns[env]),
+              int(lengths[env]),
+            )
+          )
 
   def take(self):
     """(episodes, return_sum, length_sum) since the last take."""
@@ -78,8 +86,12 @@ class EpisodeTotals:
     episodes in an unroll, in the order the unrolls came (groups are kept
     only for unrolls with per-env stats)."""
     with self._lock:
-      out = (self.episodes, self.return_sum, self.length_sum,
-             list(self._groups))
+      out = (
+        self.episodes,
+        self.return_sum,
+        self.length_sum,
+        list(self._groups),
+      )
       self.episodes, self.return_sum, self.length_sum = 0, 0.0, 0
       self._groups.clear()
       return out
@@ -88,9 +100,10 @@ class EpisodeTotals:
     """{actor index: {"episodes", "return_sum", "length_sum"}: float64
     arrays [num_envs] by env index} since the last `take_per_env`."""
     with self._lock:
-      out = {actor: dict(zip(("episodes", "return_sum", "length_sum"),
-                             sums))
-             for actor, sums in self._per_env.items()}
+      out = {
+        actor: dict(zip(("episodes", "return_sum", "length_sum"), sums))
+        for actor, sums in self._per_env.items()
+      }
       self._per_env = {}
       return out
 
@@ -112,14 +125,14 @@ class ActorLearnerDriver:
   the newest before each unroll.
   """
 
-  def __init__(self, builder, env_factory, num_actors, seed=0,
-               queue_name=None):
+  def __init__(self, builder, env_factory, num_actors, seed=0, queue_name=None):
     if num_actors < 1:
       raise ValueError("num_actors must be >= 1")
     self.builder = builder
     # A private queue: a closed queue outlives its driver in this process.
-    self.queue_name = queue_name or \
-        f"{builder.name}_rollouts_{uuid.uuid4().hex}"
+    self.queue_name = (
+      queue_name or f"{builder.name}_rollouts_{uuid.uuid4().hex}"
+    )
     self.envs = [env_factory(i) for i in range(num_actors)]
     obs_space = self.envs[0].observation_space
     root = builder.make_learner(obs_space, self.queue_name)
@@ -155,8 +168,8 @@ class ActorLearnerDriver:
           loaded = version
         self.totals.add(executor.execute("unroll"), actor=index)
     except _CLOSED:
-      pass                            # The queue closed: shutting down.
-    except Exception as e:            # pylint: disable=broad-except
+      pass  # The queue closed: shutting down.
+    except Exception as e:
       self.actor_errors.append((index, e))
       self._stop.set()
 
@@ -165,9 +178,12 @@ class ActorLearnerDriver:
   def start(self):
     """Starts the actor threads (daemons, so a crash cannot hang exit)."""
     for i, executor in enumerate(self.actor_executors):
-      t = threading.Thread(target=self._actor_loop, args=(i, executor),
-                           name=f"{self.builder.name}-actor-{i}",
-                           daemon=True)
+      t = threading.Thread(
+        target=self._actor_loop,
+        args=(i, executor),
+        name=f"{self.builder.name}-actor-{i}",
+        daemon=True,
+      )
       t.start()
       self._threads.append(t)
 
@@ -184,8 +200,7 @@ class ActorLearnerDriver:
       raise RuntimeError(f"actor {index} failed: {error!r}") from error
     return out
 
-  def run(self, total_frames, on_update=None, poll_s=0.25,
-          max_seconds=None):
+  def run(self, total_frames, on_update=None, poll_s=0.25, max_seconds=None):
     """Trains until the learner consumed `total_frames` env frames, or
     until `max_seconds` passed since this call (checked before each
     update), or `stop()` / Ctrl-C. The learner runs in its own thread,
@@ -195,27 +210,29 @@ class ActorLearnerDriver:
     the learner thread. Returns the frames trained on.
     """
     state = {"frames": 0, "error": None}
-    deadline = None if max_seconds is None else \
-        time.monotonic() + max_seconds
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
     def learn():
       try:
-        while not self._stop.is_set() and state["frames"] < total_frames \
-            and (deadline is None or time.monotonic() < deadline):
+        while (
+          not self._stop.is_set()
+          and state["frames"] < total_frames
+          and (deadline is None or time.monotonic() < deadline)
+        ):
           out = {k: v.numpy() for k, v in self.update().items()}
           state["frames"] += int(out["frames"])
           if on_update is not None:
             on_update(out, state["frames"])
       except _CLOSED:
         pass
-      except Exception as e:          # pylint: disable=broad-except
+      except Exception as e:
         state["error"] = e
 
     if not self._threads:
       self.start()
-    thread = threading.Thread(target=learn,
-                              name=f"{self.builder.name}-learner",
-                              daemon=True)
+    thread = threading.Thread(
+      target=learn, name=f"{self.builder.name}-learner", daemon=True
+    )
     thread.start()
     try:
       while thread.is_alive():
@@ -234,7 +251,7 @@ class ActorLearnerDriver:
     try:
       self.learner_executor.execute("close_queue")
     except tf.errors.CancelledError:
-      pass                            # Already closed.
+      pass  # Already closed.
     deadline = time.monotonic() + timeout_s
     for t in self._threads:
       t.join(max(0.0, deadline - time.monotonic()))
@@ -242,8 +259,7 @@ class ActorLearnerDriver:
     for env in self.envs:
       try:
         env.close()
-      except Exception as e:            # pylint: disable=broad-except
+      except Exception as e:
         # Shutdown goes on: a dead env must not keep the others open.
-        print(f"[{self.builder.name}] closing an env failed: {e!r}",
-              flush=True)
+        print(f"[{self.builder.name}] closing an env failed: {e!r}", flush=True)
     return alive

@@ -33,15 +33,18 @@ def num_action_repeats_for(env_id, num_action_repeats=None):
   if num_action_repeats is None:
     return DEFAULT_REPEATS[kind]
   if kind == "gymnasium" and num_action_repeats != 1:
-    raise ValueError(f"num_action_repeats={num_action_repeats} is only "
-                     f"supported for ALE/ and dmlab: envs, not {env_id!r}")
+    raise ValueError(
+      f"num_action_repeats={num_action_repeats} is only "
+      f"supported for ALE/ and dmlab: envs, not {env_id!r}"
+    )
   if num_action_repeats < 1:
     raise ValueError("num_action_repeats must be >= 1")
   return int(num_action_repeats)
 
 
-def make_actor_env(env_id, num_envs, seed=0, num_action_repeats=None,
-                   processes=False, **kwargs):
+def make_actor_env(
+  env_id, num_envs, seed=0, num_action_repeats=None, processes=False, **kwargs
+):
   """A `VectorEnv` of `num_envs` copies of `env_id` for one actor (env i
   seeded with `seed + i`). DM Lab always steps in worker processes."""
   kind = env_kind(env_id)
@@ -53,7 +56,7 @@ def make_actor_env(env_id, num_envs, seed=0, num_action_repeats=None,
     processes = True
   if processes:
     kwargs.setdefault("envs_per_worker", num_envs if kind == "atari" else 1)
-    return make_vector_env(env_id, num_envs, seed=seed, processes=True,
-                           **kwargs)
-  return make_vector_env(env_id, num_envs, seed=seed, processes=False,
-                         **kwargs)
+    return make_vector_env(
+      env_id, num_envs, seed=seed, processes=True, **kwargs
+    )
+  return make_vector_env(env_id, num_envs, seed=seed, processes=False, **kwargs)

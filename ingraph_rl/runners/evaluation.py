@@ -20,8 +20,9 @@ class GreedyPolicy:
     self.state_space = root.input_spaces["state"]
     self.observation_space = observation_space
     self.executor = root.build()
-    self.executor.execute("set_weights",
-                          {k: np.asarray(v) for k, v in weights.items()})
+    self.executor.execute(
+      "set_weights", {k: np.asarray(v) for k, v in weights.items()}
+    )
 
   def zero_state(self, n):
     """The policy's initial state for `n` episodes (NumPy zeros)."""
@@ -29,16 +30,24 @@ class GreedyPolicy:
 
   def act(self, observations, state, resets, last_rewards, last_actions):
     space = self.observation_space
-    obs = space.unflatten_value([
+    obs = space.unflatten_value(
+      [
         np.asarray(x, object if isinstance(s, TextBox) else s.dtype)[:, None]
-        for (_, s), x in zip(space.flatten(),
-                             space.flatten_value(observations))])
+        for (_, s), x in zip(space.flatten(), space.flatten_value(observations))
+      ]
+    )
     out = self.executor.execute(
-        "act", obs, state, np.asarray(resets, bool)[:, None],
-        np.asarray(last_rewards, np.float32)[:, None],
-        np.asarray(last_actions, np.int64)[:, None])
-    return (out["greedy_action"].numpy()[:, 0],
-            {k: v.numpy() for k, v in out["state"].items()})
+      "act",
+      obs,
+      state,
+      np.asarray(resets, bool)[:, None],
+      np.asarray(last_rewards, np.float32)[:, None],
+      np.asarray(last_actions, np.int64)[:, None],
+    )
+    return (
+      out["greedy_action"].numpy()[:, 0],
+      {k: v.numpy() for k, v in out["state"].items()},
+    )
 
 
 class _SingleEnv:
@@ -52,16 +61,22 @@ class _SingleEnv:
 
   @staticmethod
   def _first(obs):
-    return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) \
-        else obs[0]
+    return (
+      {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) else obs[0]
+    )
 
   def reset(self, seed=None):
     return self._first(self.env.reset(seed=seed)), {}
 
   def step(self, action):
     result = self.env.step(np.array([action], np.int64))
-    return (self._first(result.obs), float(result.rewards[0]),
-            bool(result.terminated[0]), bool(result.truncated[0]), {})
+    return (
+      self._first(result.obs),
+      float(result.rewards[0]),
+      bool(result.terminated[0]),
+      bool(result.truncated[0]),
+      {},
+    )
 
   def close(self):
     self.env.close()
@@ -74,18 +89,21 @@ def make_eval_envs(env_id, num_episodes, seed=0, **make_kwargs):
   **make_kwargs)` each (a worker process per env, as for the actors: DM
   Lab crashes in a process that imported tensorflow)."""
   from ingraph_rl.environments import is_dmlab_id, make_vector_env
+
   if is_dmlab_id(env_id):
     envs = []
     try:
       for i in range(num_episodes):
-        envs.append(_SingleEnv(make_vector_env(env_id, 1, seed=seed + i,
-                                               **make_kwargs)))
+        envs.append(
+          _SingleEnv(make_vector_env(env_id, 1, seed=seed + i, **make_kwargs))
+        )
     except BaseException:
       for env in envs:
         env.close()
       raise
     return envs, envs[0].observation_space
   import gymnasium as gym
+
   envs = [gym.make(env_id, **make_kwargs) for _ in range(num_episodes)]
   return envs, from_gymnasium(envs[0].observation_space)
 
@@ -113,8 +131,7 @@ def _set_row(batch, i, observation):
     batch[i] = observation
 
 
-def evaluate(builder, weights, env_id, num_episodes, seed=0,
-             **make_kwargs):
+def evaluate(builder, weights, env_id, num_episodes, seed=0, **make_kwargs):
   """Returns of `num_episodes` greedy episodes (the `greedy_action`, argmax
   of the logits) of `gymnasium.make(env_id, **make_kwargs)` (DM Lab ids:
   see `make_eval_envs`); episode i runs in its own env from
@@ -128,12 +145,12 @@ def evaluate(builder, weights, env_id, num_episodes, seed=0,
   Observations may be Dicts (DM Lab's frame and instruction).
   Returns a float64 array [num_episodes].
   """
-  envs, observation_space = make_eval_envs(env_id, num_episodes, seed,
-                                           **make_kwargs)
+  envs, observation_space = make_eval_envs(
+    env_id, num_episodes, seed, **make_kwargs
+  )
   try:
     policy = GreedyPolicy(builder, weights, observation_space)
-    obs = _stack([env.reset(seed=seed + i)[0]
-                  for i, env in enumerate(envs)])
+    obs = _stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
     state = policy.zero_state(num_episodes)
     resets = np.ones(num_episodes, bool)
     running = np.ones(num_episodes, bool)
@@ -143,15 +160,17 @@ def evaluate(builder, weights, env_id, num_episodes, seed=0,
     last_rewards = np.zeros(num_episodes, np.float32)
     last_actions = np.zeros(num_episodes, np.int64)
     while running.any():
-      actions, state = policy.act(obs, state, resets, last_rewards,
-                                  last_actions)
+      actions, state = policy.act(
+        obs, state, resets, last_rewards, last_actions
+      )
       resets[:] = False
       last_actions[:] = actions
       for i in np.flatnonzero(running):
         # Finished envs keep their last observation; their actions are
         # ignored.
         new_obs, reward, terminated, truncated, _ = envs[i].step(
-            int(actions[i]))
+          int(actions[i])
+        )
         _set_row(obs, i, new_obs)
         last_rewards[i] = reward
         returns[i] += float(reward)
@@ -168,6 +187,7 @@ def mean_greedy_return(act, env_id, num_episodes, seed=0):
   own autoreset), `act(observations [1, ...]) -> actions [1]` choosing
   every action: e.g. DQN's greedy `get_actions(obs, explore=False)`."""
   from ingraph_rl.environments import make_vector_env
+
   env = make_vector_env(env_id, 1, seed)
   try:
     obs, returns = env.reset(), []

@@ -16,15 +16,18 @@ import tree
 def _executor_class(backend):
   if backend == "tf":
     from ingraph_rl.executors.tensorflow import TFExecutor
+
     return TFExecutor
   if backend == "torch":
     from ingraph_rl.executors.torch import TorchExecutor
+
     return TorchExecutor
   raise ValueError(f"backend must be 'tf' or 'torch', got {backend!r}")
 
 
 def to_numpy(nest):
   """Tensors of either backend (or NumPy) -> NumPy, in the same nest."""
+
   def leaf(x):
     if x is None or isinstance(x, np.ndarray):
       return x
@@ -33,6 +36,7 @@ def to_numpy(nest):
     if hasattr(x, "numpy"):
       return x.numpy()
     return np.asarray(x)
+
   return tree.map_structure(leaf, nest)
 
 
@@ -43,12 +47,14 @@ class ComponentTest:
   tested with several executors.
   """
 
-  def __init__(self, component, input_spaces, backend="tf", seed=0,
-               **executor_kwargs):
+  def __init__(
+    self, component, input_spaces, backend="tf", seed=0, **executor_kwargs
+  ):
     self.component = copy.deepcopy(component)
     self.backend = backend
     self.executor = _executor_class(backend)(
-        self.component, input_spaces, seed=seed, **executor_kwargs)
+      self.component, input_spaces, seed=seed, **executor_kwargs
+    )
 
   def sample(self, api_name, size=4, seed=0):
     return self.executor.sample_inputs(api_name, size, seed)
@@ -63,8 +69,10 @@ class ComponentTest:
       except (ValueError, TypeError) as e:
         raise AssertionError(f"'{api_name}' output structure: {e}") from None
       tree.map_structure(
-          lambda e, o: np.testing.assert_allclose(o, e, rtol=rtol, atol=atol),
-          expected, out)
+        lambda e, o: np.testing.assert_allclose(o, e, rtol=rtol, atol=atol),
+        expected,
+        out,
+      )
     return out
 
   def get_weights(self):
@@ -74,8 +82,17 @@ class ComponentTest:
     self.executor.set_weights(weights)
 
 
-def assert_parity(component, input_spaces, calls, rtol=1e-5, atol=1e-5,
-                  size=4, seed=0, copy_weights=True, tf_kwargs=None):
+def assert_parity(
+  component,
+  input_spaces,
+  calls,
+  rtol=1e-5,
+  atol=1e-5,
+  size=4,
+  seed=0,
+  copy_weights=True,
+  tf_kwargs=None,
+):
   """Builds `component` under TF and torch, copies the weights TF -> torch,
   feeds the same inputs and compares outputs within `rtol`/`atol`.
 
@@ -85,8 +102,9 @@ def assert_parity(component, input_spaces, calls, rtol=1e-5, atol=1e-5,
     step.
   Returns `(tf_outputs, torch_outputs)`, one entry per call.
   """
-  tf_test = ComponentTest(component, input_spaces, "tf", seed,
-                          **(tf_kwargs or {}))
+  tf_test = ComponentTest(
+    component, input_spaces, "tf", seed, **(tf_kwargs or {})
+  )
   torch_test = ComponentTest(component, input_spaces, "torch", seed + 1)
   if copy_weights:
     torch_test.set_weights(tf_test.get_weights())
@@ -100,11 +118,14 @@ def assert_parity(component, input_spaces, calls, rtol=1e-5, atol=1e-5,
     try:
       tree.assert_same_structure(a, b)
       tree.map_structure(
-          lambda x, y: np.testing.assert_allclose(y, x, rtol=rtol, atol=atol),
-          a, b)
+        lambda x, y: np.testing.assert_allclose(y, x, rtol=rtol, atol=atol),
+        a,
+        b,
+      )
     except (AssertionError, ValueError, TypeError) as e:
-      raise AssertionError(f"TF vs torch differ in call {i} ('{name}'): "
-                           f"{e}") from None
+      raise AssertionError(
+        f"TF vs torch differ in call {i} ('{name}'): {e}"
+      ) from None
     tf_outs.append(a)
     torch_outs.append(b)
   return tf_outs, torch_outs

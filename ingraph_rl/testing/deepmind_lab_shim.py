@@ -26,15 +26,17 @@ import tempfile
 
 FAKE_MODULE = "ingraph_rl.testing.fake_deepmind_lab"
 SHIM_SOURCE = (
-    '"""deepmind_lab: the fake of ingraph_rl (not DeepMind Lab)."""\n'
-    f"from {FAKE_MODULE} import *  # noqa: F401,F403\n")
+  '"""deepmind_lab: the fake of ingraph_rl (not DeepMind Lab)."""\n'
+  f"from {FAKE_MODULE} import *  # noqa: F401,F403\n"
+)
 
 
 def write_deepmind_lab_shim(directory=None):
   """Writes `<directory>/deepmind_lab.py` (a fresh temporary directory if
   None) and returns the directory: the PYTHONPATH entry to add."""
-  directory = pathlib.Path(directory or tempfile.mkdtemp(
-      prefix="fake_deepmind_lab_"))
+  directory = pathlib.Path(
+    directory or tempfile.mkdtemp(prefix="fake_deepmind_lab_")
+  )
   directory.mkdir(parents=True, exist_ok=True)
   (directory / "deepmind_lab.py").write_text(SHIM_SOURCE)
   return str(directory)
@@ -45,9 +47,12 @@ def use_fake_deepmind_lab(environ=None, directory=None):
   `environ["PYTHONPATH"]` (default `os.environ`, which processes started
   later inherit); returns the directory."""
   environ = os.environ if environ is None else environ
-  path = write_deepmind_lab_shim(directory) if directory is None or not (
-      pathlib.Path(directory) / "deepmind_lab.py").exists() else \
-      str(directory)
+  path = (
+    write_deepmind_lab_shim(directory)
+    if directory is None
+    or not (pathlib.Path(directory) / "deepmind_lab.py").exists()
+    else str(directory)
+  )
   old = environ.get("PYTHONPATH", "")
   environ["PYTHONPATH"] = os.pathsep.join([path] + ([old] if old else []))
   return path

@@ -45,13 +45,13 @@ import time
 import numpy as np
 
 ACTION_SPEC = (
-    {"name": "LOOK_LEFT_RIGHT_PIXELS_PER_FRAME", "min": -512, "max": 512},
-    {"name": "LOOK_DOWN_UP_PIXELS_PER_FRAME", "min": -512, "max": 512},
-    {"name": "STRAFE_LEFT_RIGHT", "min": -1, "max": 1},
-    {"name": "MOVE_BACK_FORWARD", "min": -1, "max": 1},
-    {"name": "FIRE", "min": 0, "max": 1},
-    {"name": "JUMP", "min": 0, "max": 1},
-    {"name": "CROUCH", "min": 0, "max": 1},
+  {"name": "LOOK_LEFT_RIGHT_PIXELS_PER_FRAME", "min": -512, "max": 512},
+  {"name": "LOOK_DOWN_UP_PIXELS_PER_FRAME", "min": -512, "max": 512},
+  {"name": "STRAFE_LEFT_RIGHT", "min": -1, "max": 1},
+  {"name": "MOVE_BACK_FORWARD", "min": -1, "max": 1},
+  {"name": "FIRE", "min": 0, "max": 1},
+  {"name": "JUMP", "min": 0, "max": 1},
+  {"name": "CROUCH", "min": 0, "max": 1},
 )
 
 # CPU per rendered frame at REFERENCE_PIXELS (96 x 72), scaled by pixels.
@@ -59,39 +59,59 @@ FRAME_CPU_SECONDS = 0.4e-3
 REFERENCE_PIXELS = 96 * 72
 
 _DMLAB30 = (
-    "rooms_collect_good_objects_train", "rooms_collect_good_objects_test",
-    "rooms_exploit_deferred_effects_train",
-    "rooms_exploit_deferred_effects_test", "rooms_select_nonmatching_object",
-    "rooms_watermaze", "rooms_keys_doors_puzzle",
-    "language_select_described_object", "language_select_located_object",
-    "language_execute_random_task", "language_answer_quantitative_question",
-    "lasertag_one_opponent_small", "lasertag_three_opponents_small",
-    "lasertag_one_opponent_large", "lasertag_three_opponents_large",
-    "natlab_fixed_large_map", "natlab_varying_map_regrowth",
-    "natlab_varying_map_randomized", "skymaze_irreversible_path_hard",
-    "skymaze_irreversible_path_varied",
-    "psychlab_arbitrary_visuomotor_mapping",
-    "psychlab_continuous_recognition", "psychlab_sequential_comparison",
-    "psychlab_visual_search", "explore_object_locations_small",
-    "explore_object_locations_large", "explore_obstructed_goals_small",
-    "explore_obstructed_goals_large", "explore_goal_locations_small",
-    "explore_goal_locations_large", "explore_object_rewards_few",
-    "explore_object_rewards_many")
+  "rooms_collect_good_objects_train",
+  "rooms_collect_good_objects_test",
+  "rooms_exploit_deferred_effects_train",
+  "rooms_exploit_deferred_effects_test",
+  "rooms_select_nonmatching_object",
+  "rooms_watermaze",
+  "rooms_keys_doors_puzzle",
+  "language_select_described_object",
+  "language_select_located_object",
+  "language_execute_random_task",
+  "language_answer_quantitative_question",
+  "lasertag_one_opponent_small",
+  "lasertag_three_opponents_small",
+  "lasertag_one_opponent_large",
+  "lasertag_three_opponents_large",
+  "natlab_fixed_large_map",
+  "natlab_varying_map_regrowth",
+  "natlab_varying_map_randomized",
+  "skymaze_irreversible_path_hard",
+  "skymaze_irreversible_path_varied",
+  "psychlab_arbitrary_visuomotor_mapping",
+  "psychlab_continuous_recognition",
+  "psychlab_sequential_comparison",
+  "psychlab_visual_search",
+  "explore_object_locations_small",
+  "explore_object_locations_large",
+  "explore_obstructed_goals_small",
+  "explore_obstructed_goals_large",
+  "explore_goal_locations_small",
+  "explore_goal_locations_large",
+  "explore_object_rewards_few",
+  "explore_object_rewards_many",
+)
 
 # Level script -> episode length in frames. DMLab-30 levels get short,
 # different lengths (24..52 frames), so envs of a level set end apart.
 LEVELS = {
-    "seekavoid_arena_01": 60,
-    "tests/empty_room_test": 40,
-    **{f"contributed/dmlab30/{name}": 24 + 4 * (i % 8)
-       for i, name in enumerate(_DMLAB30)},
+  "seekavoid_arena_01": 60,
+  "tests/empty_room_test": 40,
+  **{
+    f"contributed/dmlab30/{name}": 24 + 4 * (i % 8)
+    for i, name in enumerate(_DMLAB30)
+  },
 }
 LEVELS["contributed/dmlab30/rooms_collect_good_objects_train"] = 48
 LEVELS["contributed/dmlab30/rooms_collect_good_objects_test"] = 48
 LEVELS["contributed/dmlab30/language_select_described_object"] = 36
 
-INSTRUCTIONS = ("Pick the red hat.", "Find the blue ball.",
-                "Go to the large green key.")
+INSTRUCTIONS = (
+  "Pick the red hat.",
+  "Find the blue ball.",
+  "Go to the large green key.",
+)
 
 runfiles_path = None
 
@@ -111,11 +131,12 @@ def _abort_if_tensorflow(where):
   """What the real module does next to TF is a segfault: die as hard."""
   if "tensorflow" in sys.modules:
     sys.stderr.write(
-        f"fake deepmind_lab: FATAL: {where} in a process that has imported "
-        "tensorflow. Real DeepMind Lab (OSMesa) segfaults in Lab.reset in "
-        "any process with tensorflow loaded; run DM Lab in TF-free worker "
-        "processes (ingraph_rl.environments.make_vector_env('dmlab:...')). "
-        "Aborting.\n")
+      f"fake deepmind_lab: FATAL: {where} in a process that has imported "
+      "tensorflow. Real DeepMind Lab (OSMesa) segfaults in Lab.reset in "
+      "any process with tensorflow loaded; run DM Lab in TF-free worker "
+      "processes (ingraph_rl.environments.make_vector_env('dmlab:...')). "
+      "Aborting.\n"
+    )
     sys.stderr.flush()
     os.abort()
 
@@ -131,14 +152,21 @@ def _spend_cpu_until(start, seconds):
 class Lab:
   """One fake DM Lab environment."""
 
-  def __init__(self, level, observations, config=None, renderer="software",
-               level_cache=None):
+  def __init__(
+    self,
+    level,
+    observations,
+    config=None,
+    renderer="software",
+    level_cache=None,
+  ):
     _abort_if_tensorflow("Lab(...)")
     if not isinstance(level, str) or level not in LEVELS:
       raise ValueError(f"Failed to open level {level!r}")
     config = {} if config is None else config
     if not isinstance(config, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in config.items()):
+      isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
       raise TypeError(f"config must be a dict of str to str, got {config!r}")
     if renderer not in ("software", "hardware"):
       raise ValueError(f"Unknown renderer {renderer!r}")
@@ -147,10 +175,12 @@ class Lab:
     self.width = int(config.get("width", "320"))
     self.height = int(config.get("height", "240"))
     self.frame_cpu_seconds = FRAME_CPU_SECONDS * (
-        self.width * self.height / REFERENCE_PIXELS)
+      self.width * self.height / REFERENCE_PIXELS
+    )
     specs = {s["name"] for s in self.observation_spec()}
     if not isinstance(observations, list) or not all(
-        isinstance(o, str) and o in specs for o in observations):
+      isinstance(o, str) and o in specs for o in observations
+    ):
       raise ValueError(f"Unknown observations {observations!r}")
     self.observation_names = list(observations)
     self._length = int(config.get("episodeLengthFrames", LEVELS[level]))
@@ -173,46 +203,55 @@ class Lab:
     if seed is not None:
       # The real module parses a C int: numpy ints and bools do not pass.
       if type(seed) is not int or not 0 <= seed < 2**31:
-        raise TypeError(f"seed must be a Python int in [0, 2^31), got "
-                        f"{type(seed).__name__} {seed!r}")
+        raise TypeError(
+          f"seed must be a Python int in [0, 2^31), got "
+          f"{type(seed).__name__} {seed!r}"
+        )
     else:
       seed = int(np.random.default_rng().integers(0, 2**31 - 1))
     start = time.thread_time()
     self.reset_seeds.append(seed)
     self._rng = np.random.default_rng(seed)
-    self._frame = self._rng.integers(0, 256, (self.height, self.width, 3),
-                                     dtype=np.uint8)
-    self._instruction = INSTRUCTIONS[seed % len(INSTRUCTIONS)] \
-        if "language" in self.level else ""
+    self._frame = self._rng.integers(
+      0, 256, (self.height, self.width, 3), dtype=np.uint8
+    )
+    self._instruction = (
+      INSTRUCTIONS[seed % len(INSTRUCTIONS)] if "language" in self.level else ""
+    )
     self._episode_length = self._length + seed % (self._jitter + 1)
     self._frames = 0
     self._running = True
-    _spend_cpu_until(start, self.frame_cpu_seconds)    # The first frame.
+    _spend_cpu_until(start, self.frame_cpu_seconds)  # The first frame.
 
   def step(self, action, num_steps=1):
     self._check_open()
     if not self._running:
       raise RuntimeError("Environment in wrong status to advance")
-    if not isinstance(action, np.ndarray) or action.dtype != np.intc or \
-        action.shape != (len(ACTION_SPEC),):
-      raise ValueError(f"action must be an np.intc array of shape [7], got "
-                       f"{type(action).__name__} "
-                       f"{getattr(action, 'dtype', None)} "
-                       f"{getattr(action, 'shape', None)}")
+    if (
+      not isinstance(action, np.ndarray)
+      or action.dtype != np.intc
+      or action.shape != (len(ACTION_SPEC),)
+    ):
+      raise ValueError(
+        f"action must be an np.intc array of shape [7], got "
+        f"{type(action).__name__} "
+        f"{getattr(action, 'dtype', None)} "
+        f"{getattr(action, 'shape', None)}"
+      )
     for value, spec in zip(action, ACTION_SPEC):
       if not spec["min"] <= value <= spec["max"]:
-        raise ValueError(f"{spec['name']}={value} outside "
-                         f"[{spec['min']}, {spec['max']}]")
+        raise ValueError(
+          f"{spec['name']}={value} outside [{spec['min']}, {spec['max']}]"
+        )
     if type(num_steps) is not int or num_steps < 1:
       raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
     self.steps.append((action.copy(), num_steps))
-    shift = np.uint8(sum((i + 1) * int(a) for i, a in enumerate(action))
-                     % 256)
+    shift = np.uint8(sum((i + 1) * int(a) for i, a in enumerate(action)) % 256)
     reward = 0.0
     for _ in range(num_steps):
       start = time.thread_time()
       noise = self._rng.integers(0, 8, self._frame.shape, dtype=np.uint8)
-      self._frame = self._frame + noise + shift     # uint8, wraps around.
+      self._frame = self._frame + noise + shift  # uint8, wraps around.
       reward += frame_reward(action)
       self._frames += 1
       _spend_cpu_until(start, self.frame_cpu_seconds)
@@ -225,9 +264,11 @@ class Lab:
     self._check_open()
     if not self._running:
       raise RuntimeError("Environment in wrong status to call observations()")
-    all_obs = {"RGB_INTERLEAVED": self._frame.copy(),
-               "RGB": np.ascontiguousarray(self._frame.transpose(2, 0, 1)),
-               "INSTR": self._instruction}
+    all_obs = {
+      "RGB_INTERLEAVED": self._frame.copy(),
+      "RGB": np.ascontiguousarray(self._frame.transpose(2, 0, 1)),
+      "INSTR": self._instruction,
+    }
     return {name: all_obs[name] for name in self.observation_names}
 
   def is_running(self):
@@ -247,9 +288,11 @@ class Lab:
 
   def observation_spec(self):
     h, w = self.height, self.width
-    return [{"name": "RGB_INTERLEAVED", "dtype": np.uint8, "shape": (h, w, 3)},
-            {"name": "RGB", "dtype": np.uint8, "shape": (3, h, w)},
-            {"name": "INSTR", "dtype": str, "shape": ()}]
+    return [
+      {"name": "RGB_INTERLEAVED", "dtype": np.uint8, "shape": (h, w, 3)},
+      {"name": "RGB", "dtype": np.uint8, "shape": (3, h, w)},
+      {"name": "INSTR", "dtype": str, "shape": ()},
+    ]
 
   def close(self):
     self._check_open()

@@ -10,8 +10,11 @@ and an instruction string), to test Dict and text observations end to end
 
 import numpy as np
 
-from ingraph_rl.environments.vector_env import (EpisodeStatistics,
-                                                StepResult, VectorEnv)
+from ingraph_rl.environments.vector_env import (
+  EpisodeStatistics,
+  StepResult,
+  VectorEnv,
+)
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 
 # Instruction i asks for action i % num_actions.
@@ -32,10 +35,18 @@ class InstructionVectorEnv(VectorEnv):
   seeded with `seed + i`.
   """
 
-  def __init__(self, num_envs, seed=0, num_actions=3, frame_shape=(8, 10, 3),
-               instructions=INSTRUCTIONS, episode_length=None,
-               max_episode_steps=None, frame_key="RGB_INTERLEAVED",
-               instruction_key="INSTR"):
+  def __init__(
+    self,
+    num_envs,
+    seed=0,
+    num_actions=3,
+    frame_shape=(8, 10, 3),
+    instructions=INSTRUCTIONS,
+    episode_length=None,
+    max_episode_steps=None,
+    frame_key="RGB_INTERLEAVED",
+    instruction_key="INSTR",
+  ):
     self.num_envs = int(num_envs)
     self._seed = seed
     self.instructions = tuple(instructions)
@@ -44,9 +55,12 @@ class InstructionVectorEnv(VectorEnv):
     self.episode_length = episode_length
     self.max_episode_steps = max_episode_steps
     self.frame_key, self.instruction_key = frame_key, instruction_key
-    self.observation_space = Dict({
+    self.observation_space = Dict(
+      {
         frame_key: IntBox(256, self.frame_shape, dtype=np.uint8),
-        instruction_key: TextBox()})
+        instruction_key: TextBox(),
+      }
+    )
     self.action_space = IntBox(self.num_actions)
     self._rngs = None
     self._stats = EpisodeStatistics(self.num_envs)
@@ -58,8 +72,9 @@ class InstructionVectorEnv(VectorEnv):
     self._steps[i] = 0
 
   def _observe(self):
-    frames = np.stack([rng.integers(0, 256, self.frame_shape, np.uint8)
-                       for rng in self._rngs])
+    frames = np.stack(
+      [rng.integers(0, 256, self.frame_shape, np.uint8) for rng in self._rngs]
+    )
     frames[:, 0, 0, :] = np.minimum(self._steps, 255)[:, None]
     text = np.empty(self.num_envs, dtype=object)
     text[:] = [self.instructions[k] for k in self._task]
@@ -69,8 +84,9 @@ class InstructionVectorEnv(VectorEnv):
     if seed is None and self._rngs is None:
       seed = self._seed
     if seed is not None:
-      self._rngs = [np.random.default_rng(seed + i)
-                    for i in range(self.num_envs)]
+      self._rngs = [
+        np.random.default_rng(seed + i) for i in range(self.num_envs)
+      ]
     for i in range(self.num_envs):
       self._new_episode(i)
     self._stats.reset()
@@ -97,8 +113,9 @@ class InstructionVectorEnv(VectorEnv):
       for key in obs:
         obs[key][~done] = final_obs[key][~done]
     returns, lengths = self._stats.update(rewards.astype(np.float64), done)
-    return StepResult(obs, rewards, terminated, truncated, final_obs,
-                      returns, lengths)
+    return StepResult(
+      obs, rewards, terminated, truncated, final_obs, returns, lengths
+    )
 
   def close(self):
     pass

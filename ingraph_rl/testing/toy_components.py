@@ -37,8 +37,9 @@ class Counter(Component):
   def create_variables(self, input_spaces):
     self.create_calls += 1
     self.seen_spaces = dict(input_spaces)
-    self.offset = self.add_variable("offset", input_spaces["x"].shape,
-                                    initializer="ones")
+    self.offset = self.add_variable(
+      "offset", input_spaces["x"].shape, initializer="ones"
+    )
 
   @api
   def call(self, x):

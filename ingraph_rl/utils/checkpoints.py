@@ -62,7 +62,7 @@ def _fsync(path):
 
 
 def _fsync_dir(path):
-  if os.name == "posix":       # Windows cannot open a directory to sync it.
+  if os.name == "posix":  # Windows cannot open a directory to sync it.
     _fsync(path)
 
 
@@ -87,8 +87,9 @@ class CheckpointSaver:
     if _local(directory):
       os.makedirs(directory, exist_ok=True)
       self._remove_leftovers()
-    self.manager = tf.train.CheckpointManager(checkpoint, directory,
-                                              max_to_keep=max_to_keep)
+    self.manager = tf.train.CheckpointManager(
+      checkpoint, directory, max_to_keep=max_to_keep
+    )
 
   @property
   def latest_checkpoint(self):
@@ -110,20 +111,23 @@ class CheckpointSaver:
     number = int(checkpoint_number)
     with self._lock:
       latest = self.latest_checkpoint
-      if latest is not None and \
-          os.path.basename(latest) == f"ckpt-{number}":
+      if latest is not None and os.path.basename(latest) == f"ckpt-{number}":
         return latest
       if number in self._numbers():
         # An older number again: it would overwrite a listed checkpoint.
-        raise ValueError(f"checkpoint {number} already exists in "
-                         f"{self.directory} and is not the latest; "
-                         f"checkpoint numbers must increase")
+        raise ValueError(
+          f"checkpoint {number} already exists in "
+          f"{self.directory} and is not the latest; "
+          f"checkpoint numbers must increase"
+        )
       callbacks = [self._sync_files] if _local(self.directory) else None
       # The manager runs its own callback (the state-file update) after ours.
       path = self.manager.save(
-          checkpoint_number=number,
-          options=tf.train.CheckpointOptions(
-              experimental_write_callbacks=callbacks))
+        checkpoint_number=number,
+        options=tf.train.CheckpointOptions(
+          experimental_write_callbacks=callbacks
+        ),
+      )
       if _local(self.directory):
         _fsync(os.path.join(self.directory, "checkpoint"))
         _fsync_dir(self.directory)
@@ -145,8 +149,11 @@ class CheckpointSaver:
     """Deletes what interrupted saves left: scratch files and dirs always,
     checkpoint files the state does not list when there is a state."""
     state = tf.train.get_checkpoint_state(self.directory)
-    listed = None if state is None else {
-        os.path.basename(p) for p in state.all_model_checkpoint_paths}
+    listed = (
+      None
+      if state is None
+      else {os.path.basename(p) for p in state.all_model_checkpoint_paths}
+    )
     for name in os.listdir(self.directory):
       path = os.path.join(self.directory, name)
       match = _FILE.match(name)
@@ -154,8 +161,11 @@ class CheckpointSaver:
         stale = True
       else:
         # Without a state file nothing is known to be complete: keep all.
-        stale = match is not None and listed is not None and \
-            match.group(1) not in listed
+        stale = (
+          match is not None
+          and listed is not None
+          and match.group(1) not in listed
+        )
       if not stale:
         continue
       if os.path.isdir(path):

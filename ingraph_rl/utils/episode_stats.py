@@ -27,9 +27,9 @@ class RecentEpisodes:
     if int(window) < 1:
       raise ValueError(f"window must be >= 1, got {window}")
     self.window = int(window)
-    self._groups = collections.deque()    # [mean return, episodes].
-    self.count = 0                        # Episodes in the window.
-    self.total_episodes = 0               # Episodes ever added.
+    self._groups = collections.deque()  # [mean return, episodes].
+    self.count = 0  # Episodes in the window.
+    self.total_episodes = 0  # Episodes ever added.
 
   def add(self, return_total, episodes):
     """Adds `episodes` episodes whose returns sum to `return_total` (each

@@ -30,8 +30,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "ingraph_rl"
 
 @pytest.mark.parametrize("lstm_units", [None, 4], ids=["mlp", "lstm"])
 def test_impala_builder_declares_what_its_roots_build(lstm_units):
-  config = IMPALAConfig(num_actions=2, unroll_length=4, batch_size=2,
-                        lstm_units=lstm_units)
+  config = IMPALAConfig(
+    num_actions=2, unroll_length=4, batch_size=2, lstm_units=lstm_units
+  )
   builder = IMPALABuilder(config)
   env = make_vector_env("CartPole-v1", 2, seed=0)
   obs = env.observation_space
@@ -57,14 +58,20 @@ def test_impala_builder_declares_what_its_roots_build(lstm_units):
     actor.execute("reset_env", 0)
     actor.execute("unroll")
     # What the actor enqueued is the declared record, one per env.
-    drain = queue_feeder(record, config.queue_capacity, name,
-                         api_names=["dequeue_many"])
+    drain = queue_feeder(
+      record, config.queue_capacity, name, api_names=["dequeue_many"]
+    )
     batch = to_numpy(drain.execute("dequeue_many", 2))
     assert record.with_batch_rank().contains(batch)
     policy_root = builder.make_policy(obs)
     assert list(policy_root.api_names) == list(POLICY_APIS)
-    act_args = ("observations", "state", "resets", "last_rewards",
-                "last_actions")
+    act_args = (
+      "observations",
+      "state",
+      "resets",
+      "last_rewards",
+      "last_actions",
+    )
     for arg in act_args:
       assert policy_root.input_spaces[arg] == actor_root.input_spaces[arg]
     policy = policy_root.build()
@@ -76,30 +83,39 @@ def test_impala_builder_declares_what_its_roots_build(lstm_units):
 
 def test_dqn_builder_declares_what_its_agent_builds():
   for n_step in (1, 3):
-    config = DQNConfig(num_actions=2, n_step=n_step, num_envs=2,
-                       batch_size=4, learning_starts=8)
+    config = DQNConfig(
+      num_actions=2, n_step=n_step, num_envs=2, batch_size=4, learning_starts=8
+    )
     builder = DQNBuilder(config)
     ex = builder.make_agent(FloatBox((4,))).build()
     record = builder.record_space(FloatBox((4,)))
-    stored = {m.group(1) for k in ex.get_weights()
-              if (m := re.match(r"dqn/memory/buffer\.(\w+)$", k))}
+    stored = {
+      m.group(1)
+      for k in ex.get_weights()
+      if (m := re.match(r"dqn/memory/buffer\.(\w+)$", k))
+    }
     assert stored == set(record), n_step
-    assert weights_space_of(ex.execute("get_weights")) == \
-        builder.weights_space(FloatBox((4,)))
+    assert weights_space_of(ex.execute("get_weights")) == builder.weights_space(
+      FloatBox((4,))
+    )
 
 
 def test_runners_export_and_distributed_import_no_agent():
   for package in ("runners", "distributed", "export", "components"):
     for path in (PACKAGE / package).rglob("*.py"):
       text = path.read_text()
-      assert not re.search(r"^\s*(from|import) ingraph_rl\.agents", text,
-                           re.M), path
-      assert "experiments" not in re.findall(r"^\s*(?:from|import) (\w+)",
-                                             text, re.M), path
+      assert not re.search(
+        r"^\s*(from|import) ingraph_rl\.agents", text, re.M
+      ), path
+      assert "experiments" not in re.findall(
+        r"^\s*(?:from|import) (\w+)", text, re.M
+      ), path
 
 
 def test_weights_space_of_tensors_and_arrays():
   import tensorflow as tf
-  space = weights_space_of({"a": np.zeros((2, 3), np.float32),
-                            "b": tf.zeros([4])})
+
+  space = weights_space_of(
+    {"a": np.zeros((2, 3), np.float32), "b": tf.zeros([4])}
+  )
   assert space["a"] == FloatBox((2, 3)) and space["b"] == FloatBox((4,))

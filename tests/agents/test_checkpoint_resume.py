@@ -45,8 +45,9 @@ def assert_same(a, b):
 
 
 def save(executor, directory, number):
-  return CheckpointSaver(tf.train.Checkpoint(agent=executor.module),
-                         directory).save(checkpoint_number=number)
+  return CheckpointSaver(
+    tf.train.Checkpoint(agent=executor.module), directory
+  ).save(checkpoint_number=number)
 
 
 def restore(executor, directory):
@@ -59,18 +60,24 @@ def restore(executor, directory):
 # --- DQN through its APIs ----------------------------------------------------
 
 DQN_KINDS = {
-    "uniform": dict(),
-    "prioritized": dict(prioritized=True),
-    "n_step": dict(n_step=3, num_envs=NUM_ENVS),
+  "uniform": dict(),
+  "prioritized": dict(prioritized=True),
+  "n_step": dict(n_step=3, num_envs=NUM_ENVS),
 }
 
 
 def dqn_executor(kind, seed):
   # A replay of 48 rows wraps during the run (4 rows per step); epsilon
   # decays over the whole run.
-  config = DQNConfig(num_actions=3, replay_capacity=48, batch_size=8,
-                     learning_starts=8, epsilon_steps=40, seed=seed,
-                     **DQN_KINDS[kind])
+  config = DQNConfig(
+    num_actions=3,
+    replay_capacity=48,
+    batch_size=8,
+    learning_starts=8,
+    epsilon_steps=40,
+    seed=seed,
+    **DQN_KINDS[kind],
+  )
   return DQNBuilder(config).make_agent(OBS).build()
 
 
@@ -81,11 +88,16 @@ def dqn_step(ex, i, kind):
   states = rng.normal(size=(NUM_ENVS, 4)).astype(np.float32)
   out = to_numpy(ex.execute("get_actions", states, True))
   extra = (rng.uniform(size=NUM_ENVS) < 0.1,) if kind == "n_step" else ()
-  ex.execute("observe", states, out["actions"],
-             rng.normal(size=NUM_ENVS).astype(np.float32),
-             rng.normal(size=(NUM_ENVS, 4)).astype(np.float32),
-             rng.uniform(size=NUM_ENVS) < 0.2, *extra)
-  if i >= 3:                     # n-step: the memory fills from step 3 on.
+  ex.execute(
+    "observe",
+    states,
+    out["actions"],
+    rng.normal(size=NUM_ENVS).astype(np.float32),
+    rng.normal(size=(NUM_ENVS, 4)).astype(np.float32),
+    rng.uniform(size=NUM_ENVS) < 0.2,
+    *extra,
+  )
+  if i >= 3:  # n-step: the memory fills from step 3 on.
     out.update(to_numpy(ex.execute("update")))
   if i % 5 == 4:
     ex.execute("sync_target")
@@ -105,21 +117,32 @@ def test_dqn_resumes_exactly(kind, tmp_path):
   b = dqn_executor(kind, seed=1)
   fresh = state_of(b)
   # Another seed: other weights and RNG streams until the restore.
-  assert not np.array_equal(fresh["dqn/online/torso/dense_0/kernel"],
-                            saved["dqn/online/torso/dense_0/kernel"])
-  assert not np.array_equal(fresh["dqn/epsilon_greedy/rng"],
-                            saved["dqn/epsilon_greedy/rng"])
+  assert not np.array_equal(
+    fresh["dqn/online/torso/dense_0/kernel"],
+    saved["dqn/online/torso/dense_0/kernel"],
+  )
+  assert not np.array_equal(
+    fresh["dqn/epsilon_greedy/rng"], saved["dqn/epsilon_greedy/rng"]
+  )
   restore(b, str(tmp_path))
   assert_same(state_of(b), saved)
   # What the checkpoint holds, by name.
-  for key in ("dqn/adam/iterations", "dqn/epsilon_greedy/timestep",
-              "dqn/memory/index", "dqn/memory/size", "dqn/memory/rng"):
+  for key in (
+    "dqn/adam/iterations",
+    "dqn/epsilon_greedy/timestep",
+    "dqn/memory/index",
+    "dqn/memory/size",
+    "dqn/memory/rng",
+  ):
     assert key in saved
   assert int(saved["dqn/adam/iterations"]) == k - 3
   assert int(saved["dqn/epsilon_greedy/timestep"]) == k
   if kind == "prioritized":
-    assert {"dqn/memory/sum_tree", "dqn/memory/min_tree",
-            "dqn/memory/max_priority"} <= saved.keys()
+    assert {
+      "dqn/memory/sum_tree",
+      "dqn/memory/min_tree",
+      "dqn/memory/max_priority",
+    } <= saved.keys()
   outputs_b = [dqn_step(b, i, kind) for i in range(k, k + m)]
   for out_a, out_b in zip(outputs_a, outputs_b):
     assert_same(out_a, out_b)
@@ -131,12 +154,18 @@ def test_dqn_resumes_exactly(kind, tmp_path):
 
 def dqn_train_executor(seed):
   env = make_vector_env("CartPole-v1", 2, seed)
-  config = DQNConfig(num_actions=2, replay_capacity=64, batch_size=8,
-                     learning_starts=16, epsilon_steps=100,
-                     target_sync_every=7, prioritized=True, seed=seed)
+  config = DQNConfig(
+    num_actions=2,
+    replay_capacity=64,
+    batch_size=8,
+    learning_starts=16,
+    epsilon_steps=100,
+    target_sync_every=7,
+    prioritized=True,
+    seed=seed,
+  )
   # Only reset_env and train get traced.
-  return DQNBuilder(config).make_agent(env=env).build(
-      trace_at_build=False), env
+  return DQNBuilder(config).make_agent(env=env).build(trace_at_build=False), env
 
 
 def test_dqn_train_loop_resumes_exactly(tmp_path):
@@ -157,7 +186,7 @@ def test_dqn_train_loop_resumes_exactly(tmp_path):
     b.execute("reset_env", 5)
     stats_b = to_numpy(b.execute("train", 40))
     assert_same(stats_a, stats_b)
-    assert int(stats_b["env_steps"]) == 2 * 70   # The counter continued.
+    assert int(stats_b["env_steps"]) == 2 * 70  # The counter continued.
     assert_same(state_of(b), state_of(a))
   finally:
     env_a.close()
@@ -174,8 +203,7 @@ def impala_learner(config, seed):
   config = IMPALAConfig(**{**config, "seed": seed})
   builder = IMPALABuilder(config)
   learner = builder.make_learner(OBS, name).build()
-  feeder = queue_feeder(builder.record_space(OBS), config.queue_capacity,
-                        name)
+  feeder = queue_feeder(builder.record_space(OBS), config.queue_capacity, name)
   return learner, feeder
 
 
@@ -196,17 +224,26 @@ def learn(learner, feeder, config, steps):
 def test_impala_learner_resumes_exactly(lstm_units, tmp_path):
   # Momentum: RMSProp keeps two slots; the learning rate decays over the
   # update count, so a lost count would show in the losses.
-  config = dict(num_actions=3, unroll_length=5, batch_size=3,
-                queue_capacity=6, use_staging=False, learning_rate=0.01,
-                momentum=0.5, lr_decay_steps=20, lstm_units=lstm_units)
+  config = dict(
+    num_actions=3,
+    unroll_length=5,
+    batch_size=3,
+    queue_capacity=6,
+    use_staging=False,
+    learning_rate=0.01,
+    momentum=0.5,
+    lr_decay_steps=20,
+    lstm_units=lstm_units,
+  )
   k, m = 4, 4
   a, feed_a = impala_learner(config, seed=0)
   b, feed_b = impala_learner(config, seed=1)
   try:
     learn(a, feed_a, config, range(k))
     saved = state_of(a)
-    assert any("/ms." in p for p in saved) and \
-        any("/mom." in p for p in saved), sorted(saved)
+    assert any("/ms." in p for p in saved) and any(
+      "/mom." in p for p in saved
+    ), sorted(saved)
     save(a, str(tmp_path), k)
     outs_a = learn(a, feed_a, config, range(k, k + m))
     restore(b, str(tmp_path))
@@ -215,8 +252,9 @@ def test_impala_learner_resumes_exactly(lstm_units, tmp_path):
     outs_b = learn(b, feed_b, config, range(k, k + m))
     for out_a, out_b in zip(outs_a, outs_b):
       assert_same(out_a, out_b)
-    assert [int(o["train_step"]) for o in outs_b] == list(range(k + 1,
-                                                                k + m + 1))
+    assert [int(o["train_step"]) for o in outs_b] == list(
+      range(k + 1, k + m + 1)
+    )
     assert_same(state_of(b), state_of(a))
   finally:
     a.execute("close_queue")

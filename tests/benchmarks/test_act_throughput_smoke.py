@@ -8,15 +8,19 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-VARIANTS = ("tf_checked", "tf_raw", "plain_tf", "torch_executor",
-            "plain_torch")
+VARIANTS = ("tf_checked", "tf_raw", "plain_tf", "torch_executor", "plain_torch")
 
 
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.act_throughput", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    [sys.executable, "-m", "benchmarks.act_throughput", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "act_throughput.json").read_text())
   assert doc["benchmark"] == "act_throughput" and doc["quick"] is True
@@ -34,11 +38,13 @@ def test_quick_run_writes_contract_json(tmp_path):
     assert r["min"] <= r["median"] <= r["max"] and r["reps"] >= 1
     assert r["median"] > 0
   for b in (1, 32):
-    for key in (f"tf_executor_over_plain_tf_b{b}",
-                f"tf_executor_raw_over_plain_tf_b{b}",
-                f"torch_executor_over_plain_torch_b{b}",
-                f"tf_executor_over_plain_tf_explore_b{b}",
-                f"torch_executor_over_plain_torch_explore_b{b}"):
+    for key in (
+      f"tf_executor_over_plain_tf_b{b}",
+      f"tf_executor_raw_over_plain_tf_b{b}",
+      f"torch_executor_over_plain_torch_b{b}",
+      f"tf_executor_over_plain_tf_explore_b{b}",
+      f"torch_executor_over_plain_torch_explore_b{b}",
+    ):
       assert isinstance(doc["ratios"][key], float) and doc["ratios"][key] > 0
   # The summary line comes last.
   assert out.stdout.strip().splitlines()[-1].startswith("act_throughput")

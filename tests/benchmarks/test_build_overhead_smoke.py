@@ -13,19 +13,33 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.build_overhead", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    [sys.executable, "-m", "benchmarks.build_overhead", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "build_overhead.json").read_text())
   assert doc["benchmark"] == "build_overhead" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   cases = {r["case"] for r in doc["results"]}
-  assert {"single/ours", "single/plain", "stack40/ours", "stack40/plain",
-          "call/plain"} <= cases
+  assert {
+    "single/ours",
+    "single/plain",
+    "stack40/ours",
+    "stack40/plain",
+    "call/plain",
+  } <= cases
   for r in doc["results"]:
     assert r["min"] <= r["median"] <= r["max"] and r["reps"] >= 1
-  for key in ("single_component_overhead_ms", "stack40_overhead_ms",
-              "call_overhead_ratio_checked", "call_overhead_ratio_unchecked"):
+  for key in (
+    "single_component_overhead_ms",
+    "stack40_overhead_ms",
+    "call_overhead_ratio_checked",
+    "call_overhead_ratio_unchecked",
+  ):
     assert isinstance(doc["ratios"][key], float)
   assert doc["config"]["stack40"]["components"] >= 40
   # The summary line comes last.

@@ -17,14 +17,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_quick_run_writes_results(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run([sys.executable, "-m", "benchmarks.cluster_scaling",
-                        "--quick"], cwd=ROOT, env=env, capture_output=True,
-                       text=True, timeout=300)
+  out = subprocess.run(
+    [sys.executable, "-m", "benchmarks.cluster_scaling", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
   doc = json.loads((tmp_path / "cluster_scaling.json").read_text())
   assert doc["benchmark"] == "cluster_scaling" and doc["quick"] is True
-  cases = {r["case"]: r for r in doc["results"]
-           if r["metric"] == "learner frames/s"}
+  cases = {
+    r["case"]: r for r in doc["results"] if r["metric"] == "learner frames/s"
+  }
   assert set(cases) == {"cluster/actors1", "single/actors1"}
   assert all(r["median"] > 0 for r in cases.values())
   assert doc["ratios"]["cluster_over_single_actors1"] > 0

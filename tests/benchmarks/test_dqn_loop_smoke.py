@@ -13,30 +13,43 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.dqn_loop", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    [sys.executable, "-m", "benchmarks.dqn_loop", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "dqn_loop.json").read_text())
   assert doc["benchmark"] == "dqn_loop" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   cases = {r["case"] for r in doc["results"]}
-  assert {"cartpole/raw", "cartpole/updates_off/in_graph",
-          "cartpole/updates_off/python", "cartpole/updates_on/in_graph",
-          "cartpole/updates_on/python"} <= cases
+  assert {
+    "cartpole/raw",
+    "cartpole/updates_off/in_graph",
+    "cartpole/updates_off/python",
+    "cartpole/updates_on/in_graph",
+    "cartpole/updates_on/python",
+  } <= cases
   for r in doc["results"]:
     assert r["reps"] >= 1
     assert r["min"] <= r["median"] <= r["max"]
     if r["metric"] == "throughput":
       assert r["unit"] == "env steps/s" and r["min"] > 0
-  for key in ("cartpole_in_graph_over_python_updates_off",
-              "cartpole_in_graph_over_python_updates_on",
-              "cartpole_in_graph_over_raw_updates_off",
-              "cartpole_in_graph_over_raw_updates_on"):
+  for key in (
+    "cartpole_in_graph_over_python_updates_off",
+    "cartpole_in_graph_over_python_updates_on",
+    "cartpole_in_graph_over_raw_updates_off",
+    "cartpole_in_graph_over_raw_updates_on",
+  ):
     assert isinstance(doc["ratios"][key], float) and doc["ratios"][key] > 0
   cfg = doc["config"]["envs"]["cartpole"]
   # Every timed step of "updates on" did one update, "off" none.
   assert cfg["updates_per_vector_step_on (checked)"] == {
-      "in_graph": [1.0], "python": [1.0]}
+    "in_graph": [1.0],
+    "python": [1.0],
+  }
   assert "threads" in doc["config"]
   assert not (tmp_path / "dqn_loop.png").exists()  # Plots: full runs only.
   # The summary line comes last.

@@ -18,16 +18,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.export", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    [sys.executable, "-m", "benchmarks.export", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=280,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "export.json").read_text())
   assert doc["benchmark"] == "export" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   assert doc["config"]["dqn_replay"] == 1000
   cases = {(r["case"], r["metric"]) for r in doc["results"]}
-  for agent, modes in (("dqn", ("greedy", "explore")), ("impala",
-                                                         ("sample",))):
+  for agent, modes in (("dqn", ("greedy", "explore")), ("impala", ("sample",))):
     assert (f"{agent}/export", "export time") in cases
     assert (f"{agent}/size", "SavedModel size") in cases
     assert (f"{agent}/fresh_process", "fresh-process load") in cases

@@ -15,8 +15,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.impala_throughput", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    [sys.executable, "-m", "benchmarks.impala_throughput", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "impala_throughput.json").read_text())
   assert doc["benchmark"] == "impala_throughput" and doc["quick"] is True
@@ -24,8 +29,13 @@ def test_quick_run_writes_contract_json(tmp_path):
   cases = {r["case"] for r in doc["results"]}
   assert "cartpole_v1/learner_only" in cases
   for mode in ("threads", "processes"):
-    for phase in ("raw", "raw_threads", "actors_only", "end_to_end",
-                  "end_to_end_trained"):
+    for phase in (
+      "raw",
+      "raw_threads",
+      "actors_only",
+      "end_to_end",
+      "end_to_end_trained",
+    ):
       assert f"cartpole_v1/{mode}/actors_2/{phase}" in cases
   # One thread stepping the envs in turn: for in-process (GIL) envs.
   assert "cartpole_v1/threads/actors_2/raw_serial" in cases
@@ -41,10 +51,12 @@ def test_quick_run_writes_contract_json(tmp_path):
       assert isinstance(doc["ratios"][key], float) and doc["ratios"][key] > 0
     best = f"cartpole_v1_{mode}_best_end_to_end_over_best_raw"
     assert doc["ratios"][best] > 0
-  assert doc["ratios"]["cartpole_v1_processes_over_threads_actors_2_"
-                       "end_to_end"] > 0
-  assert set(doc["config"]["envs"]["cartpole_v1"][
-      "faster_env_mode (medians)"].values()) <= {"threads", "processes"}
+  assert (
+    doc["ratios"]["cartpole_v1_processes_over_threads_actors_2_end_to_end"] > 0
+  )
+  assert set(
+    doc["config"]["envs"]["cartpole_v1"]["faster_env_mode (medians)"].values()
+  ) <= {"threads", "processes"}
   cfg = doc["config"]
   env_cfg = cfg["envs"]["cartpole_v1"]
   assert env_cfg["frames_per_env_step"] == 1
@@ -67,12 +79,25 @@ def test_quick_run_writes_contract_json(tmp_path):
 @pytest.mark.slow
 def test_quick_dmlab_run_uses_the_fake_in_env_workers(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  env.pop("PYTHONPATH", None)        # No deepmind_lab but the fake's shim.
+  env.pop("PYTHONPATH", None)  # No deepmind_lab but the fake's shim.
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.impala_throughput", "--quick",
-       "--env=dmlab:seekavoid_arena_01", "--num_actors=1",
-       "--envs_per_actor=2", "--unroll_length=5", "--batch_size=2"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    [
+      sys.executable,
+      "-m",
+      "benchmarks.impala_throughput",
+      "--quick",
+      "--env=dmlab:seekavoid_arena_01",
+      "--num_actors=1",
+      "--envs_per_actor=2",
+      "--unroll_length=5",
+      "--batch_size=2",
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "impala_throughput.json").read_text())
   cfg = doc["config"]["envs"]["dmlab_seekavoid_arena_01"]
@@ -84,10 +109,17 @@ def test_quick_dmlab_run_uses_the_fake_in_env_workers(tmp_path):
     assert f"dmlab_seekavoid_arena_01/native/actors_1/{phase}" in cases
   ratio = doc["ratios"]["dmlab_fake_actors_only_over_raw"]
   assert isinstance(ratio, float) and ratio > 0
-  assert ratio == doc["ratios"][
-      "dmlab_seekavoid_arena_01_native_best_actors_only_over_best_raw"]
+  assert (
+    ratio
+    == doc["ratios"][
+      "dmlab_seekavoid_arena_01_native_best_actors_only_over_best_raw"
+    ]
+  )
   verdict = doc["config"]["targets_verdict"]
-  assert set(verdict["dmlab_seekavoid_arena_01_native_actors_only_over_raw"
-                     " >= 0.7"].values()) <= {"met", "MISSED"}
+  assert set(
+    verdict[
+      "dmlab_seekavoid_arena_01_native_actors_only_over_raw >= 0.7"
+    ].values()
+  ) <= {"met", "MISSED"}
   c = cfg["configs"]["native/actors_1"]
   assert c["drained_rollouts"] > 0 and c["learner_updates_run"] > 0

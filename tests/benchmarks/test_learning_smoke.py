@@ -18,8 +18,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_quick_run_writes_curves_and_ratios(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.learning", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    [sys.executable, "-m", "benchmarks.learning", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=400,
+  )
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
   doc = json.loads((tmp_path / "learning.json").read_text())
   assert doc["benchmark"] == "learning" and doc["quick"] is True
@@ -37,10 +42,12 @@ def test_quick_run_writes_curves_and_ratios(tmp_path):
     assert run["greedy"] is not None and 1.0 <= run["greedy"] <= 500.0
   # The ratios count the seeds that met each case's threshold.
   (dqn,) = doc["cases"]["dqn_cartpole"]["runs"]
-  assert doc["ratios"]["dqn_cartpole_seeds_reaching_195"] == \
-      int(dqn["greedy"] >= 195)
+  assert doc["ratios"]["dqn_cartpole_seeds_reaching_195"] == int(
+    dqn["greedy"] >= 195
+  )
   (impala,) = doc["cases"]["impala_cartpole"]["runs"]
-  assert doc["ratios"]["impala_cartpole_seeds_reaching_500_in_120s"] == \
-      int(impala["greedy"] >= 500)
+  assert doc["ratios"]["impala_cartpole_seeds_reaching_500_in_120s"] == int(
+    impala["greedy"] >= 500
+  )
   assert not (tmp_path / "learning.png").exists()
   assert out.stdout.strip().splitlines()[-1].startswith("learning")

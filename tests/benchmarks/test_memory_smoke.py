@@ -13,13 +13,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-      [sys.executable, "-m", "benchmarks.memory", "--quick"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    [sys.executable, "-m", "benchmarks.memory", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   doc = json.loads((tmp_path / "memory.json").read_text())
   assert doc["benchmark"] == "memory" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
-  assert not (tmp_path / "memory.png").exists()   # Plots: full runs only.
+  assert not (tmp_path / "memory.png").exists()  # Plots: full runs only.
 
   config = doc["config"]
   assert config["capacities"] == [1000, 10000]
@@ -28,13 +33,24 @@ def test_quick_run_writes_contract_json(tmp_path):
   cases = {r["case"] for r in doc["results"]}
   for records in ("cartpole", "atari84"):
     for cap in ("1e3", "1e4"):
-      assert {f"{records}/{cap}/{v}" for v in
-              ["uniform_ours", "uniform_numpy", "per_python",
-               "tf_call_floor"] + [f"per_{i}" for i in impls]} <= cases
+      assert {
+        f"{records}/{cap}/{v}"
+        for v in [
+          "uniform_ours",
+          "uniform_numpy",
+          "per_python",
+          "tf_call_floor",
+        ]
+        + [f"per_{i}" for i in impls]
+      } <= cases
   metrics = {(r["case"], r["metric"], r["unit"]) for r in doc["results"]}
   for impl in ["python"] + impls:
-    for op in ("insert b64", "sample b512", "update b512",
-               "sample+update b512"):
+    for op in (
+      "insert b64",
+      "sample b512",
+      "update b512",
+      "sample+update b512",
+    ):
       for unit in ("us/op", "records/s"):
         assert (f"cartpole/1e4/per_{impl}", op, unit) in metrics
   for r in doc["results"]:
@@ -42,16 +58,21 @@ def test_quick_run_writes_contract_json(tmp_path):
     assert r["median"] > 0
 
   ratios = doc["ratios"]
-  for key in ["per_sample_update_1e4_python_over_tf",
-              "per_sample_update_fused_1e4_python_over_tf",
-              "atari84_per_sample_update_1e4_python_over_tf",
-              "cost_growth_1e3_to_1e4_python", "cost_growth_1e3_to_1e4_tf",
-              "uniform_cartpole_1e4_sample_ours_over_numpy"]:
+  for key in [
+    "per_sample_update_1e4_python_over_tf",
+    "per_sample_update_fused_1e4_python_over_tf",
+    "atari84_per_sample_update_1e4_python_over_tf",
+    "cost_growth_1e3_to_1e4_python",
+    "cost_growth_1e3_to_1e4_tf",
+    "uniform_cartpole_1e4_sample_ours_over_numpy",
+  ]:
     assert isinstance(ratios[key], float) and ratios[key] > 0, key
   if custom_op:
-    for key in ("per_sample_update_1e4_python_over_custom_op",
-                "per_sample_update_1e3_tf_over_custom_op",
-                "cost_growth_1e3_to_1e4_custom_op"):
+    for key in (
+      "per_sample_update_1e4_python_over_custom_op",
+      "per_sample_update_1e3_tf_over_custom_op",
+      "cost_growth_1e3_to_1e4_custom_op",
+    ):
       assert isinstance(ratios[key], float) and ratios[key] > 0, key
 
   # The frame-stack memory: measured in a subprocess, or said why not.

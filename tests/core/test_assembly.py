@@ -6,7 +6,6 @@ from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.core.assembly import assemble
 from ingraph_rl.errors import AssemblyError
 from ingraph_rl.spaces import FloatBox
-
 from ingraph_rl.testing.toy_components import Chain, Scale
 
 X = {"x": FloatBox((3,), add_batch_rank=True)}
@@ -18,7 +17,9 @@ def test_meta_graph_records_nodes_in_call_order():
   assert set(meta.apis) == {"call", "both"}
   call = meta.apis["call"]
   assert [(n.component.path, n.name) for n in call.nodes] == [
-      ("chain/scale", "_graph_fn_scale"), ("chain/counter", "_graph_fn_add")]
+    ("chain/scale", "_graph_fn_scale"),
+    ("chain/counter", "_graph_fn_add"),
+  ]
   # The counter's input is the scale's output record.
   assert call.nodes[1].inputs()[0] is call.nodes[0].output
   assert call.outputs is call.nodes[1].output
@@ -26,7 +27,10 @@ def test_meta_graph_records_nodes_in_call_order():
   assert set(meta.apis["both"].outputs) == {"scaled", "shifted"}
   # API calls: root call + two sub-component calls per root API.
   assert [(c.component.path, c.name) for c in meta.api_calls[:3]] == [
-      ("chain", "call"), ("chain/scale", "call"), ("chain/counter", "call")]
+    ("chain", "call"),
+    ("chain/scale", "call"),
+    ("chain/counter", "call"),
+  ]
 
 
 def test_dot_export_names_components_and_edges():
@@ -37,7 +41,7 @@ def test_dot_export_names_components_and_edges():
   scale_node = meta.apis["call"].nodes[0]
   add_node = meta.apis["call"].nodes[1]
   assert f"n{scale_node.id} -> n{add_node.id};" in dot
-  assert f'r{meta.apis["call"].inputs["x"].id} -> n{scale_node.id};' in dot
+  assert f"r{meta.apis['call'].inputs['x'].id} -> n{scale_node.id};" in dot
 
 
 def test_calling_a_component_outside_the_subtree_is_an_error():
@@ -48,8 +52,11 @@ def test_calling_a_component_outside_the_subtree_is_an_error():
     def call(self, x):
       return stranger.call(x)
 
-  with pytest.raises(AssemblyError, match="'bad'.call calls API 'call' of "
-                     "'stranger', which is not one of its sub-components"):
+  with pytest.raises(
+    AssemblyError,
+    match="'bad'.call calls API 'call' of "
+    "'stranger', which is not one of its sub-components",
+  ):
     assemble(Bad(), X)
 
 
@@ -63,9 +70,12 @@ def test_graph_fn_of_another_component_is_an_error():
     def call(self, x):
       return self.inner._graph_fn_scale(x)
 
-  with pytest.raises(AssemblyError, match=r"graph function "
-                     r"'peeks/scale'._graph_fn_scale called from "
-                     r"'peeks'.call"):
+  with pytest.raises(
+    AssemblyError,
+    match=r"graph function "
+    r"'peeks/scale'._graph_fn_scale called from "
+    r"'peeks'.call",
+  ):
     assemble(Peeks(), X)
 
 
@@ -84,8 +94,10 @@ def test_values_cannot_cross_root_apis():
     def b(self, x):
       return self.inner.call(self.saved)
 
-  with pytest.raises(AssemblyError, match="a value of root API 'a', while "
-                     "assembling root API 'b'"):
+  with pytest.raises(
+    AssemblyError,
+    match="a value of root API 'a', while assembling root API 'b'",
+  ):
     assemble(Leaky(), X)
 
 
@@ -133,8 +145,10 @@ def test_returns_n_unpacks_into_getitem_records():
 
 
 def test_missing_input_space_and_unknown_api_are_named():
-  with pytest.raises(AssemblyError, match="no input space for argument 'x' "
-                     "of root API 'call' of 'chain'"):
+  with pytest.raises(
+    AssemblyError,
+    match="no input space for argument 'x' of root API 'call' of 'chain'",
+  ):
     assemble(Chain(), {})
   with pytest.raises(AssemblyError, match="has no API method 'nope'"):
     assemble(Chain(), X, api_names=["nope"])

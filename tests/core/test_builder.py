@@ -17,11 +17,10 @@ EXECUTORS = [TFExecutor, TorchExecutor]
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_create_variables_runs_exactly_once(executor):
-  chain = Chain()   # `counter` is reached from two root APIs.
+  chain = Chain()  # `counter` is reached from two root APIs.
   ex = executor(chain, {"x": FloatBox((3,), add_batch_rank=True)})
   assert chain.counter.create_calls == 1
-  assert chain.counter.seen_spaces == {"x": FloatBox((3,),
-                                                     add_batch_rank=True)}
+  assert chain.counter.seen_spaces == {"x": FloatBox((3,), add_batch_rank=True)}
   assert list(ex.get_weights()) == ["chain/counter/offset"]
   assert ex.stats.assembly_s > 0 and ex.stats.build_s > 0
 
@@ -30,11 +29,17 @@ def test_create_variables_runs_exactly_once(executor):
 def test_builder_waits_for_spaces_from_a_later_api(executor):
   # `read` comes first but Store's variables depend on `write`'s values.
   root = Memoryish()
-  ex = executor(root, {"index": IntBox(8, add_batch_rank=True),
-                       "values": FloatBox((2,), add_batch_rank=True)})
+  ex = executor(
+    root,
+    {
+      "index": IntBox(8, add_batch_rank=True),
+      "values": FloatBox((2,), add_batch_rank=True),
+    },
+  )
   assert list(ex.apis) == ["read", "write"]
-  ex.execute("write", np.array([1, 3], np.int32),
-             np.array([[1, 2], [3, 4]], np.float32))
+  ex.execute(
+    "write", np.array([1, 3], np.int32), np.array([[1, 2], [3, 4]], np.float32)
+  )
   out = to_numpy(ex.execute("read", np.array([3, 0, 1], np.int32)))
   np.testing.assert_array_equal(out, [[3, 4], [0, 0], [1, 2]])
   assert ex.apis["read"].output_space == FloatBox((2,), add_batch_rank=True)
@@ -46,14 +51,18 @@ def test_never_complete_component_is_named():
     def __init__(self):
       super().__init__(scope="root")
       from ingraph_rl.testing.toy_components import Store
+
       self.store = Store()
 
     @api
     def read(self, index):
       return self.store.read(index)
 
-  with pytest.raises(InputIncompleteError, match=r"'root/store' misses the "
-                     r"spaces of \['values'\]") as e:
+  with pytest.raises(
+    InputIncompleteError,
+    match=r"'root/store' misses the "
+    r"spaces of \['values'\]",
+  ) as e:
     TFExecutor(OnlyReads(), {"index": IntBox(8, add_batch_rank=True)})
   assert "'root/store'._graph_fn_read" in str(e.value)
 
@@ -61,6 +70,7 @@ def test_never_complete_component_is_named():
 def test_input_incomplete_cycle_is_named():
   class Loop(Component):
     """Its variables need `x`'s space, but `x` is its own output."""
+
     def __init__(self, scope="loop"):
       super().__init__(scope=scope)
 
@@ -88,8 +98,7 @@ def test_input_incomplete_cycle_is_named():
   # output, so with variable_args = None it would wait forever — unless
   # the first known space is used, which is what the builder does.
   ex = TFExecutor(Root(), {"seed": FloatBox((2,))})
-  np.testing.assert_allclose(ex.execute("call", np.ones(2, np.float32)),
-                             [1, 1])
+  np.testing.assert_allclose(ex.execute("call", np.ones(2, np.float32)), [1, 1])
 
   class Stuck(Loop):
     variable_args = ("x", "y")
@@ -103,8 +112,11 @@ def test_input_incomplete_cycle_is_named():
     def call(self, seed):
       return self.loop.call(seed)
 
-  with pytest.raises(InputIncompleteError, match=r"'root/loop' misses the "
-                     r"spaces of \['y'\]"):
+  with pytest.raises(
+    InputIncompleteError,
+    match=r"'root/loop' misses the "
+    r"spaces of \['y'\]",
+  ):
     TFExecutor(Root2(), {"seed": FloatBox((2,))})
 
 
@@ -126,14 +138,16 @@ def test_output_spaces_keep_batch_and_time_ranks(executor):
     @graph_fn
     def _graph_fn_reduce(self, x):
       import tensorflow as tf
+
       return tf.reduce_sum(x, axis=[0, 1])
 
     @_graph_fn_reduce.torch
     def _graph_fn_reduce(self, x):
       return x.sum(dim=(0, 1))
 
-  space = FloatBox((4,), add_batch_rank=True, add_time_rank=True,
-                   time_major=True)
+  space = FloatBox(
+    (4,), add_batch_rank=True, add_time_rank=True, time_major=True
+  )
   ex = executor(Ops(), {"x": space})
   out = ex.apis["same"].output_space
   assert isinstance(out, Dict)
@@ -144,6 +158,7 @@ def test_output_spaces_keep_batch_and_time_ranks(executor):
 
 def test_space_errors_at_build_name_component_api_and_argument():
   from ingraph_rl.components.layers import Dense
+
   with pytest.raises(SpaceError) as e:
     TFExecutor(Dense(3), {"inputs": IntBox(5, add_batch_rank=True)})
   msg = str(e.value)
@@ -156,14 +171,18 @@ def test_building_twice_is_refused():
   chain = Chain()
   TFExecutor(chain, {"x": FloatBox((3,))})
   from ingraph_rl.errors import AssemblyError
-  with pytest.raises(AssemblyError, match="already built by the tensorflow "
-                     "executor; build a copy"):
+
+  with pytest.raises(
+    AssemblyError,
+    match="already built by the tensorflow executor; build a copy",
+  ):
     TorchExecutor(chain, {"x": FloatBox((3,))})
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_time_only_inputs_give_time_only_outputs(executor):
   from ingraph_rl.components.layers import Dense
+
   ex = executor(Dense(7), {"inputs": FloatBox((4,), add_time_rank=True)})
   assert ex.apis["call"].output_space == FloatBox((7,), add_time_rank=True)
 
@@ -182,12 +201,17 @@ def test_torch_body_failing_on_build_samples_is_a_named_build_error():
 
     @_graph_fn_f.torch
     def _graph_fn_f(self, x):
-      return x.reshape(2, 3, 5)   # Only valid for one batch size.
+      return x.reshape(2, 3, 5)  # Only valid for one batch size.
 
-  with pytest.raises(BuildError, match=r"'needs_small'._graph_fn_f failed on "
-                     r"sample inputs during the torch build \(RuntimeError"):
-    TorchExecutor(NeedsSmall(), {"x": FloatBox((5,), add_batch_rank=True,
-                                               add_time_rank=True)})
+  with pytest.raises(
+    BuildError,
+    match=r"'needs_small'._graph_fn_f failed on "
+    r"sample inputs during the torch build \(RuntimeError",
+  ):
+    TorchExecutor(
+      NeedsSmall(),
+      {"x": FloatBox((5,), add_batch_rank=True, add_time_rank=True)},
+    )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)

@@ -28,14 +28,20 @@ class Accumulator(Component):
   def _graph_fn_add(self, values):
     ok = tf.reduce_all(tf.math.is_finite(values) & (values > 0))
     with tf.control_dependencies(
-        [tf_check(ok, self, "add", "values", "values must be finite and > 0")]):
+      [tf_check(ok, self, "add", "values", "values must be finite and > 0")]
+    ):
       self.total.assign_add(tf.reduce_sum(values))
     return tf.identity(self.total)
 
   @_graph_fn_add.torch
   def _graph_fn_add(self, values):
-    torch_check(bool(torch.all(torch.isfinite(values) & (values > 0))), self,
-                "add", "values", "values must be finite and > 0")
+    torch_check(
+      bool(torch.all(torch.isfinite(values) & (values > 0))),
+      self,
+      "add",
+      "values",
+      "values must be finite and > 0",
+    )
     with torch.no_grad():
       self.total += values.sum()
     return self.total.detach().clone()
@@ -43,12 +49,13 @@ class Accumulator(Component):
 
 @pytest.mark.parametrize("executor", [TFExecutor, TorchExecutor])
 @pytest.mark.parametrize("bad", [-1.0, 0.0, np.nan, np.inf])
-def test_failed_value_check_is_a_space_error_and_changes_nothing(executor,
-                                                                   bad):
+def test_failed_value_check_is_a_space_error_and_changes_nothing(executor, bad):
   ex = executor(Accumulator(), {"values": FloatBox(add_batch_rank=True)})
   ex.execute("add", np.array([1.0, 2.0], np.float32))
   with pytest.raises(SpaceError) as e:
     ex.execute("add", np.array([3.0, bad], np.float32))
-  assert str(e.value) == ("component 'acc', API method 'add', argument "
-                          "'values': values must be finite and > 0")
+  assert str(e.value) == (
+    "component 'acc', API method 'add', argument "
+    "'values': values must be finite and > 0"
+  )
   assert float(ex.get_weights()["acc/total"]) == 3.0

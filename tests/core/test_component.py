@@ -4,7 +4,6 @@ import pytest
 
 from ingraph_rl.core import Component, api
 from ingraph_rl.errors import AssemblyError
-
 from ingraph_rl.testing.toy_components import Chain, Counter, Scale
 
 
@@ -13,8 +12,11 @@ def test_paths_follow_the_tree():
   assert chain.path == "chain"
   assert chain.scale.path == "chain/scale"
   assert chain.counter.parent is chain
-  assert [c.path for c in chain.walk()] == ["chain", "chain/scale",
-                                            "chain/counter"]
+  assert [c.path for c in chain.walk()] == [
+    "chain",
+    "chain/scale",
+    "chain/counter",
+  ]
   assert chain.counter.is_descendant_of(chain)
   assert not chain.is_descendant_of(chain.counter)
 
@@ -24,6 +26,7 @@ def test_list_attributes_register_sub_components():
     def __init__(self):
       super().__init__(scope="holder")
       self.parts = [Scale(scope="a"), Scale(scope="b")]
+
   h = Holder()
   assert sorted(h.sub_components) == ["a", "b"]
 
@@ -34,8 +37,10 @@ def test_duplicate_sibling_scope_is_an_error():
       super().__init__(scope="twins")
       self.a = Scale()
       self.b = Scale()
-  with pytest.raises(AssemblyError, match="already has a sub-component with "
-                     "scope 'scale'"):
+
+  with pytest.raises(
+    AssemblyError, match="already has a sub-component with scope 'scale'"
+  ):
     Twins()
 
 
@@ -53,6 +58,7 @@ def test_bad_scope_and_missing_super_init():
   class Forgot(Component):
     def __init__(self):
       self.x = 1
+
   with pytest.raises(AssemblyError, match="must call super"):
     Forgot()
 
@@ -73,8 +79,11 @@ def test_api_methods_are_discovered_through_inheritance():
 
 
 def test_api_outside_an_executor_gives_a_clear_error():
-  with pytest.raises(AssemblyError, match=r"'scale'.call\) run only while an "
-                     "executor assembles"):
+  with pytest.raises(
+    AssemblyError,
+    match=r"'scale'.call\) run only while an "
+    "executor assembles",
+  ):
     Scale().call(1.0)
 
 

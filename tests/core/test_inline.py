@@ -32,9 +32,12 @@ class Looper(Component):
 
   @graph_fn
   def _graph_fn_run(self, x, num_steps, step):
-    _, out = tf.while_loop(lambda i, _: i < num_steps,
-                           lambda i, v: (i + 1, step(v)),
-                           (tf.constant(0), x), parallel_iterations=1)
+    _, out = tf.while_loop(
+      lambda i, _: i < num_steps,
+      lambda i, v: (i + 1, step(v)),
+      (tf.constant(0), x),
+      parallel_iterations=1,
+    )
     return out
 
   @_graph_fn_run.torch
@@ -44,8 +47,10 @@ class Looper(Component):
     return x
 
 
-SPACES = {"x": FloatBox((2,), add_batch_rank=True),
-          "num_steps": IntBox(6, low=0)}
+SPACES = {
+  "x": FloatBox((2,), add_batch_rank=True),
+  "num_steps": IntBox(6, low=0),
+}
 
 
 @pytest.mark.parametrize("executor", [TFExecutor, TorchExecutor])

@@ -13,13 +13,18 @@ def spec(shape, initializer):
   return VariableSpec("net/kernel", shape, np.float32, initializer, True)
 
 
-@pytest.mark.parametrize("name,limit", [
+@pytest.mark.parametrize(
+  "name,limit",
+  [
     ("glorot_uniform", math.sqrt(6.0 / (256 + 6))),
-    ("he_uniform", math.sqrt(6.0 / 256))])
+    ("he_uniform", math.sqrt(6.0 / 256)),
+  ],
+)
 def test_uniform_limits_and_scaling(name, limit):
   full = initial_value(spec((256, 6), name), np.random.default_rng(0))
-  small = initial_value(spec((256, 6), Scaled(name, 0.01)),
-                        np.random.default_rng(0))
+  small = initial_value(
+    spec((256, 6), Scaled(name, 0.01)), np.random.default_rng(0)
+  )
   # The bound is the formula's (hand-computed), and draws fill it.
   assert np.abs(full).max() <= limit
   assert np.abs(full).max() > 0.95 * limit
@@ -29,8 +34,9 @@ def test_uniform_limits_and_scaling(name, limit):
 
 def test_conv_fans_use_the_receptive_field():
   # 8x8 kernel, 4 -> 16 channels: fan_in 256, as for a 256-input dense.
-  value = initial_value(spec((8, 8, 4, 16), "he_uniform"),
-                        np.random.default_rng(1))
+  value = initial_value(
+    spec((8, 8, 4, 16), "he_uniform"), np.random.default_rng(1)
+  )
   assert np.abs(value).max() <= math.sqrt(6.0 / 256)
 
 

@@ -18,7 +18,6 @@ import sys
 import time
 
 import psutil
-import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHER = str(ROOT / "experiments" / "launch_local.py")
@@ -30,11 +29,23 @@ class Cluster:
   def __init__(self, logdir, frames, extra=()):
     self.logdir = logdir
     self.proc = subprocess.Popen(
-        [sys.executable, LAUNCHER, "--num_ps=1", "--num_actors=2",
-         f"--logdir={logdir}", "--", f"--total_environment_frames={frames}",
-         "--num_envs_per_actor=8", *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True)
+      [
+        sys.executable,
+        LAUNCHER,
+        "--num_ps=1",
+        "--num_actors=2",
+        f"--logdir={logdir}",
+        "--",
+        f"--total_environment_frames={frames}",
+        "--num_envs_per_actor=8",
+        *extra,
+      ],
+      cwd=ROOT,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+      start_new_session=True,
+    )
     self.pids = {}
     for line in self.proc.stdout:
       m = re.match(r"\[launch\] (\w+:\d+) +pid +(\d+)", line)
@@ -58,14 +69,17 @@ class Cluster:
         return m
       assert self.proc.poll() is None, self.tail()
       time.sleep(0.5)
-    raise AssertionError(f"no {pattern!r} in {task} within {timeout_s} s:\n"
-                         + self.log(task)[-3000:])
+    raise AssertionError(
+      f"no {pattern!r} in {task} within {timeout_s} s:\n"
+      + self.log(task)[-3000:]
+    )
 
   def task_pids(self):
     """Live pids of the launcher's children (tasks and their children)."""
     try:
-      return {p.pid for p in psutil.Process(self.proc.pid).children(
-          recursive=True)}
+      return {
+        p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)
+      }
     except psutil.NoSuchProcess:
       return set()
 
@@ -83,8 +97,9 @@ class Cluster:
     raise AssertionError(f"{task} is not running")
 
   def tail(self):
-    return "\n".join(f"== {t}\n{self.log(t)[-1500:]}" for t in
-                     ("learner:0", "actor:0", "ps:0"))
+    return "\n".join(
+      f"== {t}\n{self.log(t)[-1500:]}" for t in ("learner:0", "actor:0", "ps:0")
+    )
 
   def stop(self):
     if self.proc.poll() is None:
@@ -108,22 +123,32 @@ def test_cluster_learns_cartpole(tmp_path):
   assert cluster.proc.returncode == 0, out[-2000:] + cluster.tail()
   learner = cluster.log("learner:0")
   assert "variables on ['/job:ps/replica:0/task:0/device:CPU:0']" in learner
-  m = re.search(r"greedy return of the exported policy in a fresh process: "
-                r"([\d.]+) over 10 episodes", learner)
+  m = re.search(
+    r"greedy return of the exported policy in a fresh process: "
+    r"([\d.]+) over 10 episodes",
+    learner,
+  )
   assert m, learner[-3000:]
   assert float(m.group(1)) >= 150.0
   # Both actors trained with published weights (version > 1).
   for actor in ("actor:0", "actor:1"):
-    versions = [int(v) for v in re.findall(r"weights v(\d+)",
-                                           cluster.log(actor))]
+    versions = [
+      int(v) for v in re.findall(r"weights v(\d+)", cluster.log(actor))
+    ]
     assert versions and max(versions) > 10
 
 
 def test_faults_restarts_and_teardown(tmp_path):
   logdir = str(tmp_path / "faults")
-  cluster = Cluster(logdir, 100_000_000,
-                    ["--log_every_seconds=1", "--eval_episodes=0",
-                     "--checkpoint_every_minutes=0.05"])
+  cluster = Cluster(
+    logdir,
+    100_000_000,
+    [
+      "--log_every_seconds=1",
+      "--eval_episodes=0",
+      "--checkpoint_every_minutes=0.05",
+    ],
+  )
   try:
     cluster.wait_for("learner:0", r"\[impala\] frames", 180)
     cluster.wait_for("actor:0", r"unrolls 50 ", 120)
@@ -140,35 +165,53 @@ def test_faults_restarts_and_teardown(tmp_path):
     #    and the actors reconnect.
     checkpoints = os.path.join(logdir, "checkpoints")
     deadline = time.monotonic() + 60
-    while not (os.path.isdir(checkpoints) and any(
-        f.endswith(".index") for f in os.listdir(checkpoints))):
+    while not (
+      os.path.isdir(checkpoints)
+      and any(f.endswith(".index") for f in os.listdir(checkpoints))
+    ):
       assert time.monotonic() < deadline, "no periodic checkpoint"
       time.sleep(0.5)
     offset = len(cluster.log("learner:0"))
     actor_offset = len(cluster.log("actor:1"))
     cluster.kill9("learner:0")
-    m = cluster.wait_for("learner:0", r"resumed from \S+ckpt-(\d+) at frame "
-                         r"(\d+)", 180, after=offset)
+    m = cluster.wait_for(
+      "learner:0",
+      r"resumed from \S+ckpt-(\d+) at frame "
+      r"(\d+)",
+      180,
+      after=offset,
+    )
     resumed_at = int(m.group(2))
     assert resumed_at == int(m.group(1)) > 0
-    cluster.wait_for("actor:1", r"the learner is gone", 120,
-                     after=actor_offset)
-    cluster.wait_for("actor:1", r"connected; unrolling", 180,
-                     after=actor_offset)
-    m = cluster.wait_for("learner:0", r"\[impala\] frames +(\d+)", 180,
-                         after=offset)
-    assert int(m.group(1)) > resumed_at       # Counts on from the restore.
+    cluster.wait_for("actor:1", r"the learner is gone", 120, after=actor_offset)
+    cluster.wait_for(
+      "actor:1", r"connected; unrolling", 180, after=actor_offset
+    )
+    m = cluster.wait_for(
+      "learner:0", r"\[impala\] frames +(\d+)", 180, after=offset
+    )
+    assert int(m.group(1)) > resumed_at  # Counts on from the restore.
 
     # 3. kill -9 the ps: the learner exits with a clear message; restarted
     #    (with the ps), it restores the variables from the checkpoint.
     offset = len(cluster.log("learner:0"))
     cluster.kill9("ps:0")
-    cluster.wait_for("learner:0", r"lost a ps task or the queue .*exiting "
-                     r"with code 4", 120, after=offset)
-    cluster.wait_for("learner:0", r"resumed from \S+ckpt-\d+ at frame",
-                     180, after=offset)
-    cluster.wait_for("learner:0", r"\[impala\] frames", 180,
-                     after=len(cluster.log("learner:0")) - 1)
+    cluster.wait_for(
+      "learner:0",
+      r"lost a ps task or the queue .*exiting "
+      r"with code 4",
+      120,
+      after=offset,
+    )
+    cluster.wait_for(
+      "learner:0", r"resumed from \S+ckpt-\d+ at frame", 180, after=offset
+    )
+    cluster.wait_for(
+      "learner:0",
+      r"\[impala\] frames",
+      180,
+      after=len(cluster.log("learner:0")) - 1,
+    )
   except BaseException:
     print(cluster.tail())
     raise
@@ -180,6 +223,10 @@ def test_faults_restarts_and_teardown(tmp_path):
     elapsed = time.monotonic() - start
   assert elapsed < 10.0, out[-2000:]
   assert "[launch] all tasks stopped" in out
-  alive = [p for p in pids if psutil.pid_exists(p) and
-           psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+  alive = [
+    p
+    for p in pids
+    if psutil.pid_exists(p)
+    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+  ]
   assert not alive, alive

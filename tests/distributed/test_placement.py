@@ -38,7 +38,12 @@ print("ok", sizes)
 
 
 def test_variables_are_sharded_by_size():
-  out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+  out = subprocess.run(
+    [sys.executable, "-c", SCRIPT],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   assert out.stdout.startswith("ok")

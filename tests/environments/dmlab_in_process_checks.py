@@ -11,12 +11,18 @@ import sys
 import numpy as np
 import pytest
 
-from ingraph_rl.environments import (DMLabVectorEnv, dmlab30,
-                                     dmlab_level_name, is_dmlab_id,
-                                     make_vector_env)
-from ingraph_rl.environments.dmlab import (DEFAULT_ACTION_SET,
-                                           IMPALA_ACTION_SET,
-                                           NOOP_ACTION_SET)
+from ingraph_rl.environments import (
+  DMLabVectorEnv,
+  dmlab30,
+  dmlab_level_name,
+  is_dmlab_id,
+  make_vector_env,
+)
+from ingraph_rl.environments.dmlab import (
+  DEFAULT_ACTION_SET,
+  IMPALA_ACTION_SET,
+  NOOP_ACTION_SET,
+)
 from ingraph_rl.errors import EnvironmentNotAvailableError
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 from ingraph_rl.testing import fake_deepmind_lab
@@ -24,20 +30,20 @@ from ingraph_rl.testing import fake_deepmind_lab
 ARENA = "seekavoid_arena_01"
 ROOMS = "contributed/dmlab30/rooms_collect_good_objects_train"
 LANGUAGE = "contributed/dmlab30/language_select_described_object"
-SMALL = dict(width=16, height=12)    # Small frames keep the fake cheap.
+SMALL = dict(width=16, height=12)  # Small frames keep the fake cheap.
 
 # (look_lr, look_du, strafe_lr, move_bf, fire, jump, crouch) per action.
 # scalable_agent's DEFAULT_ACTION_SET, written out independently.
 EXPECTED_VECTORS = [
-    [0, 0, 0, 1, 0, 0, 0],      # Forward.
-    [0, 0, 0, -1, 0, 0, 0],     # Backward.
-    [0, 0, -1, 0, 0, 0, 0],     # Strafe left.
-    [0, 0, 1, 0, 0, 0, 0],      # Strafe right.
-    [-20, 0, 0, 0, 0, 0, 0],    # Look left.
-    [20, 0, 0, 0, 0, 0, 0],     # Look right.
-    [-20, 0, 0, 1, 0, 0, 0],    # Forward + look left.
-    [20, 0, 0, 1, 0, 0, 0],     # Forward + look right.
-    [0, 0, 0, 0, 1, 0, 0],      # Fire.
+  [0, 0, 0, 1, 0, 0, 0],  # Forward.
+  [0, 0, 0, -1, 0, 0, 0],  # Backward.
+  [0, 0, -1, 0, 0, 0, 0],  # Strafe left.
+  [0, 0, 1, 0, 0, 0, 0],  # Strafe right.
+  [-20, 0, 0, 0, 0, 0, 0],  # Look left.
+  [20, 0, 0, 0, 0, 0, 0],  # Look right.
+  [-20, 0, 0, 1, 0, 0, 0],  # Forward + look left.
+  [20, 0, 0, 1, 0, 0, 0],  # Forward + look right.
+  [0, 0, 0, 0, 1, 0, 0],  # Fire.
 ]
 
 
@@ -53,7 +59,8 @@ def _no_tensorflow():
 def fake():
   """A fresh fake module per test (its module state does not leak)."""
   spec = importlib.util.spec_from_file_location(
-      "fake_deepmind_lab_copy", fake_deepmind_lab.__file__)
+    "fake_deepmind_lab_copy", fake_deepmind_lab.__file__
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
@@ -68,8 +75,9 @@ def _env(fake, level=ARENA, num_envs=2, seed=0, **kwargs):
 
 
 def test_spaces_action_mapping_repeats_and_rewards(fake):
-  with _env(fake, num_envs=9, num_action_repeats=3,
-            action_set=DEFAULT_ACTION_SET) as env:
+  with _env(
+    fake, num_envs=9, num_action_repeats=3, action_set=DEFAULT_ACTION_SET
+  ) as env:
     assert env.observation_space == IntBox(256, (12, 16, 3), dtype=np.uint8)
     assert env.action_space == IntBox(9)
     labs = env.labs
@@ -78,7 +86,7 @@ def test_spaces_action_mapping_repeats_and_rewards(fake):
     assert obs.shape == (9, 12, 16, 3) and obs.dtype == np.uint8
     result = env.step(np.arange(9))
     for a, lab in enumerate(labs):
-      (vector, num_steps), = lab.steps
+      ((vector, num_steps),) = lab.steps
       assert vector.dtype == np.intc and vector.shape == (7,)
       assert vector.tolist() == EXPECTED_VECTORS[a], a
       assert num_steps == 3
@@ -89,8 +97,9 @@ def test_spaces_action_mapping_repeats_and_rewards(fake):
     assert result.rewards.dtype == np.float32
   assert [list(v) for v in DEFAULT_ACTION_SET] == EXPECTED_VECTORS
   assert [list(v) for v in IMPALA_ACTION_SET] == EXPECTED_VECTORS
-  assert [list(v) for v in NOOP_ACTION_SET] == \
-      [[0, 0, 0, 0, 0, 0, 0]] + EXPECTED_VECTORS[:-1]
+  assert [list(v) for v in NOOP_ACTION_SET] == [
+    [0, 0, 0, 0, 0, 0, 0]
+  ] + EXPECTED_VECTORS[:-1]
 
 
 def test_custom_action_set_is_checked_against_the_action_spec(fake):
@@ -117,7 +126,7 @@ def test_bad_actions_and_call_order(fake):
     env.step([0, 1, 2])
   labs = env.labs
   env.close()
-  env.close()     # Idempotent: each Lab is closed exactly once.
+  env.close()  # Idempotent: each Lab is closed exactly once.
   assert not any(lab.is_running() for lab in labs)
   with pytest.raises(RuntimeError, match="closed"):
     env.reset()
@@ -131,9 +140,11 @@ def test_seeding_is_reproducible_and_differs_per_env(fake):
     frames += [env.step(actions).obs for _ in range(steps)]
     return np.stack(frames)
 
-  level = dict(config={"episodeLengthFrames": "24"})   # 6 steps/episode.
-  with _env(fake, num_envs=3, seed=7, **level) as a, \
-      _env(fake, num_envs=3, seed=7, **level) as b:
+  level = dict(config={"episodeLengthFrames": "24"})  # 6 steps/episode.
+  with (
+    _env(fake, num_envs=3, seed=7, **level) as a,
+    _env(fake, num_envs=3, seed=7, **level) as b,
+  ):
     first = rollout(a)
     np.testing.assert_array_equal(first, rollout(b))
     seeds = [lab.reset_seeds for lab in a.labs]
@@ -160,7 +171,7 @@ def test_same_step_autoreset_final_obs_and_episode_statistics(fake):
     ret = np.zeros(2)
     for t in range(8):
       prev = obs
-      result = env.step(np.array([1, 8]))     # Forward; forward + look right.
+      result = env.step(np.array([1, 8]))  # Forward; forward + look right.
       obs = result.obs
       ret += result.rewards
       if t < 7:
@@ -182,7 +193,8 @@ def test_same_step_autoreset_final_obs_and_episode_statistics(fake):
     assert all(lab.is_running() and lab.num_steps() == 0 for lab in labs)
     assert all(len(lab.reset_seeds) == 2 for lab in labs)
     np.testing.assert_array_equal(
-        obs, [lab.observations()["RGB_INTERLEAVED"] for lab in labs])
+      obs, [lab.observations()["RGB_INTERLEAVED"] for lab in labs]
+    )
     assert not np.array_equal(obs, result.final_obs)
     # Counters restart.
     result = env.step(np.array([1, 1]))
@@ -194,8 +206,9 @@ def test_staggered_episode_ends_keep_per_env_statistics(fake):
   # Episode lengths depend on each episode's seed: envs end at other steps.
   config = {"episodeLengthFrames": "12", "episodeLengthJitter": "20"}
   rng = np.random.default_rng(0)
-  with _env(fake, num_envs=4, seed=3, config=config,
-            num_action_repeats=2) as env:
+  with _env(
+    fake, num_envs=4, seed=3, config=config, num_action_repeats=2
+  ) as env:
     obs = env.reset()
     ret, length = np.zeros(4), np.zeros(4, np.int64)
     partial_ends = 0
@@ -210,10 +223,12 @@ def test_staggered_episode_ends_keep_per_env_statistics(fake):
       partial_ends += 0 < done.sum() < 4
       np.testing.assert_array_equal(result.final_obs[done], prev[done])
       np.testing.assert_array_equal(result.final_obs[~done], obs[~done])
-      np.testing.assert_allclose(result.episode_returns,
-                                 np.where(done, ret, 0), rtol=1e-6)
-      np.testing.assert_array_equal(result.episode_lengths,
-                                    np.where(done, length, 0))
+      np.testing.assert_allclose(
+        result.episode_returns, np.where(done, ret, 0), rtol=1e-6
+      )
+      np.testing.assert_array_equal(
+        result.episode_lengths, np.where(done, length, 0)
+      )
       ret[done], length[done] = 0, 0
     assert partial_ends >= 5
 
@@ -234,21 +249,25 @@ def test_max_episode_steps_truncates_with_the_real_last_frame(fake):
     assert not np.array_equal(result.obs, result.final_obs)
 
 
-def test_not_installed_error_is_clear_and_raised_at_construction(
-    monkeypatch):
+def test_not_installed_error_is_clear_and_raised_at_construction(monkeypatch):
   # The package imported without deepmind_lab: the import is lazy.
   assert sys.modules.get("deepmind_lab") is None
-  monkeypatch.setitem(sys.modules, "deepmind_lab", None)   # Not importable.
-  for make in (lambda: DMLabVectorEnv(ARENA, 2),
-               lambda: make_vector_env("dmlab:" + ROOMS, 2, seed=1,
-                                       processes=False)):
+  monkeypatch.setitem(sys.modules, "deepmind_lab", None)  # Not importable.
+  for make in (
+    lambda: DMLabVectorEnv(ARENA, 2),
+    lambda: make_vector_env("dmlab:" + ROOMS, 2, seed=1, processes=False),
+  ):
     with pytest.raises(EnvironmentNotAvailableError) as info:
       make()
     assert isinstance(info.value, ImportError)
     assert info.value.name == "deepmind_lab"
     message = str(info.value)
-    for hint in ("github.com/deepmind/lab", "bazel", "pip install",
-                 "PYTHONPATH"):
+    for hint in (
+      "github.com/deepmind/lab",
+      "bazel",
+      "pip install",
+      "PYTHONPATH",
+    ):
       assert hint in message, hint
 
 
@@ -271,13 +290,24 @@ def test_level_names_and_make_vector_env(fake):
   for bad in ("dmlab:", "dmlab:/rooms", "dmlab:rooms/", "dmlab: arena"):
     with pytest.raises(ValueError, match="level name"):
       dmlab_level_name(bad)
-  with make_vector_env("dmlab:" + ROOMS, 3, seed=5, lab_module=fake,
-                       processes=False, renderer="hardware",
-                       level_cache="cache", **SMALL) as env:
+  with make_vector_env(
+    "dmlab:" + ROOMS,
+    3,
+    seed=5,
+    lab_module=fake,
+    processes=False,
+    renderer="hardware",
+    level_cache="cache",
+    **SMALL,
+  ) as env:
     assert isinstance(env, DMLabVectorEnv) and env.num_envs == 3
     assert env.level == ROOMS and env.levels == (ROOMS,) * 3
-    assert all(lab.level == ROOMS and lab.renderer == "hardware" and
-               lab.level_cache == "cache" for lab in env.labs)
+    assert all(
+      lab.level == ROOMS
+      and lab.renderer == "hardware"
+      and lab.level_cache == "cache"
+      for lab in env.labs
+    )
     assert env.reset().shape == (3, 12, 16, 3)
   with _env(fake, level="dmlab:" + ARENA) as env:
     assert env.labs[0].level == ARENA
@@ -286,8 +316,9 @@ def test_level_names_and_make_vector_env(fake):
   with pytest.raises(ValueError, match="renderer"):
     _env(fake, renderer="opengl")
   with pytest.raises(ValueError, match="level sets"):
-    make_vector_env("dmlab:" + ARENA, 1, processes=False, test=True,
-                    lab_module=fake)
+    make_vector_env(
+      "dmlab:" + ARENA, 1, processes=False, test=True, lab_module=fake
+    )
 
 
 def test_config_width_height(fake):
@@ -295,85 +326,121 @@ def test_config_width_height(fake):
     assert env.labs[0].config == {"width": "96", "height": "72"}
     assert env.observation_space.shape == (72, 96, 3)
     assert env.reset().shape == (1, 72, 96, 3)
-  config = {"width": "80", "height": 60, "allowHoldOutLevels": True,
-            "logLevel": "WARN"}
+  config = {
+    "width": "80",
+    "height": 60,
+    "allowHoldOutLevels": True,
+    "logLevel": "WARN",
+  }
   with DMLabVectorEnv(ARENA, 1, lab_module=fake, config=config) as env:
-    assert env.labs[0].config == {"width": "80", "height": "60",
-                                  "allowHoldOutLevels": "true",
-                                  "logLevel": "WARN"}
+    assert env.labs[0].config == {
+      "width": "80",
+      "height": "60",
+      "allowHoldOutLevels": "true",
+      "logLevel": "WARN",
+    }
     assert env.reset().shape == (1, 60, 80, 3)
-  with DMLabVectorEnv(ARENA, 1, lab_module=fake, width=32, height=24,
-                      config={"width": "32"}) as env:
+  with DMLabVectorEnv(
+    ARENA, 1, lab_module=fake, width=32, height=24, config={"width": "32"}
+  ) as env:
     assert env.reset().shape == (1, 24, 32, 3)
   with pytest.raises(ValueError, match="conflicts"):
-    DMLabVectorEnv(ARENA, 1, lab_module=fake, width=32,
-                   config={"width": "64"})
+    DMLabVectorEnv(ARENA, 1, lab_module=fake, width=32, config={"width": "64"})
 
 
 def test_instructions_are_a_dict_observation(fake):
-  with _env(fake, level=LANGUAGE, num_envs=3, seed=1, instructions=True,
-            config={"episodeLengthFrames": "8"}) as env:
+  with _env(
+    fake,
+    level=LANGUAGE,
+    num_envs=3,
+    seed=1,
+    instructions=True,
+    config={"episodeLengthFrames": "8"},
+  ) as env:
     assert env.labs[0].observation_names == ["RGB_INTERLEAVED", "INSTR"]
     assert env.observation_space == Dict(
-        RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
-        INSTR=TextBox())
+      RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8), INSTR=TextBox()
+    )
     obs = env.reset()
     assert sorted(obs) == ["INSTR", "RGB_INTERLEAVED"]
     assert obs["RGB_INTERLEAVED"].shape == (3, 12, 16, 3)
     texts = obs["INSTR"]
     assert texts.dtype == object and texts.shape == (3,)
     assert texts.tolist() == [
-        fake.INSTRUCTIONS[lab.reset_seeds[-1] % 3] for lab in env.labs]
+      fake.INSTRUCTIONS[lab.reset_seeds[-1] % 3] for lab in env.labs
+    ]
     assert env.observation_space.with_batch_rank().contains(obs)
     first = env.step([1, 1, 1])
     np.testing.assert_array_equal(first.final_obs["INSTR"], texts)
-    result = env.step([1, 1, 1])                 # 8 frames: episode ends.
+    result = env.step([1, 1, 1])  # 8 frames: episode ends.
     assert result.terminated.all()
     # final_obs is the last observation, leaf by leaf.
     assert result.final_obs["INSTR"].tolist() == texts.tolist()
-    np.testing.assert_array_equal(result.final_obs["RGB_INTERLEAVED"],
-                                  first.obs["RGB_INTERLEAVED"])
+    np.testing.assert_array_equal(
+      result.final_obs["RGB_INTERLEAVED"], first.obs["RGB_INTERLEAVED"]
+    )
     assert result.obs["INSTR"].tolist() == [
-        fake.INSTRUCTIONS[lab.reset_seeds[-1] % 3] for lab in env.labs]
+      fake.INSTRUCTIONS[lab.reset_seeds[-1] % 3] for lab in env.labs
+    ]
     assert result.obs["INSTR"].tolist() != texts.tolist()
 
 
 def test_truncation_keeps_the_real_last_instruction(fake):
-  with _env(fake, level=LANGUAGE, num_envs=2, seed=4, instructions=True,
-            max_episode_steps=2) as env:
+  with _env(
+    fake,
+    level=LANGUAGE,
+    num_envs=2,
+    seed=4,
+    instructions=True,
+    max_episode_steps=2,
+  ) as env:
     obs = env.reset()
     env.step([1, 2])
     result = env.step([1, 2])
     assert result.truncated.all()
     assert result.final_obs["INSTR"].tolist() == obs["INSTR"].tolist()
-    assert not np.array_equal(result.final_obs["RGB_INTERLEAVED"],
-                              result.obs["RGB_INTERLEAVED"])
+    assert not np.array_equal(
+      result.final_obs["RGB_INTERLEAVED"], result.obs["RGB_INTERLEAVED"]
+    )
 
 
 def test_level_sets_run_one_level_per_env(fake):
-  with make_vector_env("dmlab:dmlab30", 32, seed=0, lab_module=fake,
-                       processes=False, **SMALL) as env:
+  with make_vector_env(
+    "dmlab:dmlab30", 32, seed=0, lab_module=fake, processes=False, **SMALL
+  ) as env:
     assert env.levels == dmlab30.env_levels(32)
     assert [lab.level for lab in env.labs] == list(env.levels)
     assert env.levels[30:] == env.levels[:2]
     assert env.level is None
-    assert all(lab.observation_names == ["RGB_INTERLEAVED", "INSTR"]
-               for lab in env.labs)
+    assert all(
+      lab.observation_names == ["RGB_INTERLEAVED", "INSTR"] for lab in env.labs
+    )
     obs = env.reset()
     language = ["language" in level for level in env.levels]
     assert [bool(t) for t in obs["INSTR"]] == language
-  with make_vector_env("dmlab:dmlab30_test", 2, lab_module=fake,
-                       processes=False, **SMALL) as env:
+  with make_vector_env(
+    "dmlab:dmlab30_test", 2, lab_module=fake, processes=False, **SMALL
+  ) as env:
     assert [dmlab30.short_name(lv) for lv in env.levels] == [
-        "rooms_collect_good_objects_test",
-        "rooms_exploit_deferred_effects_test"]
-  with make_vector_env("dmlab:dmlab30", 2, lab_module=fake, test=True,
-                       level_offset=1, processes=False, **SMALL) as env:
+      "rooms_collect_good_objects_test",
+      "rooms_exploit_deferred_effects_test",
+    ]
+  with make_vector_env(
+    "dmlab:dmlab30",
+    2,
+    lab_module=fake,
+    test=True,
+    level_offset=1,
+    processes=False,
+    **SMALL,
+  ) as env:
     assert [dmlab30.short_name(lv) for lv in env.levels] == [
-        "rooms_exploit_deferred_effects_test",
-        "rooms_select_nonmatching_object"]
+      "rooms_exploit_deferred_effects_test",
+      "rooms_select_nonmatching_object",
+    ]
   with pytest.raises(ValueError, match="INSTR"):
-    make_vector_env("dmlab:dmlab30", 1, lab_module=fake, processes=False,
-                    instructions=False)
+    make_vector_env(
+      "dmlab:dmlab30", 1, lab_module=fake, processes=False, instructions=False
+    )
   with pytest.raises(ValueError, match="one per env"):
     DMLabVectorEnv([ARENA, ARENA], 3, lab_module=fake)

@@ -54,8 +54,14 @@ def assert_same_runs(got, expected):
 def main(argv):
   spec = json.loads(argv[1])
   from ingraph_rl.environments import make_vector_env
-  env = make_vector_env(spec["env_id"], spec["num_envs"], seed=spec["seed"],
-                        processes=False, **spec["kwargs"])
+
+  env = make_vector_env(
+    spec["env_id"],
+    spec["num_envs"],
+    seed=spec["seed"],
+    processes=False,
+    **spec["kwargs"],
+  )
   try:
     arrays = run_plan(env, spec["plan"])
   finally:

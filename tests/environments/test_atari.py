@@ -7,12 +7,13 @@ from ingraph_rl.environments import AtariVectorEnv
 from ingraph_rl.environments.in_graph import tf_reset, tf_step
 from ingraph_rl.spaces import IntBox
 
-STEPS_PER_EPISODE = 70   # max_num_frames_per_episode = 4 * 70 (frameskip 4)
+STEPS_PER_EPISODE = 70  # max_num_frames_per_episode = 4 * 70 (frameskip 4)
 
 
 def test_pong_steps_layout_autoreset_and_statistics():
-  env = AtariVectorEnv("pong", 2, seed=0,
-                       max_num_frames_per_episode=4 * STEPS_PER_EPISODE)
+  env = AtariVectorEnv(
+    "pong", 2, seed=0, max_num_frames_per_episode=4 * STEPS_PER_EPISODE
+  )
   try:
     space = env.observation_space
     assert isinstance(space, IntBox) and space.dtype == np.uint8
@@ -43,8 +44,9 @@ def test_pong_steps_layout_autoreset_and_statistics():
       if (t + 1) % STEPS_PER_EPISODE == 0:
         # Time limit: truncated, not terminated.
         assert result.truncated.all() and not result.terminated.any()
-        np.testing.assert_array_equal(result.episode_lengths,
-                                      [STEPS_PER_EPISODE] * 2)
+        np.testing.assert_array_equal(
+          result.episode_lengths, [STEPS_PER_EPISODE] * 2
+        )
         np.testing.assert_array_equal(result.episode_returns, running)
         assert not np.array_equal(result.final_obs, obs)
         # A new episode starts with an empty stack but its first frame.
@@ -57,7 +59,7 @@ def test_pong_steps_layout_autoreset_and_statistics():
         np.testing.assert_array_equal(result.episode_returns, [0.0, 0.0])
         np.testing.assert_array_equal(result.final_obs, obs)
     assert ends == 2
-    assert rewards_seen >= 1    # Pong scores points within ~60 steps.
+    assert rewards_seen >= 1  # Pong scores points within ~60 steps.
   finally:
     env.close()
 

@@ -22,9 +22,13 @@ import numpy as np
 import pytest
 import tensorflow as tf  # noqa: F401  (DM Lab's enemy, as in experiments)
 
-from ingraph_rl.environments import (DMLabVectorEnv, WorkerDiedError,
-                                     WorkerVectorEnv, dmlab30,
-                                     make_vector_env)
+from ingraph_rl.environments import (
+  DMLabVectorEnv,
+  WorkerDiedError,
+  WorkerVectorEnv,
+  dmlab30,
+  make_vector_env,
+)
 from ingraph_rl.errors import EnvironmentNotAvailableError
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 from ingraph_rl.testing import fake_deepmind_lab
@@ -35,7 +39,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 FAKE = "ingraph_rl.testing.fake_deepmind_lab"
 ARENA = "seekavoid_arena_01"
 LANGUAGE = "contributed/dmlab30/language_select_described_object"
-SMALL = dict(width=16, height=12, lab_module=FAKE)   # Cheap fake frames.
+SMALL = dict(width=16, height=12, lab_module=FAKE)  # Cheap fake frames.
 
 
 def _load(name):
@@ -51,19 +55,28 @@ rollouts = _load("env_rollout")
 def _tf_free_environ():
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
-      [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+  )
   return env
 
 
 def reference_run(tmp_path, env_id, num_envs, seed, kwargs, plan):
   """`run_plan` of the env built in a fresh process without tensorflow."""
-  spec = {"env_id": env_id, "num_envs": num_envs, "seed": seed,
-          "kwargs": kwargs, "plan": plan}
+  spec = {
+    "env_id": env_id,
+    "num_envs": num_envs,
+    "seed": seed,
+    "kwargs": kwargs,
+    "plan": plan,
+  }
   out = tmp_path / "reference.npz"
   proc = subprocess.run(
-      [sys.executable, str(HERE / "env_rollout.py"), json.dumps(spec),
-       str(out)], env=_tf_free_environ(), capture_output=True, text=True,
-      timeout=120)
+    [sys.executable, str(HERE / "env_rollout.py"), json.dumps(spec), str(out)],
+    env=_tf_free_environ(),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   with np.load(out) as data:
     return dict(data)
@@ -81,10 +94,22 @@ def _plan(num_envs, steps, seed=0, reset_at=(), num_actions=9):
 
 def test_in_process_checks_pass_in_a_tf_free_process():
   proc = subprocess.run(
-      [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-       "--noconftest", str(HERE / "dmlab_in_process_checks.py")],
-      cwd=ROOT, env=_tf_free_environ(), capture_output=True, text=True,
-      timeout=180)
+    [
+      sys.executable,
+      "-m",
+      "pytest",
+      "-q",
+      "-p",
+      "no:cacheprovider",
+      "--noconftest",
+      str(HERE / "dmlab_in_process_checks.py"),
+    ],
+    cwd=ROOT,
+    env=_tf_free_environ(),
+    capture_output=True,
+    text=True,
+    timeout=180,
+  )
   assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
   passed = re.search(r"(\d+) passed", proc.stdout)
   assert passed and int(passed.group(1)) >= 14, proc.stdout[-2000:]
@@ -93,9 +118,12 @@ def test_in_process_checks_pass_in_a_tf_free_process():
 
 def test_dmlab_vector_env_refuses_a_process_with_tensorflow():
   assert "tensorflow" in sys.modules
-  for make in (lambda: DMLabVectorEnv(ARENA, 1, lab_module=FAKE),
-               lambda: make_vector_env("dmlab:" + ARENA, 1, processes=False,
-                                       lab_module=FAKE)):
+  for make in (
+    lambda: DMLabVectorEnv(ARENA, 1, lab_module=FAKE),
+    lambda: make_vector_env(
+      "dmlab:" + ARENA, 1, processes=False, lab_module=FAKE
+    ),
+  ):
     with pytest.raises(RuntimeError, match="imported tensorflow") as info:
       make()
     assert "segfault" in str(info.value)
@@ -106,15 +134,19 @@ def test_dmlab_vector_env_refuses_a_process_with_tensorflow():
 def test_workers_match_the_in_process_env(tmp_path, envs_per_worker):
   # 12..18 frames at 2 repeats and a 7-step limit: episodes end by the
   # level (terminated) and by the limit (truncated), at different steps.
-  kwargs = dict(SMALL, num_action_repeats=2, max_episode_steps=7,
-                config={"episodeLengthFrames": "12",
-                        "episodeLengthJitter": "6"})
+  kwargs = dict(
+    SMALL,
+    num_action_repeats=2,
+    max_episode_steps=7,
+    config={"episodeLengthFrames": "12", "episodeLengthJitter": "6"},
+  )
   plan = _plan(3, 26, reset_at={12: 11, 20: None})
   expected = reference_run(tmp_path, "dmlab:" + ARENA, 3, 2, kwargs, plan)
   assert expected["terminated"].any() and expected["truncated"].any()
   assert (expected["final_obs"] != expected["obs"]).any()
-  with make_vector_env("dmlab:" + ARENA, 3, seed=2,
-                       envs_per_worker=envs_per_worker, **kwargs) as env:
+  with make_vector_env(
+    "dmlab:" + ARENA, 3, seed=2, envs_per_worker=envs_per_worker, **kwargs
+  ) as env:
     assert isinstance(env, WorkerVectorEnv)
     assert env.num_workers == (3 if envs_per_worker == 1 else 2)
     assert env.observation_space == IntBox(256, (12, 16, 3), dtype=np.uint8)
@@ -124,20 +156,21 @@ def test_workers_match_the_in_process_env(tmp_path, envs_per_worker):
 
 
 def test_language_dict_observations_round_trip(tmp_path):
-  kwargs = dict(SMALL, instructions=True,
-                config={"episodeLengthFrames": "10"})
+  kwargs = dict(SMALL, instructions=True, config={"episodeLengthFrames": "10"})
   plan = _plan(3, 12)
   expected = reference_run(tmp_path, "dmlab:" + LANGUAGE, 3, 1, kwargs, plan)
   with make_vector_env("dmlab:" + LANGUAGE, 3, seed=1, **kwargs) as env:
     assert env.observation_space == Dict(
-        RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
-        INSTR=TextBox())
+      RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8), INSTR=TextBox()
+    )
     got = rollouts.run_plan(env, plan)
     obs = env.reset(seed=1)
     assert sorted(obs) == ["INSTR", "RGB_INTERLEAVED"]
     assert obs["INSTR"].dtype == object and obs["INSTR"].shape == (3,)
-    assert all(isinstance(t, str) and t in fake_deepmind_lab.INSTRUCTIONS
-               for t in obs["INSTR"])
+    assert all(
+      isinstance(t, str) and t in fake_deepmind_lab.INSTRUCTIONS
+      for t in obs["INSTR"]
+    )
   rollouts.assert_same_runs(got, expected)
   assert obs["INSTR"].tolist() == expected["reset.INSTR"][0].tolist()
   # The texts changed at episode ends, and final_obs kept the old ones.
@@ -145,12 +178,21 @@ def test_language_dict_observations_round_trip(tmp_path):
 
 
 def test_texts_longer_than_their_slot_are_a_clear_error():
-  with pytest.raises(ValueError, match=r"\d+ bytes in UTF-8, longer than "
-                     r"its 8-byte shared-memory slot"):
-    env = make_vector_env("dmlab:" + LANGUAGE, 1, seed=0, instructions=True,
-                          worker_options={"text_bytes": 8}, **SMALL)
+  with pytest.raises(
+    ValueError,
+    match=r"\d+ bytes in UTF-8, longer than "
+    r"its 8-byte shared-memory slot",
+  ):
+    env = make_vector_env(
+      "dmlab:" + LANGUAGE,
+      1,
+      seed=0,
+      instructions=True,
+      worker_options={"text_bytes": 8},
+      **SMALL,
+    )
     try:
-      env.reset()    # Every fake instruction is longer than 8 bytes.
+      env.reset()  # Every fake instruction is longer than 8 bytes.
     finally:
       env.close()
 
@@ -163,8 +205,8 @@ def test_dmlab30_runs_level_i_mod_30_in_its_own_worker(tmp_path):
     assert env.num_workers == 4
     assert env.levels == dmlab30.env_levels(4)
     assert env.observation_space == Dict(
-        RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
-        INSTR=TextBox())
+      RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8), INSTR=TextBox()
+    )
     got = rollouts.run_plan(env, plan)
   rollouts.assert_same_runs(got, expected)
   # Each env's episodes last its own level's length (4 frames a step).
@@ -172,8 +214,7 @@ def test_dmlab30_runs_level_i_mod_30_in_its_own_worker(tmp_path):
     lengths = set(got["episode_lengths"][:, i]) - {0}
     assert lengths == {-(-fake_deepmind_lab.LEVELS[level] // 4)}, level
   # Grouped workers continue the level cycle; the test variants.
-  with make_vector_env("dmlab:dmlab30", 5, envs_per_worker=2,
-                       **kwargs) as env:
+  with make_vector_env("dmlab:dmlab30", 5, envs_per_worker=2, **kwargs) as env:
     assert env.num_workers == 3 and env.levels == dmlab30.env_levels(5)
   with make_vector_env("dmlab:dmlab30_test", 2, **kwargs) as env:
     assert env.levels == dmlab30.env_levels(2, test=True)
@@ -183,12 +224,12 @@ def test_dmlab30_runs_level_i_mod_30_in_its_own_worker(tmp_path):
 
 
 def test_workers_import_neither_tensorflow_nor_torch(tmp_path, monkeypatch):
-  with make_vector_env("dmlab:dmlab30", 2, envs_per_worker=1,
-                       **SMALL) as env:
+  with make_vector_env("dmlab:dmlab30", 2, envs_per_worker=1, **SMALL) as env:
     for modules in env.worker_modules():
       assert FAKE in modules and "ingraph_rl.environments.dmlab" in modules
-      assert not [m for m in modules
-                  if m.split(".")[0] in ("tensorflow", "torch")]
+      assert not [
+        m for m in modules if m.split(".")[0] in ("tensorflow", "torch")
+      ]
   # The fake under the real module's name, as experiments use it.
   shim = write_deepmind_lab_shim(tmp_path / "shim")
   monkeypatch.setenv("PYTHONPATH", shim)
@@ -227,8 +268,9 @@ def test_a_worker_that_dies_mid_run_is_a_clear_error(sig):
     timer.join()
     assert time.monotonic() - start < 10
     message = str(info.value)
-    assert f"env worker 1 (pid {victim}; env 1 of 3: dmlab:{ARENA})" in \
-        message, message
+    assert (
+      f"env worker 1 (pid {victim}; env 1 of 3: dmlab:{ARENA})" in message
+    ), message
     assert f"exit code {-sig} ({sig.name})" in message, message
     with pytest.raises(WorkerDiedError, match="env worker 1"):
       env.step(np.zeros(3, np.int64))

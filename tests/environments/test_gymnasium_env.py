@@ -4,8 +4,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ingraph_rl.environments import (AtariVectorEnv, GymnasiumVectorEnv,
-                                     StepResult, game_name, make_vector_env)
+from ingraph_rl.environments import (
+  AtariVectorEnv,
+  GymnasiumVectorEnv,
+  StepResult,
+  game_name,
+  make_vector_env,
+)
 from ingraph_rl.spaces import FloatBox, IntBox
 
 NUM_ENVS = 4
@@ -16,8 +21,10 @@ MAX_STEPS = 20
 def reference_rollout(actions, seed=SEED, max_episode_steps=MAX_STEPS):
   """Single envs seeded with seed + i, reset unseeded after an episode end."""
   num_steps, n = actions.shape
-  envs = [gym.make("CartPole-v1", max_episode_steps=max_episode_steps)
-          for _ in range(n)]
+  envs = [
+    gym.make("CartPole-v1", max_episode_steps=max_episode_steps)
+    for _ in range(n)
+  ]
   obs = np.stack([e.reset(seed=seed + i)[0] for i, e in enumerate(envs)])
   ret, length = np.zeros(n), np.zeros(n, np.int64)
   steps = []
@@ -51,9 +58,13 @@ def reference_rollout(actions, seed=SEED, max_episode_steps=MAX_STEPS):
 def test_matches_single_gymnasium_envs(asynchronous, num_steps):
   actions = np.random.default_rng(0).integers(0, 2, (num_steps, NUM_ENVS))
   ref_obs, ref_steps = reference_rollout(actions)
-  env = GymnasiumVectorEnv("CartPole-v1", NUM_ENVS, seed=SEED,
-                           asynchronous=asynchronous,
-                           max_episode_steps=MAX_STEPS)
+  env = GymnasiumVectorEnv(
+    "CartPole-v1",
+    NUM_ENVS,
+    seed=SEED,
+    asynchronous=asynchronous,
+    max_episode_steps=MAX_STEPS,
+  )
   try:
     # reset() without a seed uses the constructor's seed.
     np.testing.assert_array_equal(env.reset(), ref_obs)
@@ -70,15 +81,16 @@ def test_matches_single_gymnasium_envs(asynchronous, num_steps):
       assert result.episode_lengths.dtype == np.int32
       for field in StepResult._fields:
         np.testing.assert_array_equal(
-            getattr(result, field),
-            getattr(ref, field).astype(getattr(result, field).dtype),
-            err_msg=f"{field} at step {t}")
+          getattr(result, field),
+          getattr(ref, field).astype(getattr(result, field).dtype),
+          err_msg=f"{field} at step {t}",
+        )
       done = result.terminated | result.truncated
       # final_obs equals obs exactly where no episode ended.
-      np.testing.assert_array_equal(result.final_obs[~done],
-                                    result.obs[~done])
-      assert not np.any(np.all(result.final_obs[done] == result.obs[done],
-                               axis=-1))
+      np.testing.assert_array_equal(result.final_obs[~done], result.obs[~done])
+      assert not np.any(
+        np.all(result.final_obs[done] == result.obs[done], axis=-1)
+      )
       n_term += result.terminated.sum()
       n_trunc += result.truncated.sum()
     # Both kinds of episode end happened, several times.
@@ -130,8 +142,9 @@ def test_reset_seed_overrides_and_none_continues():
     assert not np.array_equal(b.reset(seed=5), first)
     # An int seed seeds environment i with seed + i.
     np.testing.assert_array_equal(
-        a.reset(seed=5), [gym.make("CartPole-v1").reset(seed=s)[0]
-                          for s in (5, 6)])
+      a.reset(seed=5),
+      [gym.make("CartPole-v1").reset(seed=s)[0] for s in (5, 6)],
+    )
     # A later reset() without a seed does not re-seed with the constructor's.
     assert not np.array_equal(a.reset(), first)
   finally:
@@ -144,7 +157,8 @@ def test_make_vector_env_dispatch():
   try:
     assert isinstance(env, GymnasiumVectorEnv) and env.num_envs == 2
     np.testing.assert_array_equal(
-        env.reset(), GymnasiumVectorEnv("CartPole-v1", 2, seed=3).reset())
+      env.reset(), GymnasiumVectorEnv("CartPole-v1", 2, seed=3).reset()
+    )
   finally:
     env.close()
   for env_id, sticky in [("atari:pong", 0.0), ("ALE/Pong-v5", 0.25)]:

@@ -5,10 +5,14 @@ import pytest
 import tensorflow as tf
 import torch
 
-from ingraph_rl.environments import (GymnasiumVectorEnv, StepResult,
-                                     VectorEnv)
-from ingraph_rl.environments.in_graph import (step_shapes, tf_reset, tf_step,
-                                              torch_reset, torch_step)
+from ingraph_rl.environments import GymnasiumVectorEnv, StepResult, VectorEnv
+from ingraph_rl.environments.in_graph import (
+  step_shapes,
+  tf_reset,
+  tf_step,
+  torch_reset,
+  torch_step,
+)
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.spaces import Dict, IntBox
 from ingraph_rl.testing.instruction_env import InstructionVectorEnv
@@ -43,21 +47,36 @@ def test_tf_step_in_while_loop_matches_python():
   def rollout(noise):
     obs = tf_reset(env, tf.constant(SEED))
     first = obs
-    arrays = StepResult(*(tf.TensorArray(d, size=T) for d in
-                          (tf.float32, tf.float32, tf.bool, tf.bool,
-                           tf.float32, tf.float32, tf.int32)))
+    arrays = StepResult(
+      *(
+        tf.TensorArray(d, size=T)
+        for d in (
+          tf.float32,
+          tf.float32,
+          tf.bool,
+          tf.bool,
+          tf.float32,
+          tf.float32,
+          tf.int32,
+        )
+      )
+    )
 
     def body(t, obs, arrays):
       action = tf.bitwise.bitwise_xor(
-          tf.cast(obs[:, 2] > 0, tf.int64), noise[t])
+        tf.cast(obs[:, 2] > 0, tf.int64), noise[t]
+      )
       result = tf_step(env, action)
       traced_shapes.append(tuple(x.shape.as_list() for x in result))
       arrays = StepResult(*(a.write(t, x) for a, x in zip(arrays, result)))
       return t + 1, result.obs, arrays
 
-    _, _, arrays = tf.while_loop(lambda t, *_: t < T, body,
-                                 (tf.constant(0), obs, arrays),
-                                 parallel_iterations=1)
+    _, _, arrays = tf.while_loop(
+      lambda t, *_: t < T,
+      body,
+      (tf.constant(0), obs, arrays),
+      parallel_iterations=1,
+    )
     return first, StepResult(*(a.stack() for a in arrays))
 
   try:
@@ -69,8 +88,9 @@ def test_tf_step_in_while_loop_matches_python():
   assert traced_shapes[0][0] == [N, 4]
   np.testing.assert_array_equal(first.numpy(), ref_first)
   for field in StepResult._fields:
-    np.testing.assert_array_equal(getattr(out, field).numpy(),
-                                  getattr(ref, field), err_msg=field)
+    np.testing.assert_array_equal(
+      getattr(out, field).numpy(), getattr(ref, field), err_msg=field
+    )
   # The 50 steps crossed episode ends (20-step limit).
   assert ref.truncated.sum() + ref.terminated.sum() >= N
   assert ref.episode_lengths.max() > 0
@@ -83,11 +103,11 @@ def test_tf_reset_seed_forms():
     a = reset(tf.constant(9)).numpy()
     b = reset(tf.constant(9)).numpy()
     np.testing.assert_array_equal(a, b)
-    c = reset(tf.constant(-1)).numpy()      # -1: unseeded, stream continues
+    c = reset(tf.constant(-1)).numpy()  # -1: unseeded, stream continues
     assert not np.array_equal(a, c)
-    d = tf_reset(env, 9)                    # eager, python int
+    d = tf_reset(env, 9)  # eager, python int
     np.testing.assert_array_equal(d.numpy(), a)
-    assert tf_reset(env).shape == (2, 4)    # None
+    assert tf_reset(env).shape == (2, 4)  # None
   finally:
     env.close()
 
@@ -145,52 +165,71 @@ def test_dict_observations_with_text_in_while_loop_match_numpy():
   shapes, text as tf.string, final_obs the true last observations."""
   steps = 12
   actions = np.random.default_rng(3).integers(0, 3, (steps, N))
-  make = lambda: InstructionVectorEnv(N, seed=1, episode_length=5,
-                                      max_episode_steps=4)
+  make = lambda: InstructionVectorEnv(
+    N, seed=1, episode_length=5, max_episode_steps=4
+  )
   ref_first, ref = _dict_rollout(make(), actions, SEED)
   env = make()
-  assert step_shapes(env).obs == {"INSTR": (N,),
-                                  "RGB_INTERLEAVED": (N, 8, 10, 3)}
+  assert step_shapes(env).obs == {
+    "INSTR": (N,),
+    "RGB_INTERLEAVED": (N, 8, 10, 3),
+  }
 
   @tf.function
   def rollout(actions):
     first = tf_reset(env, tf.constant(SEED))
-    arrays = {k: tf.TensorArray(d, size=steps)
-              for k, d in (("obs_frame", tf.uint8), ("obs_text", tf.string),
-                           ("final_frame", tf.uint8),
-                           ("final_text", tf.string),
-                           ("truncated", tf.bool))}
+    arrays = {
+      k: tf.TensorArray(d, size=steps)
+      for k, d in (
+        ("obs_frame", tf.uint8),
+        ("obs_text", tf.string),
+        ("final_frame", tf.uint8),
+        ("final_text", tf.string),
+        ("truncated", tf.bool),
+      )
+    }
 
     def body(t, arrays):
       r = tf_step(env, actions[t])
       assert r.obs["RGB_INTERLEAVED"].shape == (N, 8, 10, 3)
-      assert r.obs["INSTR"].shape == (N,) and r.obs["INSTR"].dtype == \
-          tf.string
-      values = {"obs_frame": r.obs["RGB_INTERLEAVED"],
-                "obs_text": r.obs["INSTR"],
-                "final_frame": r.final_obs["RGB_INTERLEAVED"],
-                "final_text": r.final_obs["INSTR"],
-                "truncated": r.truncated}
+      assert r.obs["INSTR"].shape == (N,) and r.obs["INSTR"].dtype == tf.string
+      values = {
+        "obs_frame": r.obs["RGB_INTERLEAVED"],
+        "obs_text": r.obs["INSTR"],
+        "final_frame": r.final_obs["RGB_INTERLEAVED"],
+        "final_text": r.final_obs["INSTR"],
+        "truncated": r.truncated,
+      }
       return t + 1, {k: a.write(t, values[k]) for k, a in arrays.items()}
 
-    _, arrays = tf.while_loop(lambda t, _: t < steps, body,
-                              (tf.constant(0), arrays),
-                              parallel_iterations=1)
+    _, arrays = tf.while_loop(
+      lambda t, _: t < steps,
+      body,
+      (tf.constant(0), arrays),
+      parallel_iterations=1,
+    )
     return first, {k: a.stack() for k, a in arrays.items()}
 
   first, out = rollout(tf.constant(actions))
-  np.testing.assert_array_equal(first["RGB_INTERLEAVED"].numpy(),
-                                ref_first["RGB_INTERLEAVED"])
-  assert [x.decode() for x in first["INSTR"].numpy()] == \
-      list(ref_first["INSTR"])
+  np.testing.assert_array_equal(
+    first["RGB_INTERLEAVED"].numpy(), ref_first["RGB_INTERLEAVED"]
+  )
+  assert [x.decode() for x in first["INSTR"].numpy()] == list(
+    ref_first["INSTR"]
+  )
   text = lambda x: [[s.decode() for s in row] for row in x.numpy()]
-  for key, field, leaf in (("obs", "obs", "RGB_INTERLEAVED"),
-                           ("final", "final_obs", "RGB_INTERLEAVED")):
+  for key, field, leaf in (
+    ("obs", "obs", "RGB_INTERLEAVED"),
+    ("final", "final_obs", "RGB_INTERLEAVED"),
+  ):
     np.testing.assert_array_equal(
-        out[f"{key}_frame"].numpy(),
-        np.stack([getattr(r, field)[leaf] for r in ref]))
+      out[f"{key}_frame"].numpy(),
+      np.stack([getattr(r, field)[leaf] for r in ref]),
+    )
     assert text(out[f"{key}_text"]) == [
-        list(getattr(r, field)["INSTR"]) for r in ref]
-  np.testing.assert_array_equal(out["truncated"].numpy(),
-                                np.stack([r.truncated for r in ref]))
+      list(getattr(r, field)["INSTR"]) for r in ref
+    ]
+  np.testing.assert_array_equal(
+    out["truncated"].numpy(), np.stack([r.truncated for r in ref])
+  )
   assert out["truncated"].numpy().sum() >= N

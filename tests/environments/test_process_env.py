@@ -15,14 +15,15 @@ from ingraph_rl.runners.environments import make_actor_env
 
 def test_gymnasium_envs_get_one_worker_each_with_the_same_results():
   local = make_actor_env("CartPole-v1", 3, seed=5, max_episode_steps=7)
-  remote = make_actor_env("CartPole-v1", 3, seed=5, processes=True,
-                          max_episode_steps=7)
+  remote = make_actor_env(
+    "CartPole-v1", 3, seed=5, processes=True, max_episode_steps=7
+  )
   try:
     assert isinstance(local, GymnasiumVectorEnv)
     assert isinstance(remote, WorkerVectorEnv) and remote.num_workers == 3
     np.testing.assert_array_equal(remote.reset(), local.reset())
     rng = np.random.default_rng(0)
-    for _ in range(20):                  # Crosses truncations at step 7.
+    for _ in range(20):  # Crosses truncations at step 7.
       actions = rng.integers(0, 2, 3)
       a, b = remote.step(actions), local.step(actions)
       for field, x, y in zip(a._fields, a, b):
@@ -42,17 +43,23 @@ def test_atari_gets_one_worker_per_actor():
     assert isinstance(env, WorkerVectorEnv) and env.num_workers == 1
     np.testing.assert_array_equal(env.reset(), ref.reset())
     result = env.step(np.zeros(2, np.int64))
-    np.testing.assert_array_equal(result.obs,
-                                  ref.step(np.zeros(2, np.int64)).obs)
+    np.testing.assert_array_equal(
+      result.obs, ref.step(np.zeros(2, np.int64)).obs
+    )
   finally:
     env.close()
     ref.close()
 
 
 def test_dmlab_always_steps_in_workers():
-  env = make_actor_env("dmlab:seekavoid_arena_01", 2, seed=0,
-                       lab_module="ingraph_rl.testing.fake_deepmind_lab",
-                       width=16, height=12)
+  env = make_actor_env(
+    "dmlab:seekavoid_arena_01",
+    2,
+    seed=0,
+    lab_module="ingraph_rl.testing.fake_deepmind_lab",
+    width=16,
+    height=12,
+  )
   try:
     assert isinstance(env, WorkerVectorEnv) and env.num_workers == 2
     assert env.specs[0].kwargs["num_action_repeats"] == 4
@@ -64,9 +71,16 @@ def test_dmlab_always_steps_in_workers():
 
 def test_actors_continue_the_level_cycle_of_a_level_set():
   from ingraph_rl.environments import dmlab30
-  env = make_actor_env("dmlab:dmlab30", 2, seed=0, level_offset=29,
-                       lab_module="ingraph_rl.testing.fake_deepmind_lab",
-                       width=16, height=12)
+
+  env = make_actor_env(
+    "dmlab:dmlab30",
+    2,
+    seed=0,
+    level_offset=29,
+    lab_module="ingraph_rl.testing.fake_deepmind_lab",
+    width=16,
+    height=12,
+  )
   try:
     assert env.levels == dmlab30.env_levels(2, offset=29)
     assert env.levels[1].endswith("rooms_collect_good_objects_train")

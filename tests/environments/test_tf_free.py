@@ -8,14 +8,18 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-MODULES = ["ingraph_rl.environments", "ingraph_rl.environments.atari",
-           "ingraph_rl.environments.dmlab", "ingraph_rl.environments.dmlab30",
-           "ingraph_rl.environments.gymnasium_env",
-           "ingraph_rl.environments.vector_env",
-           "ingraph_rl.environments.workers",
-           "ingraph_rl.environments.worker_main",
-           "ingraph_rl.testing.fake_deepmind_lab",
-           "ingraph_rl.testing.deepmind_lab_shim"]
+MODULES = [
+  "ingraph_rl.environments",
+  "ingraph_rl.environments.atari",
+  "ingraph_rl.environments.dmlab",
+  "ingraph_rl.environments.dmlab30",
+  "ingraph_rl.environments.gymnasium_env",
+  "ingraph_rl.environments.vector_env",
+  "ingraph_rl.environments.workers",
+  "ingraph_rl.environments.worker_main",
+  "ingraph_rl.testing.fake_deepmind_lab",
+  "ingraph_rl.testing.deepmind_lab_shim",
+]
 CHECK = """
 import importlib, json, sys
 loaded = {}
@@ -35,8 +39,14 @@ print(json.dumps(loaded))
 
 def test_env_modules_import_neither_tensorflow_nor_torch():
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  out = subprocess.run([sys.executable, "-c", CHECK, *MODULES], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=120)
+  out = subprocess.run(
+    [sys.executable, "-c", CHECK, *MODULES],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   loaded = json.loads(out.stdout.strip().splitlines()[-1])
   assert sorted(loaded) == sorted(MODULES + ["CartPole-v1", "atari:pong"])
@@ -46,8 +56,15 @@ def test_env_modules_import_neither_tensorflow_nor_torch():
 def test_in_graph_stepping_is_not_re_exported():
   # It imports tensorflow: importers name the module.
   import ingraph_rl.environments as environments
-  for name in ("tf_step", "tf_reset", "torch_step", "torch_reset",
-               "step_shapes", "step_dtypes"):
+
+  for name in (
+    "tf_step",
+    "tf_reset",
+    "torch_step",
+    "torch_reset",
+    "step_shapes",
+    "step_dtypes",
+  ):
     assert not hasattr(environments, name), name
 
 
@@ -55,5 +72,6 @@ def test_package_docstring_example_runs():
   import doctest
 
   import ingraph_rl.environments as environments
+
   failures, tried = doctest.testmod(environments)
   assert tried >= 3 and failures == 0

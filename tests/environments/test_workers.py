@@ -18,9 +18,13 @@ import numpy as np
 import psutil
 import pytest
 
-from ingraph_rl.environments import (WorkerDiedError, WorkerSpec,
-                                     WorkerVectorEnv, make_vector_env)
-from ingraph_rl.environments import workers
+from ingraph_rl.environments import (
+  WorkerDiedError,
+  WorkerSpec,
+  WorkerVectorEnv,
+  make_vector_env,
+  workers,
+)
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, TextBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -37,9 +41,13 @@ def _same_steps(a, b, actions):
 @pytest.mark.parametrize("envs_per_worker", [1, 2])
 def test_cartpole_in_workers_matches_in_process(envs_per_worker):
   local = make_vector_env("CartPole-v1", 3, seed=5, max_episode_steps=7)
-  remote = WorkerVectorEnv("CartPole-v1", 3, seed=5,
-                           envs_per_worker=envs_per_worker,
-                           max_episode_steps=7)
+  remote = WorkerVectorEnv(
+    "CartPole-v1",
+    3,
+    seed=5,
+    envs_per_worker=envs_per_worker,
+    max_episode_steps=7,
+  )
   try:
     assert remote.num_workers == (3 if envs_per_worker == 1 else 2)
     assert remote.num_envs == 3 and remote.levels is None
@@ -47,7 +55,7 @@ def test_cartpole_in_workers_matches_in_process(envs_per_worker):
     assert remote.action_space == local.action_space
     np.testing.assert_array_equal(remote.reset(), local.reset())
     actions = np.random.default_rng(0).integers(0, 2, (20, 3))
-    _same_steps(remote, local, actions)       # Crosses truncations at 7.
+    _same_steps(remote, local, actions)  # Crosses truncations at 7.
     # reset(seed) seeds env i with seed + i in every worker.
     np.testing.assert_array_equal(remote.reset(seed=40), local.reset(seed=40))
     _same_steps(remote, local, actions[:9])
@@ -59,24 +67,25 @@ def test_cartpole_in_workers_matches_in_process(envs_per_worker):
     remote.close()
     local.close()
   psutil.wait_procs(procs, timeout=5)
-  assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                 for p in procs)
+  assert not any(
+    p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in procs
+  )
   with pytest.raises(RuntimeError, match="closed"):
     remote.step(np.zeros(3, np.int64))
-  remote.close()                              # Idempotent.
+  remote.close()  # Idempotent.
 
 
 def test_atari_in_one_worker_matches_in_process():
   local = make_vector_env("atari:pong", 2, seed=1)
-  remote = make_vector_env("atari:pong", 2, seed=1, processes=True,
-                           envs_per_worker=2)
+  remote = make_vector_env(
+    "atari:pong", 2, seed=1, processes=True, envs_per_worker=2
+  )
   try:
     assert remote.num_workers == 1
     obs = remote.reset()
     assert obs.shape == (2, 84, 84, 4) and obs.dtype == np.uint8
     np.testing.assert_array_equal(obs, local.reset())
-    _same_steps(remote, local,
-                np.random.default_rng(1).integers(0, 6, (10, 2)))
+    _same_steps(remote, local, np.random.default_rng(1).integers(0, 6, (10, 2)))
   finally:
     remote.close()
     local.close()
@@ -84,26 +93,37 @@ def test_atari_in_one_worker_matches_in_process():
 
 def test_workers_import_neither_tensorflow_nor_torch():
   import tensorflow  # noqa: F401  (the parent may; its workers must not)
+
   with WorkerVectorEnv("CartPole-v1", 2) as env:
     for modules in env.worker_modules():
       assert "ingraph_rl.environments.workers" in modules
       assert "gymnasium" in modules
-      assert not [m for m in modules
-                  if m.split(".")[0] in ("tensorflow", "torch")]
+      assert not [
+        m for m in modules if m.split(".")[0] in ("tensorflow", "torch")
+      ]
 
 
 def test_spaces_travel_as_data():
-  spaces = [IntBox(9), IntBox(256, (72, 96, 3), dtype=np.uint8),
-            FloatBox((4,), low=[-1.0, -2.0, -3.0, -np.inf],
-                     high=[1.0, 2.0, 3.0, np.inf]),
-            FloatBox((2, 3), dtype=np.float64), BoolBox((5,)),
-            TextBox(), Dict(RGB_INTERLEAVED=IntBox(256, (3, 4, 3),
-                                                   dtype=np.uint8),
-                            INSTR=TextBox(), nested=Dict(x=FloatBox()))]
+  spaces = [
+    IntBox(9),
+    IntBox(256, (72, 96, 3), dtype=np.uint8),
+    FloatBox(
+      (4,), low=[-1.0, -2.0, -3.0, -np.inf], high=[1.0, 2.0, 3.0, np.inf]
+    ),
+    FloatBox((2, 3), dtype=np.float64),
+    BoolBox((5,)),
+    TextBox(),
+    Dict(
+      RGB_INTERLEAVED=IntBox(256, (3, 4, 3), dtype=np.uint8),
+      INSTR=TextBox(),
+      nested=Dict(x=FloatBox()),
+    ),
+  ]
   for space in spaces:
     assert workers.space_from_json(workers.space_to_json(space)) == space
   with pytest.raises(Exception, match="box spaces and Dicts"):
     from ingraph_rl.spaces import Tuple
+
     workers.space_to_json(Tuple(IntBox(2), IntBox(3)))
 
 
@@ -121,10 +141,11 @@ def test_errors_in_workers_are_raised_with_their_context():
       env.step(np.zeros(2, np.float32))
     with pytest.raises(ValueError, match=r"in \[0, 2\)"):
       env.step(np.array([0, 2]))
-    env.step(np.array([0, 1]))               # Still fine afterwards.
+    env.step(np.array([0, 1]))  # Still fine afterwards.
   with pytest.raises(Exception, match="same spaces"):
-    WorkerVectorEnv.from_specs([WorkerSpec("CartPole-v1", 1, 0),
-                                WorkerSpec("Acrobot-v1", 1, 1)])
+    WorkerVectorEnv.from_specs(
+      [WorkerSpec("CartPole-v1", 1, 0), WorkerSpec("Acrobot-v1", 1, 1)]
+    )
 
 
 def test_an_interrupted_call_does_not_shift_the_replies():
@@ -160,8 +181,11 @@ def test_a_killed_worker_is_an_error_naming_it():
     with pytest.raises(WorkerDiedError) as info:
       env.step(np.zeros(3, np.int64))
     assert time.monotonic() - start < 5
-    assert "env worker 1" in str(info.value) and "env 2 of 3" in \
-        str(info.value) and "exit code -9 (SIGKILL)" in str(info.value)
+    assert (
+      "env worker 1" in str(info.value)
+      and "env 2 of 3" in str(info.value)
+      and "exit code -9 (SIGKILL)" in str(info.value)
+    )
   finally:
     env.close()
 
@@ -188,9 +212,13 @@ except KeyboardInterrupt:
 
 def _start_parent():
   proc = subprocess.Popen(
-      [sys.executable, "-c", textwrap.dedent(PARENT)], cwd=ROOT,
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      start_new_session=True)
+    [sys.executable, "-c", textwrap.dedent(PARENT)],
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+  )
   line = proc.stdout.readline()
   assert line.strip(), proc.stderr.read()[-3000:]
   return proc, [psutil.Process(int(p)) for p in line.split()]

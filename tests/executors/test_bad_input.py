@@ -26,16 +26,21 @@ class Nested(Component):
 
 
 SPACES = {
-    "obs": Dict(image=FloatBox((2, 2)), mask=IntBox(2, shape=(3,)),
-                add_batch_rank=True),
-    "pair": Tuple(FloatBox(), IntBox(4), add_batch_rank=True),
+  "obs": Dict(
+    image=FloatBox((2, 2)), mask=IntBox(2, shape=(3,)), add_batch_rank=True
+  ),
+  "pair": Tuple(FloatBox(), IntBox(4), add_batch_rank=True),
 }
 
 
 def good():
-  return ({"image": np.zeros((5, 2, 2), np.float32),
-           "mask": np.zeros((5, 3), np.int32)},
-          (np.zeros(5, np.float32), np.zeros(5, np.int32)))
+  return (
+    {
+      "image": np.zeros((5, 2, 2), np.float32),
+      "mask": np.zeros((5, 3), np.int32),
+    },
+    (np.zeros(5, np.float32), np.zeros(5, np.int32)),
+  )
 
 
 def with_change(which, value):
@@ -48,20 +53,38 @@ def with_change(which, value):
 
 
 CASES = {
-    "rank": ("obs", lambda o: {**o, "image": np.zeros((5, 4), np.float32)},
-             "rank mismatch: expected rank 3"),
-    "shape": ("obs", lambda o: {**o, "mask": np.zeros((5, 4), np.int32)},
-              "shape mismatch at dim 1: expected 3, got 4"),
-    "dtype": ("obs", lambda o: {**o, "image": np.zeros((5, 2, 2))},
-              "dtype mismatch: expected float32, got float64"),
-    "missing key": ("obs", lambda o: {"image": o["image"]},
-                    r"missing keys \['mask'\]"),
-    "extra key": ("obs", lambda o: {**o, "extra": o["mask"]},
-                  r"unexpected keys \['extra'\]"),
-    "not a dict": ("obs", lambda o: o["image"], "expected a dict"),
-    "tuple length": ("pair", lambda p: p[:1], "expected a tuple of 2 items"),
-    "batch disagree": ("obs", lambda o: {**o, "mask": o["mask"][:3]},
-                       "leaves disagree on the leading batch dims"),
+  "rank": (
+    "obs",
+    lambda o: {**o, "image": np.zeros((5, 4), np.float32)},
+    "rank mismatch: expected rank 3",
+  ),
+  "shape": (
+    "obs",
+    lambda o: {**o, "mask": np.zeros((5, 4), np.int32)},
+    "shape mismatch at dim 1: expected 3, got 4",
+  ),
+  "dtype": (
+    "obs",
+    lambda o: {**o, "image": np.zeros((5, 2, 2))},
+    "dtype mismatch: expected float32, got float64",
+  ),
+  "missing key": (
+    "obs",
+    lambda o: {"image": o["image"]},
+    r"missing keys \['mask'\]",
+  ),
+  "extra key": (
+    "obs",
+    lambda o: {**o, "extra": o["mask"]},
+    r"unexpected keys \['extra'\]",
+  ),
+  "not a dict": ("obs", lambda o: o["image"], "expected a dict"),
+  "tuple length": ("pair", lambda p: p[:1], "expected a tuple of 2 items"),
+  "batch disagree": (
+    "obs",
+    lambda o: {**o, "mask": o["mask"][:3]},
+    "leaves disagree on the leading batch dims",
+  ),
 }
 
 
@@ -69,7 +92,7 @@ CASES = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_names_everything(executor, case):
   ex = executor(Nested(), SPACES)
-  ex.execute("call", *good())   # The good value passes.
+  ex.execute("call", *good())  # The good value passes.
   arg, change, reason = CASES[case]
   with pytest.raises(SpaceError, match=reason) as e:
     ex.execute("call", *with_change(arg, change))
@@ -81,8 +104,13 @@ def test_bad_input_names_everything(executor, case):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_rejected_input_leaves_state_unchanged(executor):
-  ex = executor(Memoryish(), {"index": IntBox(8, add_batch_rank=True),
-                              "values": FloatBox((2,), add_batch_rank=True)})
+  ex = executor(
+    Memoryish(),
+    {
+      "index": IntBox(8, add_batch_rank=True),
+      "values": FloatBox((2,), add_batch_rank=True),
+    },
+  )
   before = ex.get_weights()
   with pytest.raises(SpaceError, match="dtype mismatch"):
     ex.execute("write", np.array([0, 1], np.int32), np.ones((2, 2)))
@@ -94,9 +122,14 @@ def test_rejected_input_leaves_state_unchanged(executor):
 
 
 def test_python_scalars_follow_the_space_kind():
-  ex = TFExecutor(Memoryish(), {"index": IntBox(8, add_batch_rank=True),
-                                "values": FloatBox((2,), add_batch_rank=True)})
-  ex.execute("write", [1], [[1.5, 2.5]])       # Python lists are fine.
+  ex = TFExecutor(
+    Memoryish(),
+    {
+      "index": IntBox(8, add_batch_rank=True),
+      "values": FloatBox((2,), add_batch_rank=True),
+    },
+  )
+  ex.execute("write", [1], [[1.5, 2.5]])  # Python lists are fine.
   np.testing.assert_allclose(ex.execute("read", [1]), [[1.5, 2.5]])
   with pytest.raises(SpaceError, match="dtype mismatch"):
-    ex.execute("read", [1.5])                   # Float index: rejected.
+    ex.execute("read", [1.5])  # Float index: rejected.

@@ -21,7 +21,7 @@ X = {"x": FloatBox((3,), add_batch_rank=True)}
 def test_batch_size_changes_never_retrace():
   ex = TFExecutor(Chain(), X)
   fn = ex.function("call")
-  assert fn.experimental_get_tracing_count() == 1   # Traced at build.
+  assert fn.experimental_get_tracing_count() == 1  # Traced at build.
   for batch in (1, 7, 32, 1):
     out = ex.execute("call", np.ones((batch, 3), np.float32))
     assert out.shape == (batch, 3)
@@ -42,11 +42,13 @@ def test_jit_compile_gives_the_same_numbers():
   x = FloatBox((5,), add_batch_rank=True).sample(8, seed=0)
   spaces = {"inputs": FloatBox((5,), add_batch_rank=True)}
   plain = TFExecutor(Dense(4, activation="tanh"), spaces, seed=3)
-  xla = TFExecutor(Dense(4, activation="tanh"), spaces, seed=3,
-                   jit_compile=True)
+  xla = TFExecutor(
+    Dense(4, activation="tanh"), spaces, seed=3, jit_compile=True
+  )
   assert xla.function("call")._jit_compile
-  np.testing.assert_allclose(xla.execute("call", x), plain.execute("call", x),
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    xla.execute("call", x), plain.execute("call", x), rtol=1e-5, atol=1e-6
+  )
 
 
 def test_same_seed_same_initial_weights_other_seed_differs():
@@ -63,8 +65,9 @@ def test_weights_round_trip_and_clear_errors():
   w = ex.get_weights()
   w["chain/counter/offset"] = np.array([5, 6, 7], np.float32)
   ex.set_weights(w)
-  np.testing.assert_allclose(ex.execute("call", np.zeros((1, 3), np.float32)),
-                             [[5, 6, 7]])
+  np.testing.assert_allclose(
+    ex.execute("call", np.zeros((1, 3), np.float32)), [[5, 6, 7]]
+  )
   with pytest.raises(BuildError, match=r"missing \['chain/counter/offset'\]"):
     ex.set_weights({})
   with pytest.raises(BuildError, match=r"has shape \(2,\), expected \(3,\)"):
@@ -74,14 +77,20 @@ def test_weights_round_trip_and_clear_errors():
 def test_execute_by_keyword_unknown_api_and_describe():
   ex = TFExecutor(Chain(), X)
   np.testing.assert_allclose(
-      ex.execute("call", x=np.zeros((1, 3), np.float32)), [[1, 1, 1]])
-  with pytest.raises(AssemblyError, match=r"no built API 'nope'; built APIs: "
-                     r"\['both', 'call'\]"):
+    ex.execute("call", x=np.zeros((1, 3), np.float32)), [[1, 1, 1]]
+  )
+  with pytest.raises(
+    AssemblyError,
+    match=r"no built API 'nope'; built APIs: "
+    r"\['both', 'call'\]",
+  ):
     ex.execute("nope", 1)
   with pytest.raises(SpaceError, match=r"missing arguments \['x'\]"):
     ex.execute("call")
-  assert "call(x: FloatBox(shape=(3,), dtype=float32, batch)) -> FloatBox" \
-      in ex.describe()
+  assert (
+    "call(x: FloatBox(shape=(3,), dtype=float32, batch)) -> FloatBox"
+    in ex.describe()
+  )
 
 
 def test_input_check_can_be_switched_off():
@@ -90,8 +99,9 @@ def test_input_check_can_be_switched_off():
     TFExecutor(Chain(), X).execute("call", bad)
   fast = TFExecutor(Chain(), X, check_inputs=False)
   # Without the check TF itself rejects the value (no SpaceError).
-  with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)) \
-      as e:
+  with pytest.raises(
+    (TypeError, ValueError, tf.errors.InvalidArgumentError)
+  ) as e:
     fast.execute("call", bad)
   assert not isinstance(e.value, SpaceError)
 
@@ -102,8 +112,9 @@ def test_variables_are_tracked_by_a_tf_module_for_checkpoints(tmp_path):
   path = ckpt.write(str(tmp_path / "ckpt"))
   ex.set_weights({"chain/counter/offset": np.full(3, 9, np.float32)})
   ckpt.read(path).assert_consumed()
-  np.testing.assert_allclose(ex.get_weights()["chain/counter/offset"],
-                             np.ones(3))
+  np.testing.assert_allclose(
+    ex.get_weights()["chain/counter/offset"], np.ones(3)
+  )
 
 
 def test_device_map_places_components_on_logical_devices():
@@ -126,8 +137,9 @@ def test_device_map_places_components_on_logical_devices():
       print("OPS", adds)
       print("OUT", ex.execute("call", np.ones((1, 3), np.float32)).numpy())
   """)
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, timeout=120)
+  out = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+  )
   assert out.returncode == 0, out.stderr[-2000:]
   assert "DEVICE /job:localhost/replica:0/task:0/device:CPU:1" in out.stdout
   assert "OPS ['/device:CPU:1']" in out.stdout

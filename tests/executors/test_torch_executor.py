@@ -8,8 +8,8 @@ from ingraph_rl.components.layers import Dense
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors.torch import TorchExecutor
-from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.spaces import FloatBox, IntBox
+from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.toy_components import Chain, Memoryish
 
 
@@ -31,8 +31,11 @@ def test_missing_torch_body_is_named():
     def _graph_fn_f(self, x):
       return x
 
-  with pytest.raises(BuildError, match=r"'tf_only'._graph_fn_f has no torch "
-                     r"body; register one with @_graph_fn_f.torch"):
+  with pytest.raises(
+    BuildError,
+    match=r"'tf_only'._graph_fn_f has no torch "
+    r"body; register one with @_graph_fn_f.torch",
+  ):
     TorchExecutor(TFOnly(), {"x": FloatBox()})
 
 
@@ -43,20 +46,27 @@ def test_weights_are_exchanged_in_tf_layout():
   assert w["dense/kernel"].shape == (5, 3)
   w["dense/kernel"] = np.arange(15, dtype=np.float32).reshape(5, 3)
   ex.set_weights(w)
-  np.testing.assert_array_equal(ex.get_weights()["dense/kernel"],
-                                w["dense/kernel"])
+  np.testing.assert_array_equal(
+    ex.get_weights()["dense/kernel"], w["dense/kernel"]
+  )
   x = np.eye(5, dtype=np.float32)[:2]
-  np.testing.assert_allclose(to_numpy(ex.execute("call", x)),
-                             x @ w["dense/kernel"])
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("call", x)), x @ w["dense/kernel"]
+  )
 
 
 def test_build_passes_leave_no_side_effects():
-  ex = TorchExecutor(Memoryish(), {"index": IntBox(8, add_batch_rank=True),
-                                   "values": FloatBox((2,),
-                                                      add_batch_rank=True)})
+  ex = TorchExecutor(
+    Memoryish(),
+    {
+      "index": IntBox(8, add_batch_rank=True),
+      "values": FloatBox((2,), add_batch_rank=True),
+    },
+  )
   # The build ran `write` on sample data twice; the buffer is reset.
-  np.testing.assert_array_equal(ex.get_weights()["root/store/buf"],
-                                np.zeros((8, 2)))
+  np.testing.assert_array_equal(
+    ex.get_weights()["root/store/buf"], np.zeros((8, 2))
+  )
 
 
 def test_acting_records_no_autograd_history():

@@ -41,9 +41,12 @@ class Regression(Component):
 
   def __init__(self):
     super().__init__(scope="regression")
-    self.net = NeuralNetwork([{"type": "dense", "units": 2,
-                               "activation": "tanh"},
-                              {"type": "dense", "units": 1}])
+    self.net = NeuralNetwork(
+      [
+        {"type": "dense", "units": 2, "activation": "tanh"},
+        {"type": "dense", "units": 1},
+      ]
+    )
     self.optimizer = GradientDescent(0.5)
 
   @api
@@ -62,13 +65,16 @@ class Regression(Component):
     return tf.reduce_mean(tf.square(pred[:, 0] - y))
 
 
-REGRESSION_SPACES = {"x": FloatBox((3,), add_batch_rank=True),
-                     "y": FloatBox(add_batch_rank=True)}
+REGRESSION_SPACES = {
+  "x": FloatBox((3,), add_batch_rank=True),
+  "y": FloatBox(add_batch_rank=True),
+}
 
 
 def regression(strategy=None, **kwargs):
-  return TFExecutor(Regression(), REGRESSION_SPACES, seed=5,
-                    strategy=strategy, **kwargs)
+  return TFExecutor(
+    Regression(), REGRESSION_SPACES, seed=5, strategy=strategy, **kwargs
+  )
 
 
 def towers(num, **kwargs):
@@ -76,8 +82,9 @@ def towers(num, **kwargs):
 
 
 def float_weights(executor):
-  return {k: v for k, v in executor.get_weights().items()
-          if v.dtype.kind == "f"}
+  return {
+    k: v for k, v in executor.get_weights().items() if v.dtype.kind == "f"
+  }
 
 
 @pytest.mark.parametrize("num_towers", [1, 2, 4])
@@ -95,66 +102,85 @@ def test_towers_on_the_api_arguments_match_one_tower(num_towers):
     np.testing.assert_allclose(b["pred"], a["pred"], rtol=1e-5, atol=1e-6)
   wa, wb = plain.get_weights(), split.get_weights()
   for k in wa:
-    np.testing.assert_allclose(wb[k], wa[k], rtol=1e-5, atol=1e-6,
-                               err_msg=k)
+    np.testing.assert_allclose(wb[k], wa[k], rtol=1e-5, atol=1e-6, err_msg=k)
   # One optimizer step per update, not one per tower.
   assert wb["regression/gradient_descent/iterations"] == 3
   # Other APIs are untouched.
-  np.testing.assert_allclose(split.execute("predict", x),
-                             plain.execute("predict", x), rtol=1e-5)
+  np.testing.assert_allclose(
+    split.execute("predict", x), plain.execute("predict", x), rtol=1e-5
+  )
 
 
 def test_towers_are_traced_once_per_tower_and_apply_one_update():
   ex = regression(towers(2, split_at=None))
   graph = ex.function("update").get_concrete_function().graph
-  names = [op.name for op in graph.get_operations()
-           if op.type == "MatMul" and "gradient" not in op.name]
+  names = [
+    op.name
+    for op in graph.get_operations()
+    if op.type == "MatMul" and "gradient" not in op.name
+  ]
   assert sorted(n.split("/")[0] for n in names) == [
-      "tower0_regression_network_dense_0", "tower0_regression_network_dense_1",
-      "tower1_regression_network_dense_0",
-      "tower1_regression_network_dense_1"]
-  assigns = [op for op in graph.get_operations()
-             if op.type == "AssignAddVariableOp"]
-  assert len(assigns) == 1   # The step count, once.
+    "tower0_regression_network_dense_0",
+    "tower0_regression_network_dense_1",
+    "tower1_regression_network_dense_0",
+    "tower1_regression_network_dense_1",
+  ]
+  assigns = [
+    op for op in graph.get_operations() if op.type == "AssignAddVariableOp"
+  ]
+  assert len(assigns) == 1  # The step count, once.
 
 
 def test_uneven_batch_is_a_clear_error():
   ex = regression(towers(2, split_at=None))
   with pytest.raises(SpaceError, match="split evenly into 2 towers"):
-    ex.execute("update", np.zeros((5, 3), np.float32),
-               np.zeros(5, np.float32))
+    ex.execute("update", np.zeros((5, 3), np.float32), np.zeros(5, np.float32))
   # A static batch size that does not divide fails at build.
   config = DQNConfig(num_actions=2, batch_size=9, learning_starts=9)
-  with pytest.raises(BuildError, match=r"has 9 rows .* 2 towers cannot "
-                     r"split evenly; use a batch size divisible by 2"):
+  with pytest.raises(
+    BuildError,
+    match=r"has 9 rows .* 2 towers cannot "
+    r"split evenly; use a batch size divisible by 2",
+  ):
     DQNBuilder(config).make_agent(OBS).build(
-        strategy=towers(2, split_at="dqn/memory"))
+      strategy=towers(2, split_at="dqn/memory")
+    )
 
 
 def test_split_at_not_found_names_the_candidates():
   config = DQNConfig(num_actions=2, batch_size=8, learning_starts=8)
   with pytest.raises(BuildError) as e:
     DQNBuilder(config).make_agent(OBS).build(
-        strategy=towers(2, split_at="dqn/nope"))
+      strategy=towers(2, split_at="dqn/nope")
+    )
   msg = str(e.value)
   assert "API 'update': split_at 'dqn/nope' runs no graph function" in msg
-  assert msg.endswith("a batch that feeds the loss starts belong to "
-                      "['dqn/memory']")
-  with pytest.raises(BuildError, match="no graph function of split_at "
-                     "'dqn/adam' feeds the optimizer step's loss"):
+  assert msg.endswith(
+    "a batch that feeds the loss starts belong to ['dqn/memory']"
+  )
+  with pytest.raises(
+    BuildError,
+    match="no graph function of split_at "
+    "'dqn/adam' feeds the optimizer step's loss",
+  ):
     DQNBuilder(config).make_agent(OBS).build(
-        strategy=towers(2, split_at="dqn/adam"))
-  with pytest.raises(BuildError, match="split_at=None splits the API's "
-                     "arguments, but it takes none"):
-    DQNBuilder(config).make_agent(OBS).build(
-        strategy=towers(2, split_at=None))
+      strategy=towers(2, split_at="dqn/adam")
+    )
+  with pytest.raises(
+    BuildError,
+    match="split_at=None splits the API's arguments, but it takes none",
+  ):
+    DQNBuilder(config).make_agent(OBS).build(strategy=towers(2, split_at=None))
 
 
 def test_api_without_optimizer_step_or_not_built_is_an_error():
   with pytest.raises(BuildError, match="API 'predict': no optimizer step"):
     regression(towers(2, split_at=None, apis=("predict",)))
-  with pytest.raises(BuildError, match=r"no built root API \['learn'\] of "
-                     r"'regression'; built APIs: \['predict', 'update'\]"):
+  with pytest.raises(
+    BuildError,
+    match=r"no built root API \['learn'\] of "
+    r"'regression'; built APIs: \['predict', 'update'\]",
+  ):
     regression(towers(2, split_at=None, apis=("learn",)))
 
 
@@ -180,7 +206,6 @@ def test_output_reductions_pick_how_scalars_merge():
   # A summed loss: the merged loss is the sum of the tower sums, a "mean_*"
   # statistic the mean of the tower means.
   class Summed(Regression):
-
     @api
     def update(self, x, y):
       out = self._graph_fn_losses(self.net.call(x), y)
@@ -190,36 +215,59 @@ def test_output_reductions_pick_how_scalars_merge():
     @graph_fn
     def _graph_fn_losses(self, pred, y):
       err = tf.square(pred[:, 0] - y)
-      return {"loss": tf.reduce_sum(err), "mean_err": tf.reduce_mean(err),
-              "size": tf.size(y)}
+      return {
+        "loss": tf.reduce_sum(err),
+        "mean_err": tf.reduce_mean(err),
+        "size": tf.size(y),
+      }
 
   rng = np.random.default_rng(1)
   x = rng.normal(size=(6, 3)).astype(np.float32)
   y = rng.normal(size=6).astype(np.float32)
-  plain = TFExecutor(Summed(), REGRESSION_SPACES, seed=5,
-                     api_names=["update"])
-  split = TFExecutor(Summed(), REGRESSION_SPACES, seed=5,
-                     api_names=["update"], strategy=towers(
-                         3, split_at=None, loss_reduction="sum",
-                         output_reductions={"mean_*": "mean"}))
+  plain = TFExecutor(Summed(), REGRESSION_SPACES, seed=5, api_names=["update"])
+  split = TFExecutor(
+    Summed(),
+    REGRESSION_SPACES,
+    seed=5,
+    api_names=["update"],
+    strategy=towers(
+      3,
+      split_at=None,
+      loss_reduction="sum",
+      output_reductions={"mean_*": "mean"},
+    ),
+  )
   a, b = plain.execute("update", x, y), split.execute("update", x, y)
   for k in ("loss", "mean_err", "size"):
     np.testing.assert_allclose(b[k], a[k], rtol=1e-5, err_msg=k)
   wa, wb = plain.get_weights(), split.get_weights()
   for k in wa:
-    np.testing.assert_allclose(wb[k], wa[k], rtol=1e-5, atol=1e-6,
-                               err_msg=k)
+    np.testing.assert_allclose(wb[k], wa[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
 @pytest.mark.timeout(600)
 def test_logical_cpu_towers_in_a_fresh_process():
   # Logical devices must be configured before TF starts: a fresh process
   # running the tests of towers_on_logical_cpus.py.
-  env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep +
-             os.environ.get("PYTHONPATH", ""))
+  env = dict(
+    os.environ,
+    PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+  )
   out = subprocess.run(
-      [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-       str(HERE / "towers_on_logical_cpus.py")],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=570)
-  assert out.returncode == 0, (out.stdout[-6000:] + out.stderr[-2000:])
+    [
+      sys.executable,
+      "-m",
+      "pytest",
+      "-q",
+      "-p",
+      "no:cacheprovider",
+      str(HERE / "towers_on_logical_cpus.py"),
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=570,
+  )
+  assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
   assert " passed" in out.stdout and "failed" not in out.stdout

@@ -13,7 +13,7 @@ import collections
 
 from ingraph_rl.executors.strategies import configure_logical_cpus
 
-DEVICES = configure_logical_cpus(4)   # Before anything starts TF.
+DEVICES = configure_logical_cpus(4)  # Before anything starts TF.
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -43,9 +43,12 @@ def assert_same_weights(got, want, **tol):
 
 def assert_same_results(got, want, **tol):
   for k in want:
-    np.testing.assert_allclose(np.asarray(got[k], np.float64),
-                               np.asarray(want[k], np.float64), err_msg=k,
-                               **(tol or TOL))
+    np.testing.assert_allclose(
+      np.asarray(got[k], np.float64),
+      np.asarray(want[k], np.float64),
+      err_msg=k,
+      **(tol or TOL),
+    )
 
 
 def op_devices(graph, kind):
@@ -54,7 +57,7 @@ def op_devices(graph, kind):
   for op in graph.get_operations():
     if op.type == kind:
       out[op.device.replace("/job:localhost/replica:0/task:0", "")] += 1
-  for fn in graph._functions.values():  # pylint: disable=protected-access
+  for fn in graph._functions.values():
     if hasattr(fn, "graph"):
       out.update(op_devices(fn.graph, kind))
   return out
@@ -70,17 +73,34 @@ def test_local_devices_are_the_logical_cpus():
 def dqn(num_towers):
   """A DQN agent with prioritized replay that has observed 40 random
   transitions; None towers: the default strategy."""
-  config = DQNConfig(num_actions=3, batch_size=16, learning_starts=16,
-                     replay_capacity=64, prioritized=True, seed=3)
-  kwargs = {} if num_towers is None else {"strategy": MultiTowerStrategy(
-      DEVICES[:num_towers], split_at="dqn/memory")}
+  config = DQNConfig(
+    num_actions=3,
+    batch_size=16,
+    learning_starts=16,
+    replay_capacity=64,
+    prioritized=True,
+    seed=3,
+  )
+  kwargs = (
+    {}
+    if num_towers is None
+    else {
+      "strategy": MultiTowerStrategy(
+        DEVICES[:num_towers], split_at="dqn/memory"
+      )
+    }
+  )
   ex = DQNBuilder(config).make_agent(OBS).build(**kwargs)
   rng = np.random.default_rng(0)
   n = 40
-  ex.execute("observe", rng.normal(size=(n, 4)).astype(np.float32),
-             rng.integers(0, 3, n), rng.normal(size=n).astype(np.float32),
-             rng.normal(size=(n, 4)).astype(np.float32),
-             rng.uniform(size=n) < 0.2)
+  ex.execute(
+    "observe",
+    rng.normal(size=(n, 4)).astype(np.float32),
+    rng.integers(0, 3, n),
+    rng.normal(size=n).astype(np.float32),
+    rng.normal(size=(n, 4)).astype(np.float32),
+    rng.uniform(size=n) < 0.2,
+  )
   return ex
 
 
@@ -115,21 +135,31 @@ def test_dqn_towers_run_on_their_devices():
   # once: as many variable writes as without towers.
   plain = dqn(None).function("update").get_concrete_function().graph
   assert writes(graph) == writes(plain)
-  assert writes(graph)["ResourceApplyAdam"] == 8   # 4 kernels, 4 biases.
+  assert writes(graph)["ResourceApplyAdam"] == 8  # 4 kernels, 4 biases.
 
 
 def writes(graph):
   return collections.Counter(
-      op.type for op in graph.get_operations()
-      if op.type.startswith(("Assign", "ResourceApply", "ResourceScatter")))
+    op.type
+    for op in graph.get_operations()
+    if op.type.startswith(("Assign", "ResourceApply", "ResourceScatter"))
+  )
 
 
 def dqn_with_env(num_towers):
   env = make_vector_env("CartPole-v1", 4, 0)
-  config = DQNConfig(num_actions=2, batch_size=16, learning_starts=32,
-                     prioritized=True, seed=1)
-  kwargs = {} if num_towers is None else {"strategy": MultiTowerStrategy(
-      DEVICES[:num_towers], split_at="dqn/memory")}
+  config = DQNConfig(
+    num_actions=2, batch_size=16, learning_starts=32, prioritized=True, seed=1
+  )
+  kwargs = (
+    {}
+    if num_towers is None
+    else {
+      "strategy": MultiTowerStrategy(
+        DEVICES[:num_towers], split_at="dqn/memory"
+      )
+    }
+  )
   ex = DQNBuilder(config).make_agent(env=env).build(**kwargs)
   ex.execute("reset_env", 0)
   return ex, env
@@ -143,8 +173,9 @@ def test_dqn_train_loop_inlines_the_tower_update():
     for k in ("episodes", "return_sum", "env_steps"):
       assert int(got[k]) == int(want[k]), k
     np.testing.assert_allclose(got["loss_sum"], want["loss_sum"], rtol=1e-4)
-    assert_same_weights(split.get_weights(), plain.get_weights(),
-                        rtol=1e-4, atol=2e-5)
+    assert_same_weights(
+      split.get_weights(), plain.get_weights(), rtol=1e-4, atol=2e-5
+    )
     graph = split.function("train").get_concrete_function().graph
     matmuls = op_devices(graph, "MatMul")
     assert matmuls["/device:CPU:0"] and matmuls["/device:CPU:1"]
@@ -160,22 +191,23 @@ def rollouts(config, seed):
   """`batch_size` random rollouts (off-policy logits, rewards beyond
   [-1, 1], episode ends, LSTM initial states)."""
   rng = np.random.default_rng(seed)
-  b, steps, a = config.batch_size, config.unroll_length + 1, \
-      config.num_actions
+  b, steps, a = config.batch_size, config.unroll_length + 1, config.num_actions
   dones = rng.uniform(size=(b, steps)) < 0.25
   batch = dict(
-      observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
-      rewards=rng.normal(0, 2, (b, steps)).astype(np.float32),
-      dones=dones,
-      actions=rng.integers(0, a, (b, steps)).astype(np.int64),
-      logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32),
-      truncated=dones & (rng.uniform(size=(b, steps)) < 0.5),
-      bootstrap_value=rng.normal(size=(b, steps)).astype(np.float32))
+    observations=rng.normal(size=(b, steps, 4)).astype(np.float32),
+    rewards=rng.normal(0, 2, (b, steps)).astype(np.float32),
+    dones=dones,
+    actions=rng.integers(0, a, (b, steps)).astype(np.int64),
+    logits=rng.normal(0, 1.5, (b, steps, a)).astype(np.float32),
+    truncated=dones & (rng.uniform(size=(b, steps)) < 0.5),
+    bootstrap_value=rng.normal(size=(b, steps)).astype(np.float32),
+  )
   if config.lstm_units:
     u = config.lstm_units
     batch["initial_state"] = {
-        "c": rng.normal(size=(b, u)).astype(np.float32),
-        "h": rng.normal(size=(b, u)).astype(np.float32)}
+      "c": rng.normal(size=(b, u)).astype(np.float32),
+      "h": rng.normal(size=(b, u)).astype(np.float32),
+    }
   return batch
 
 
@@ -183,17 +215,22 @@ def impala_strategy(num_towers, staging):
   # V-trace's loss sums over time and batch: the tower losses (and
   # gradients) add up; its "mean_*" statistics average.
   return MultiTowerStrategy(
-      DEVICES[:num_towers],
-      split_at="learner/staging_area" if staging else "learner/fifo_queue",
-      loss_reduction="sum", output_reductions={"mean_*": "mean"})
+    DEVICES[:num_towers],
+    split_at="learner/staging_area" if staging else "learner/fifo_queue",
+    loss_reduction="sum",
+    output_reductions={"mean_*": "mean"},
+  )
 
 
 def impala(config, num_towers, batches):
   """A learner (None towers: default strategy) with `batches` in its own
   queue (fed by an executor with the same shared_name)."""
   name = unique_queue_name("test_towers")
-  kwargs = {} if num_towers is None else {
-      "strategy": impala_strategy(num_towers, config.use_staging)}
+  kwargs = (
+    {}
+    if num_towers is None
+    else {"strategy": impala_strategy(num_towers, config.use_staging)}
+  )
   builder = IMPALABuilder(config)
   learner = builder.make_learner(OBS, name).build(**kwargs)
   feed = queue_feeder(builder.record_space(OBS), config.queue_capacity, name)
@@ -204,13 +241,22 @@ def impala(config, num_towers, batches):
   return learner
 
 
-@pytest.mark.parametrize("lstm_units,staging", [(None, False), (4, True)],
-                         ids=["mlp_queue", "lstm_staging"])
+@pytest.mark.parametrize(
+  "lstm_units,staging",
+  [(None, False), (4, True)],
+  ids=["mlp_queue", "lstm_staging"],
+)
 def test_impala_update_matches_one_tower(lstm_units, staging):
-  config = IMPALAConfig(num_actions=3, unroll_length=5, batch_size=4,
-                        queue_capacity=16, lstm_units=lstm_units,
-                        use_staging=staging, entropy_cost=0.01,
-                        learning_rate=0.01)
+  config = IMPALAConfig(
+    num_actions=3,
+    unroll_length=5,
+    batch_size=4,
+    queue_capacity=16,
+    lstm_units=lstm_units,
+    use_staging=staging,
+    entropy_cost=0.01,
+    learning_rate=0.01,
+  )
   batches = [rollouts(config, seed) for seed in range(4)]
   plain, split = impala(config, None, batches), impala(config, 2, batches)
   try:

@@ -47,28 +47,38 @@ def test_flags_agree_with_their_fields(name):
 
 def test_a_disagreeing_flag_is_reported():
   flag_values = flags.FlagValues()
-  flags.DEFINE_integer("unroll_length", 20, "Steps per rollout (T).",
-                       flag_values=flag_values)
-  flags.DEFINE_float("entropy_cost", 0.00025, "Another help.",
-                     flag_values=flag_values)
-  flags.DEFINE_string("batch_size", "32", "Rollouts per learner batch.",
-                      flag_values=flag_values)
-  problems = "\n".join(config_flags.agreement_problems((IMPALAConfig,),
-                                                      flag_values))
-  assert "--unroll_length (IMPALAConfig.unroll_length): default 20 != 100" \
-      in problems
+  flags.DEFINE_integer(
+    "unroll_length", 20, "Steps per rollout (T).", flag_values=flag_values
+  )
+  flags.DEFINE_float(
+    "entropy_cost", 0.00025, "Another help.", flag_values=flag_values
+  )
+  flags.DEFINE_string(
+    "batch_size", "32", "Rollouts per learner batch.", flag_values=flag_values
+  )
+  problems = "\n".join(
+    config_flags.agreement_problems((IMPALAConfig,), flag_values)
+  )
+  assert (
+    "--unroll_length (IMPALAConfig.unroll_length): default 20 != 100"
+    in problems
+  )
   assert "--entropy_cost (IMPALAConfig.entropy_cost): help" in problems
-  assert "--batch_size (IMPALAConfig.batch_size): type string != integer" \
-      in problems
-  assert "--queue_capacity (IMPALAConfig.queue_capacity): no such flag" \
-      in problems
+  assert (
+    "--batch_size (IMPALAConfig.batch_size): type string != integer" in problems
+  )
+  assert (
+    "--queue_capacity (IMPALAConfig.queue_capacity): no such flag" in problems
+  )
 
 
 def test_a_name_declared_twice_is_refused():
   with pytest.raises(ValueError, match="'env' is declared by two"):
-    config_flags.define_flags(configs.IMPALASettings,
-                              configs.DQNSettings,
-                              flag_values=flags.FlagValues())
+    config_flags.define_flags(
+      configs.IMPALASettings,
+      configs.DQNSettings,
+      flag_values=flags.FlagValues(),
+    )
 
 
 # What `python -m experiments.<name>` defines at import: the generated flags
@@ -92,8 +102,13 @@ print(json.dumps({
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
 def test_experiment_modules_declare_exactly_the_generated_flags(name):
-  out = subprocess.run([sys.executable, "-c", MODULE_FLAGS, name], cwd=ROOT,
-                       capture_output=True, text=True, timeout=240)
+  out = subprocess.run(
+    [sys.executable, "-c", MODULE_FLAGS, name],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=240,
+  )
   assert out.returncode == 0, out.stderr[-3000:]
   got = json.loads(out.stdout.strip().splitlines()[-1])
   assert got["problems"] == []
@@ -103,9 +118,14 @@ def test_experiment_modules_declare_exactly_the_generated_flags(name):
 def test_only_passed_flags_override_the_preset():
   # The field default (100) passed explicitly still overrides the preset
   # (20); unpassed flags keep the preset's values.
-  values = configs.impala_values(flag_values=parsed(
-      configs.IMPALA_CLASSES, "--unroll_length=100", "--lstm_units=0",
-      "--clip_grad_norm=0"))
+  values = configs.impala_values(
+    flag_values=parsed(
+      configs.IMPALA_CLASSES,
+      "--unroll_length=100",
+      "--lstm_units=0",
+      "--clip_grad_norm=0",
+    )
+  )
   assert values["unroll_length"] == 100
   assert values["batch_size"] == 8 and values["queue_capacity"] == 32
   assert values["lstm_units"] is None and values["clip_grad_norm"] is None
@@ -114,34 +134,87 @@ def test_only_passed_flags_override_the_preset():
 # The configs the hand-declared flags made before the flags were generated
 # (num_actions and the frames per update as a run computes them).
 IMPALA_CARTPOLE = IMPALAConfig(
-    num_actions=2, torso="mlp", lstm_units=None, unroll_length=20,
-    batch_size=8, discounting=0.99, baseline_cost=0.5, entropy_cost=0.01,
-    reward_clipping="none", learning_rate=0.001, decay=0.99, momentum=0.0,
-    epsilon=0.01, clip_grad_norm=40.0, lr_decay_steps=800_000 // 160,
-    queue_capacity=32, seed=0)
+  num_actions=2,
+  torso="mlp",
+  lstm_units=None,
+  unroll_length=20,
+  batch_size=8,
+  discounting=0.99,
+  baseline_cost=0.5,
+  entropy_cost=0.01,
+  reward_clipping="none",
+  learning_rate=0.001,
+  decay=0.99,
+  momentum=0.0,
+  epsilon=0.01,
+  clip_grad_norm=40.0,
+  lr_decay_steps=800_000 // 160,
+  queue_capacity=32,
+  seed=0,
+)
 IMPALA_PONG = IMPALAConfig(
-    num_actions=6, torso="small", lstm_units=None, unroll_length=20,
-    batch_size=8, discounting=0.99, baseline_cost=0.5, entropy_cost=0.01,
-    reward_clipping="abs_one", learning_rate=0.0006, decay=0.99,
-    momentum=0.0, epsilon=0.0001, clip_grad_norm=40.0,
-    lr_decay_steps=50_000_000 // 640, queue_capacity=64, seed=0)
+  num_actions=6,
+  torso="small",
+  lstm_units=None,
+  unroll_length=20,
+  batch_size=8,
+  discounting=0.99,
+  baseline_cost=0.5,
+  entropy_cost=0.01,
+  reward_clipping="abs_one",
+  learning_rate=0.0006,
+  decay=0.99,
+  momentum=0.0,
+  epsilon=0.0001,
+  clip_grad_norm=40.0,
+  lr_decay_steps=50_000_000 // 640,
+  queue_capacity=64,
+  seed=0,
+)
 IMPALA_DMLAB = IMPALAConfig(
-    num_actions=9, torso="large", lstm_units=256, unroll_length=100,
-    batch_size=32, discounting=0.99, baseline_cost=0.5,
-    entropy_cost=0.0033391318945337044, reward_clipping="abs_one",
-    learning_rate=0.00048, decay=0.99, momentum=0.0, epsilon=0.1,
-    clip_grad_norm=40.0, lr_decay_steps=1_000_000_000 // 12_800,
-    queue_capacity=64, seed=0)
+  num_actions=9,
+  torso="large",
+  lstm_units=256,
+  unroll_length=100,
+  batch_size=32,
+  discounting=0.99,
+  baseline_cost=0.5,
+  entropy_cost=0.0033391318945337044,
+  reward_clipping="abs_one",
+  learning_rate=0.00048,
+  decay=0.99,
+  momentum=0.0,
+  epsilon=0.1,
+  clip_grad_norm=40.0,
+  lr_decay_steps=1_000_000_000 // 12_800,
+  queue_capacity=64,
+  seed=0,
+)
 IMPALA_SETTINGS = {
-    # flagfile: (env, actors, envs per actor, frames, action repeats,
-    #            frames per update)
-    None: ("CartPole-v1", 2, 8, 800_000, None, 160, 2, IMPALA_CARTPOLE),
-    "impala_cartpole.cfg": ("CartPole-v1", 2, 8, 800_000, None, 160, 2,
-                            IMPALA_CARTPOLE),
-    "impala_pong.cfg": ("atari:pong", 2, 32, 50_000_000, 4, 640, 6,
-                        IMPALA_PONG),
-    "impala_dmlab.cfg": ("dmlab:seekavoid_arena_01", 4, 4, 1_000_000_000,
-                         4, 12_800, 9, IMPALA_DMLAB),
+  # flagfile: (env, actors, envs per actor, frames, action repeats,
+  #            frames per update)
+  None: ("CartPole-v1", 2, 8, 800_000, None, 160, 2, IMPALA_CARTPOLE),
+  "impala_cartpole.cfg": (
+    "CartPole-v1",
+    2,
+    8,
+    800_000,
+    None,
+    160,
+    2,
+    IMPALA_CARTPOLE,
+  ),
+  "impala_pong.cfg": ("atari:pong", 2, 32, 50_000_000, 4, 640, 6, IMPALA_PONG),
+  "impala_dmlab.cfg": (
+    "dmlab:seekavoid_arena_01",
+    4,
+    4,
+    1_000_000_000,
+    4,
+    12_800,
+    9,
+    IMPALA_DMLAB,
+  ),
 }
 
 
@@ -149,39 +222,82 @@ IMPALA_SETTINGS = {
 def test_impala_presets_make_the_configs_of_before(flagfile):
   argv = [] if flagfile is None else [f"--flagfile={FLAGFILES / flagfile}"]
   values = configs.impala_values(
-      flag_values=parsed(configs.IMPALA_CLASSES, *argv))
-  (env, actors, envs, frames, repeats, per_update, num_actions,
-   expected) = IMPALA_SETTINGS[flagfile]
+    flag_values=parsed(configs.IMPALA_CLASSES, *argv)
+  )
+  (env, actors, envs, frames, repeats, per_update, num_actions, expected) = (
+    IMPALA_SETTINGS[flagfile]
+  )
   settings = configs.impala_settings(values)
-  assert (settings.env, settings.num_actors, settings.num_envs_per_actor,
-          settings.total_environment_frames, settings.num_action_repeats,
-          settings.lr_decay, settings.seed) == (env, actors, envs, frames,
-                                               repeats, True, 0)
+  assert (
+    settings.env,
+    settings.num_actors,
+    settings.num_envs_per_actor,
+    settings.total_environment_frames,
+    settings.num_action_repeats,
+    settings.lr_decay,
+    settings.seed,
+  ) == (env, actors, envs, frames, repeats, True, 0)
   config = configs.impala_config(values, num_actions, per_update)
   assert config == expected
-  assert config.use_staging and config.feed_reward_action and \
-      config.bootstrap_on_truncation and config.scale_observations is None
+  assert (
+    config.use_staging
+    and config.feed_reward_action
+    and config.bootstrap_on_truncation
+    and config.scale_observations is None
+  )
 
 
 def dqn_expected(**kwargs):
-  base = dict(num_actions=2, learning_rate=2.5e-4, replay_capacity=50_000,
-              batch_size=64, learning_starts=1000, update_every=1,
-              target_sync_every=500, epsilon_steps=10_000, epsilon_to=0.05,
-              discount=0.99, n_step=1, dueling=True, double_q=True,
-              prioritized=False, seed=0)
+  base = dict(
+    num_actions=2,
+    learning_rate=2.5e-4,
+    replay_capacity=50_000,
+    batch_size=64,
+    learning_starts=1000,
+    update_every=1,
+    target_sync_every=500,
+    epsilon_steps=10_000,
+    epsilon_to=0.05,
+    discount=0.99,
+    n_step=1,
+    dueling=True,
+    double_q=True,
+    prioritized=False,
+    seed=0,
+  )
   return DQNConfig(**{**base, **kwargs})
 
 
 DQN_SETTINGS = {
-    # flagfile: (env, num_envs, total env steps, steps per call, atari,
-    #            config)
-    None: ("CartPole-v1", 4, 60_000, 250, False, dqn_expected()),
-    "dqn_cartpole.cfg": ("CartPole-v1", 4, 60_000, 250, False,
-                         dqn_expected(n_step=3)),
-    "dqn_pong.cfg": ("atari:pong", 8, 10_000_000, 100, True, dqn_expected(
-        num_actions=6, network=tuple(NATURE_DQN_SPEC), learning_rate=1e-4,
-        batch_size=32, learning_starts=20_000, n_step=3,
-        target_sync_every=1000, epsilon_steps=250_000, epsilon_to=0.01)),
+  # flagfile: (env, num_envs, total env steps, steps per call, atari,
+  #            config)
+  None: ("CartPole-v1", 4, 60_000, 250, False, dqn_expected()),
+  "dqn_cartpole.cfg": (
+    "CartPole-v1",
+    4,
+    60_000,
+    250,
+    False,
+    dqn_expected(n_step=3),
+  ),
+  "dqn_pong.cfg": (
+    "atari:pong",
+    8,
+    10_000_000,
+    100,
+    True,
+    dqn_expected(
+      num_actions=6,
+      network=tuple(NATURE_DQN_SPEC),
+      learning_rate=1e-4,
+      batch_size=32,
+      learning_starts=20_000,
+      n_step=3,
+      target_sync_every=1000,
+      epsilon_steps=250_000,
+      epsilon_to=0.01,
+    ),
+  ),
 }
 
 
@@ -191,7 +307,11 @@ def test_dqn_presets_make_the_configs_of_before(flagfile):
   values = configs.dqn_values(flag_values=parsed(configs.DQN_CLASSES, *argv))
   env, num_envs, total, per_call, atari, expected = DQN_SETTINGS[flagfile]
   settings = configs.dqn_settings(values)
-  assert (settings.env, settings.num_envs, settings.total_env_steps,
-          settings.steps_per_call, settings.seed) == (env, num_envs, total,
-                                                      per_call, 0)
+  assert (
+    settings.env,
+    settings.num_envs,
+    settings.total_env_steps,
+    settings.steps_per_call,
+    settings.seed,
+  ) == (env, num_envs, total, per_call, 0)
   assert configs.dqn_config(values, expected.num_actions, atari) == expected

@@ -23,32 +23,47 @@ from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "evaluate_dmlab.py"
 # Test level: (its index in the DMLab-30 table, human, random score).
-PAPER = {"rooms_collect_good_objects_test": (0, 10.0, 0.073),
-         "language_select_located_object": (6, 280.7, 1.929),
-         "rooms_watermaze": (3, 54.0, 4.065)}
+PAPER = {
+  "rooms_collect_good_objects_test": (0, 10.0, 0.073),
+  "language_select_located_object": (6, 280.7, 1.929),
+  "rooms_watermaze": (3, 54.0, 4.065),
+}
 SEED, EPISODES = 5, 2
 
 
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory):
-  space = Dict(RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8),
-               INSTR=TextBox())
-  config = IMPALAConfig(num_actions=9, lstm_units=4, seed=2, torso=(
+  space = Dict(
+    RGB_INTERLEAVED=IntBox(256, (12, 16, 3), dtype=np.uint8), INSTR=TextBox()
+  )
+  config = IMPALAConfig(
+    num_actions=9,
+    lstm_units=4,
+    seed=2,
+    torso=(
       {"type": "flatten"},
-      {"type": "dense", "units": 8, "activation": "tanh"}))
+      {"type": "dense", "units": 8, "activation": "tanh"},
+    ),
+  )
   builder = IMPALABuilder(config)
   learner = builder.make_learner(space, "evaluate_dmlab_test").build()
   # Random weights of the learner's shapes, large enough that actions
   # change with the frames (not the near-uniform initial policy).
   rng = np.random.default_rng(0)
-  weights = {k: rng.normal(0.0, 2.0 / np.sqrt(v.shape[0]), v.shape)
-             for k, v in learner.execute("get_weights").items()}
+  weights = {
+    k: rng.normal(0.0, 2.0 / np.sqrt(v.shape[0]), v.shape)
+    for k, v in learner.execute("get_weights").items()
+  }
   # Often forward (+1 a frame): a score above the cap somewhere.
   weights["policy_head/bias"][0] += 1.25
   weights = {k: tf.constant(v, tf.float32) for k, v in weights.items()}
-  return export_policy(builder, space, weights,
-                       str(tmp_path_factory.mktemp("p") / "policy"),
-                       train_step=7)
+  return export_policy(
+    builder,
+    space,
+    weights,
+    str(tmp_path_factory.mktemp("p") / "policy"),
+    train_step=7,
+  )
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +74,21 @@ def shim(tmp_path_factory):
 def evaluate(policy_dir, shim, output, *extra):
   env = dict(os.environ, PYTHONPATH=shim)
   out = subprocess.run(
-      [sys.executable, str(SCRIPT), f"--saved_model={policy_dir}",
-       f"--episodes={EPISODES}", f"--seed={SEED}", f"--output={output}",
-       *extra], cwd="/", env=env, capture_output=True, text=True,
-      timeout=300)
+    [
+      sys.executable,
+      str(SCRIPT),
+      f"--saved_model={policy_dir}",
+      f"--episodes={EPISODES}",
+      f"--seed={SEED}",
+      f"--output={output}",
+      *extra,
+    ],
+    cwd="/",
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
   with open(output) as f:
     return json.load(f), out.stdout
@@ -73,22 +99,29 @@ def replay(policy_dir, level, seed, episodes):
   env in a worker process (the fake by module name), fed step by step."""
   policy = tf.saved_model.load(policy_dir)
   act = policy.signatures["action"]
-  env = make_vector_env(f"dmlab:contributed/dmlab30/{level}", 1, seed=seed,
-                        width=16, height=12, instructions=True,
-                        lab_module="ingraph_rl.testing.fake_deepmind_lab")
+  env = make_vector_env(
+    f"dmlab:contributed/dmlab30/{level}",
+    1,
+    seed=seed,
+    width=16,
+    height=12,
+    instructions=True,
+    lab_module="ingraph_rl.testing.fake_deepmind_lab",
+  )
   try:
     obs = env.reset()
-    state = policy.signatures["get_initial_state"](
-        batch_size=tf.constant(1))
+    state = policy.signatures["get_initial_state"](batch_size=tf.constant(1))
     first, reward, action, total, returns = True, 0.0, 0, 0.0, []
     while len(returns) < episodes:
-      out = act(observation_RGB_INTERLEAVED=tf.constant(obs[
-                    "RGB_INTERLEAVED"]),
-                observation_INSTR=tf.constant(obs["INSTR"].astype(str)),
-                first=tf.constant([first]),
-                prev_reward=tf.constant([reward], tf.float32),
-                prev_action=tf.constant([action], tf.int64),
-                state_c=state["state_c"], state_h=state["state_h"])
+      out = act(
+        observation_RGB_INTERLEAVED=tf.constant(obs["RGB_INTERLEAVED"]),
+        observation_INSTR=tf.constant(obs["INSTR"].astype(str)),
+        first=tf.constant([first]),
+        prev_reward=tf.constant([reward], tf.float32),
+        prev_action=tf.constant([action], tf.int64),
+        state_c=state["state_c"],
+        state_h=state["state_h"],
+      )
       state = {"state_c": out["state_c"], "state_h": out["state_h"]}
       action = int(out["greedy_action"].numpy()[0])
       step = env.step(np.array([action]))
@@ -103,17 +136,23 @@ def replay(policy_dir, level, seed, episodes):
     env.close()
 
 
-def test_scores_three_levels_as_an_independent_replay(policy_dir, shim,
-                                                      tmp_path):
+def test_scores_three_levels_as_an_independent_replay(
+  policy_dir, shim, tmp_path
+):
   # A train name is played (and scored) as its test variant.
   report, stdout = evaluate(
-      policy_dir, shim, tmp_path / "scores.json",
-      "--levels=rooms_collect_good_objects_train,"
-      "language_select_located_object,contributed/dmlab30/rooms_watermaze",
-      "--parallel=2")
-  assert list(report["levels"]) == ["rooms_collect_good_objects_test",
-                                    "rooms_watermaze",
-                                    "language_select_located_object"]
+    policy_dir,
+    shim,
+    tmp_path / "scores.json",
+    "--levels=rooms_collect_good_objects_train,"
+    "language_select_located_object,contributed/dmlab30/rooms_watermaze",
+    "--parallel=2",
+  )
+  assert list(report["levels"]) == [
+    "rooms_collect_good_objects_test",
+    "rooms_watermaze",
+    "language_select_located_object",
+  ]
   assert report["actions"] == "greedy" and report["train_step"] == 7
   assert report["episodes_per_level"] == EPISODES
   assert report["num_levels"] == 3 and not report["complete"]
@@ -132,21 +171,26 @@ def test_scores_three_levels_as_an_independent_replay(policy_dir, shim,
   assert report["mean_capped_hns"] == pytest.approx(np.mean(capped))
   # The episodes differ (the actions follow the frames), and a score is
   # capped (rooms_collect: human 10).
-  assert len({r for row in report["levels"].values()
-              for r in row["returns"]}) >= 5
-  assert max(row["human_normalized_score"] for row in
-             report["levels"].values()) > 100.0
+  assert (
+    len({r for row in report["levels"].values() for r in row["returns"]}) >= 5
+  )
+  assert (
+    max(row["human_normalized_score"] for row in report["levels"].values())
+    > 100.0
+  )
   lines = stdout.strip().splitlines()
   assert lines[1].split() == ["level", "mean", "return", "episodes", "HNS"]
   assert lines[2].split()[0] == "rooms_collect_good_objects_test"
-  assert lines[-2].endswith(f"(cap 100, 3 of 30 levels, not the DMLab-30 "
-                            f"figure): {np.mean(capped):.2f}")
+  assert lines[-2].endswith(
+    f"(cap 100, 3 of 30 levels, not the DMLab-30 figure): {np.mean(capped):.2f}"
+  )
 
 
 def test_sample_plays_sampled_actions(policy_dir, shim, tmp_path):
   level = "rooms_watermaze"
-  report, _ = evaluate(policy_dir, shim, tmp_path / "s.json",
-                       f"--levels={level}", "--sample")
+  report, _ = evaluate(
+    policy_dir, shim, tmp_path / "s.json", f"--levels={level}", "--sample"
+  )
   assert report["actions"] == "sampled"
   greedy = replay(policy_dir, level, SEED + 3, EPISODES)
   assert report["levels"][level]["returns"] != greedy

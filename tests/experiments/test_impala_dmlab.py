@@ -22,40 +22,78 @@ def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
   # The flagfile as is (deep ResNet torso, LSTM 256, 4 action repeats),
   # with a budget and actor count small enough for a test.
   out = subprocess.run(
-      [sys.executable, "-m", "experiments.impala",
-       "--flagfile=experiments/flagfiles/impala_dmlab.cfg", "--num_actors=1",
-       "--num_envs_per_actor=2", "--unroll_length=10", "--batch_size=2",
-       "--total_environment_frames=800", f"--logdir={logdir}"],
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    [
+      sys.executable,
+      "-m",
+      "experiments.impala",
+      "--flagfile=experiments/flagfiles/impala_dmlab.cfg",
+      "--num_actors=1",
+      "--num_envs_per_actor=2",
+      "--unroll_length=10",
+      "--batch_size=2",
+      "--total_environment_frames=800",
+      f"--logdir={logdir}",
+    ],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
   # 800 frames = 10 updates of 2 rollouts x 10 steps x 4 repeats.
-  assert re.search(r"\[impala\] 800 frames \(\d+ fps\), 10 updates",
-                   out.stdout), out.stdout[-2000:]
+  assert re.search(
+    r"\[impala\] 800 frames \(\d+ fps\), 10 updates", out.stdout
+  ), out.stdout[-2000:]
   assert "[impala] dmlab:seekavoid_arena_01: 1 actors" in out.stdout
   assert (logdir / "saved_policy" / "saved_model.pb").exists()
-  assert re.search(r"greedy return of the exported policy in a fresh "
-                   r"process: -?\d+\.\d over 20 episodes", out.stdout)
+  assert re.search(
+    r"greedy return of the exported policy in a fresh "
+    r"process: -?\d+\.\d over 20 episodes",
+    out.stdout,
+  )
   # play_policy.py plays it, DM Lab in a worker process: from /, isolated
   # (-I: no PYTHONPATH for the player itself; its workers get the shim).
   play = subprocess.run(
-      [sys.executable, "-I", str(ROOT / "experiments" / "play_policy.py"),
-       f"--saved_model={logdir / 'saved_policy'}",
-       "--env=dmlab:seekavoid_arena_01", "--episodes=2", "--seed=3"],
-      cwd="/", env=dict(os.environ, PYTHONPATH=shim), capture_output=True,
-      text=True, timeout=120)
+    [
+      sys.executable,
+      "-I",
+      str(ROOT / "experiments" / "play_policy.py"),
+      f"--saved_model={logdir / 'saved_policy'}",
+      "--env=dmlab:seekavoid_arena_01",
+      "--episodes=2",
+      "--seed=3",
+    ],
+    cwd="/",
+    env=dict(os.environ, PYTHONPATH=shim),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert play.returncode == 0, play.stdout[-2000:] + play.stderr[-3000:]
   lines = play.stdout.strip().splitlines()
   assert [line.split()[:3] for line in lines[:2]] == [
-      ["episode", "0", "return"], ["episode", "1", "return"]]
+    ["episode", "0", "return"],
+    ["episode", "1", "return"],
+  ]
   assert lines[-1].startswith("mean_return ")
 
 
 def test_without_deepmind_lab_the_error_says_how_to_install(tmp_path):
   out = subprocess.run(
-      [sys.executable, "-m", "experiments.impala",
-       "--env=dmlab:seekavoid_arena_01", f"--logdir={tmp_path}"],
-      cwd=ROOT, capture_output=True, text=True, timeout=120,
-      env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    [
+      sys.executable,
+      "-m",
+      "experiments.impala",
+      "--env=dmlab:seekavoid_arena_01",
+      f"--logdir={tmp_path}",
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    env=dict(os.environ, PYTHONPATH=str(ROOT)),
+  )
   assert out.returncode != 0
   assert "EnvironmentNotAvailableError" in out.stderr
   assert "deepmind_lab" in out.stderr and "bazel" in out.stderr.lower()

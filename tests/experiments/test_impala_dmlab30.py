@@ -26,13 +26,28 @@ def test_dmlab30_training_logs_scores_per_level(tmp_path):
   shim = write_deepmind_lab_shim(tmp_path / "shim")
   logdir = tmp_path / "run"
   out = subprocess.run(
-      [sys.executable, "-m", "experiments.impala", "--env=dmlab:dmlab30",
-       "--num_actors=2", "--num_envs_per_actor=15", "--torso=small",
-       "--unroll_length=10", "--batch_size=15",
-       "--total_environment_frames=4200", "--queue_capacity=30",
-       "--eval_episodes=1", "--log_every_seconds=0", f"--logdir={logdir}"],
-      cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-          [str(ROOT), shim])), capture_output=True, text=True, timeout=600)
+    [
+      sys.executable,
+      "-m",
+      "experiments.impala",
+      "--env=dmlab:dmlab30",
+      "--num_actors=2",
+      "--num_envs_per_actor=15",
+      "--torso=small",
+      "--unroll_length=10",
+      "--batch_size=15",
+      "--total_environment_frames=4200",
+      "--queue_capacity=30",
+      "--eval_episodes=1",
+      "--log_every_seconds=0",
+      f"--logdir={logdir}",
+    ],
+    cwd=ROOT,
+    env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), shim])),
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
   stdout = out.stdout
   train = [dmlab30.short_name(level) for level in dmlab30.TRAIN_LEVELS]
@@ -61,17 +76,19 @@ def test_dmlab30_training_logs_scores_per_level(tmp_path):
     score = 100 * (row["mean_return"] - random) / (human - random)
     assert row["human_normalized_score"] == pytest.approx(score)
     # The last periodic log (every update here) saw the same episodes.
-    assert logged[f"dmlab30/hns/{name}"][-1][1] == pytest.approx(score,
-                                                                 rel=1e-5)
+    assert logged[f"dmlab30/hns/{name}"][-1][1] == pytest.approx(
+      score, rel=1e-5
+    )
     capped.append(min(score, 100.0))
   assert all_in_window >= 20
   assert report["mean_capped_hns"] == pytest.approx(np.mean(capped))
   assert logged["dmlab30/mean_capped_hns"][-1][1] == pytest.approx(
-      np.mean(capped), rel=1e-5)
+    np.mean(capped), rel=1e-5
+  )
 
   # The table in the output, then the test levels' evaluation.
-  table = stdout[stdout.index("[impala] DMLab-30 training returns"):]
-  table = table[:table.index("mean capped")].splitlines()
+  table = stdout[stdout.index("[impala] DMLab-30 training returns") :]
+  table = table[: table.index("mean capped")].splitlines()
   assert [line.split()[0] for line in table[2:]] == train
   assert f"(cap 100, DMLab-30): {np.mean(capped):.2f}" in stdout
   test = json.loads((logdir / "dmlab30_test_scores.json").read_text())
@@ -79,10 +96,16 @@ def test_dmlab30_training_logs_scores_per_level(tmp_path):
   assert all(row["episodes"] == 1 for row in test["levels"].values())
   assert test["complete"] and test["actions"] == "greedy"
   mean = np.mean([row["mean_return"] for row in test["levels"].values()])
-  assert re.search(rf"greedy return of the exported policy in a fresh "
-                   rf"process: {mean:.1f} over 30 episodes", stdout)
+  assert re.search(
+    rf"greedy return of the exported policy in a fresh "
+    rf"process: {mean:.1f} over 30 episodes",
+    stdout,
+  )
   assert logged["eval/dmlab30/mean_capped_hns"][-1][1] == pytest.approx(
-      test["mean_capped_hns"], rel=1e-5)
-  assert re.search(r"^\[impala\] last-100 training return -?\d+\.\d+ "
-                   r"\(\d+ of \d+ episodes\); wall time",
-                   stdout.strip().splitlines()[-1])
+    test["mean_capped_hns"], rel=1e-5
+  )
+  assert re.search(
+    r"^\[impala\] last-100 training return -?\d+\.\d+ "
+    r"\(\d+ of \d+ episodes\); wall time",
+    stdout.strip().splitlines()[-1],
+  )

@@ -21,11 +21,19 @@ FAST = ["--log_every_seconds=0.5", "--num_envs_per_actor=4"]
 
 
 def run(logdir, frames, extra=()):
-  cmd = [sys.executable, "-m", "experiments.impala",
-         f"--total_environment_frames={frames}", "--eval_episodes=2",
-         f"--logdir={logdir}", *FAST, *extra]
-  out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.impala",
+    f"--total_environment_frames={frames}",
+    "--eval_episodes=2",
+    f"--logdir={logdir}",
+    *FAST,
+    *extra,
+  ]
+  out = subprocess.run(
+    cmd, cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
   return out.stdout
 
@@ -36,47 +44,60 @@ def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
   # 16000 frames = 100 updates of 8 rollouts x 20 steps.
   assert re.search(r"\[impala\] 16000 frames \(\d+ fps\), 100 updates", out)
   assert re.search(r"\[impala\] frames +\d+  fps +\d+", out)  # Progress.
-  assert re.search(r"greedy return of the exported policy in a fresh "
-                   r"process: \d+\.\d over 2 episodes", out)
+  assert re.search(
+    r"greedy return of the exported policy in a fresh "
+    r"process: \d+\.\d over 2 episodes",
+    out,
+  )
   assert f"logs (TensorBoard): {logdir}" in out
   assert f"SavedModel: {logdir}/saved_policy" in out
-  assert {"charts/episodic_return", "charts/episodes",
-          "charts/episodic_return_last100", "charts/SPS", "losses/total_loss",
-          "losses/policy_loss", "losses/value_loss", "losses/entropy",
-          "eval/episodic_return"} <= scalar_tags(logdir)
+  assert {
+    "charts/episodic_return",
+    "charts/episodes",
+    "charts/episodic_return_last100",
+    "charts/SPS",
+    "losses/total_loss",
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "eval/episodic_return",
+  } <= scalar_tags(logdir)
   checkpoints = os.path.join(logdir, "checkpoints")
   assert tf.train.latest_checkpoint(checkpoints).endswith("ckpt-16000")
-  assert os.path.exists(os.path.join(logdir, "saved_policy",
-                                     "saved_model.pb"))
+  assert os.path.exists(os.path.join(logdir, "saved_policy", "saved_model.pb"))
   out = run(logdir, 24000)
   assert "resumed from" in out and "at frame 16000" in out
   # The update count continues from the checkpoint: 150 in all.
   assert re.search(r"\[impala\] 24000 frames \(\d+ fps\), 150 updates", out)
 
 
-SUMMARY = re.compile(r"^\[impala\] last-100 training return (-?[\d.]+) "
-                     r"\((\d+) of (\d+) episodes\); wall time ([\d.]+) s "
-                     r"\(training ([\d.]+) s\)$")
+SUMMARY = re.compile(
+  r"^\[impala\] last-100 training return (-?[\d.]+) "
+  r"\((\d+) of (\d+) episodes\); wall time ([\d.]+) s "
+  r"\(training ([\d.]+) s\)$"
+)
 
 
 def test_time_budget_and_last100_return(tmp_path):
   logdir = str(tmp_path / "budget")
-  out = run(logdir, 10 ** 9, extra=["--max_train_seconds=5"])
+  out = run(logdir, 10**9, extra=["--max_train_seconds=5"])
   match = SUMMARY.search(out.strip().splitlines()[-1])
   assert match, out[-2000:]
   last100, count, total = float(match[1]), int(match[2]), int(match[3])
   wall, train = float(match[4]), float(match[5])
   # Stopped by the clock, then checkpointed, exported and evaluated.
   frames = int(re.search(r"\[impala\] (\d+) frames \(", out)[1])
-  assert 5.0 <= train < 20.0 and wall > train and 0 < frames < 10 ** 9
-  assert tf.train.latest_checkpoint(os.path.join(logdir, "checkpoints")) \
-      .endswith(f"ckpt-{frames}")
+  assert 5.0 <= train < 20.0 and wall > train and 0 < frames < 10**9
+  assert tf.train.latest_checkpoint(
+    os.path.join(logdir, "checkpoints")
+  ).endswith(f"ckpt-{frames}")
   assert "greedy return of the exported policy in a fresh process" in out
   means = scalars(logdir, "charts/episodic_return")
   counts = scalars(logdir, "charts/episodes")
   rolling = scalars(logdir, "charts/episodic_return_last100")
-  assert [p[0] for p in means] == [p[0] for p in counts] == \
-      [p[0] for p in rolling]
+  assert (
+    [p[0] for p in means] == [p[0] for p in counts] == [p[0] for p in rolling]
+  )
   assert sum(n for _, n in counts) == total > 100 and count == 100
   assert last100 == pytest.approx(rolling[-1][1], abs=0.006)
   # A point's episodes enter the window per (unroll, env), in an order the
@@ -97,9 +118,10 @@ def test_time_budget_and_last100_return(tmp_path):
         break
       inside += seen[k]
       full += sums[k]
-    rest = 100 - inside                    # Episodes of point k in it.
-    assert (full + rest) / 100 - 1e-3 <= value <= \
-        (full + 500 * rest) / 100 + 1e-3
+    rest = 100 - inside  # Episodes of point k in it.
+    assert (
+      (full + rest) / 100 - 1e-3 <= value <= (full + 500 * rest) / 100 + 1e-3
+    )
   assert exact >= 1 and len(seen) > exact
 
 
@@ -107,10 +129,21 @@ def test_ctrl_c_stops_everything_within_10_s(tmp_path):
   logdir = str(tmp_path / "int")
   # Env subprocesses too; a terminal's Ctrl-C signals the whole group.
   proc = subprocess.Popen(
-      [sys.executable, "-m", "experiments.impala", "--env_processes",
-       "--total_environment_frames=100000000", f"--logdir={logdir}", *FAST],
-      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-      start_new_session=True)
+    [
+      sys.executable,
+      "-m",
+      "experiments.impala",
+      "--env_processes",
+      "--total_environment_frames=100000000",
+      f"--logdir={logdir}",
+      *FAST,
+    ],
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+    start_new_session=True,
+  )
   try:
     lines = []
     for line in proc.stdout:
@@ -119,7 +152,7 @@ def test_ctrl_c_stops_everything_within_10_s(tmp_path):
         break
     assert proc.poll() is None, "".join(lines[-30:])
     children = psutil.Process(proc.pid).children(recursive=True)
-    assert len(children) >= 2 * 4                 # 2 actors x 4 env procs.
+    assert len(children) >= 2 * 4  # 2 actors x 4 env procs.
     start = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
     rest, _ = proc.communicate(timeout=30)
@@ -131,5 +164,6 @@ def test_ctrl_c_stops_everything_within_10_s(tmp_path):
   assert elapsed < 10.0, elapsed
   assert "interrupted: saving a checkpoint" in rest
   assert tf.train.latest_checkpoint(os.path.join(logdir, "checkpoints"))
-  assert not [c for c in children if c.is_running() and
-              c.status() != psutil.STATUS_ZOMBIE]
+  assert not [
+    c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+  ]

@@ -21,8 +21,13 @@ def run_fresh(script, *args, timeout=240):
   line."""
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   res = subprocess.run(
-      [sys.executable, "-I", "-c", PRELUDE + script, *map(str, args)],
-      cwd="/", env=env, capture_output=True, text=True, timeout=timeout)
+    [sys.executable, "-I", "-c", PRELUDE + script, *map(str, args)],
+    cwd="/",
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
   assert res.returncode == 0, res.stderr[-4000:]
   return json.loads(res.stdout.strip().splitlines()[-1])
 

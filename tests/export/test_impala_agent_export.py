@@ -47,7 +47,9 @@ def play(act, update, sync, data, prefix):
   return out
 """
 
-CHILD = PLAY + r"""
+CHILD = (
+  PLAY
+  + r"""
 import json
 import tensorflow as tf
 
@@ -91,6 +93,7 @@ print(json.dumps({"first": first, "second": second,
                   "queue_size": queue_size,
                   "signatures": sorted(agent.signatures)}))
 """
+)
 
 
 def in_process(aex, lex, state_size):
@@ -98,18 +101,29 @@ def in_process(aex, lex, state_size):
     if state is None:
       z = np.zeros((len(obs), state_size), np.float32)
       state = {"c": z, "h": z}
-    res = aex.execute("act", obs[:, None], state, first[:, None],
-                      prev_reward[:, None], prev_action[:, None])
-    return {"action": res["action"].numpy()[:, 0],
-            "logits": res["logits"].numpy()[:, 0],
-            "value": res["values"].numpy()[:, 0],
-            "state": {k: v.numpy() for k, v in res["state"].items()}}
+    res = aex.execute(
+      "act",
+      obs[:, None],
+      state,
+      first[:, None],
+      prev_reward[:, None],
+      prev_action[:, None],
+    )
+    return {
+      "action": res["action"].numpy()[:, 0],
+      "logits": res["logits"].numpy()[:, 0],
+      "value": res["values"].numpy()[:, 0],
+      "state": {k: v.numpy() for k, v in res["state"].items()},
+    }
 
   def update(batch):
-    nested = {k: v for k, v in batch.items()
-              if not k.startswith("initial_state_")}
-    nested["initial_state"] = {"c": batch["initial_state_c"],
-                               "h": batch["initial_state_h"]}
+    nested = {
+      k: v for k, v in batch.items() if not k.startswith("initial_state_")
+    }
+    nested["initial_state"] = {
+      "c": batch["initial_state_c"],
+      "h": batch["initial_state_h"],
+    }
     return lex.execute("update_from_batch", nested)
 
   def sync():
@@ -121,12 +135,15 @@ def in_process(aex, lex, state_size):
 
 def make_data(config, obs_space, prefix, num_batches, seed):
   rng = np.random.default_rng(seed)
-  data = {prefix + "obs": obs_space.with_batch_rank().sample(8, seed=seed)
-          .reshape(4, 2, -1),
-          prefix + "first": rng.random((4, 2)) < 0.3,
-          prefix + "prev_reward": rng.normal(size=(4, 2)).astype(np.float32),
-          prefix + "prev_action": rng.integers(0, 2, (4, 2)),
-          prefix + "num_batches": np.int64(num_batches)}
+  data = {
+    prefix + "obs": obs_space.with_batch_rank()
+    .sample(8, seed=seed)
+    .reshape(4, 2, -1),
+    prefix + "first": rng.random((4, 2)) < 0.3,
+    prefix + "prev_reward": rng.normal(size=(4, 2)).astype(np.float32),
+    prefix + "prev_action": rng.integers(0, 2, (4, 2)),
+    prefix + "num_batches": np.int64(num_batches),
+  }
   data[prefix + "first"][0] = True
   record = IMPALABuilder(config).record_space(obs_space).with_batch_rank()
   batches = [record.sample(3, seed=seed + i) for i in range(num_batches)]
@@ -134,7 +151,8 @@ def make_data(config, obs_space, prefix, num_batches, seed):
     if key == "initial_state":
       for part in ("c", "h"):
         data[f"{prefix}batch_initial_state_{part}"] = np.stack(
-            [b[key][part] for b in batches])
+          [b[key][part] for b in batches]
+        )
     else:
       data[f"{prefix}batch_{key}"] = np.stack([b[key] for b in batches])
   return data
@@ -142,13 +160,19 @@ def make_data(config, obs_space, prefix, num_batches, seed):
 
 def test_impala_agent_in_fresh_process(tmp_path, fresh_python):
   env = make_vector_env("CartPole-v1", 2, seed=0)
-  config = IMPALAConfig(num_actions=2, lstm_units=8, unroll_length=4,
-                        batch_size=3, queue_capacity=8, seed=3,
-                        torso=({"type": "dense", "units": 16,
-                                "activation": "tanh"},))
+  config = IMPALAConfig(
+    num_actions=2,
+    lstm_units=8,
+    unroll_length=4,
+    batch_size=3,
+    queue_capacity=8,
+    seed=3,
+    torso=({"type": "dense", "units": 16, "activation": "tanh"},),
+  )
   builder = IMPALABuilder(config)
-  lex = builder.make_learner(env.observation_space, QUEUE,
-                             update_from_batch=True).build()
+  lex = builder.make_learner(
+    env.observation_space, QUEUE, update_from_batch=True
+  ).build()
   aex = builder.make_actor(env, QUEUE).build()
   with pytest.raises(ExportError, match="update_from_batch=True"):
     export_actor_learner(aex, aex, str(tmp_path / "no"), name=builder.name)
@@ -158,30 +182,39 @@ def test_impala_agent_in_fresh_process(tmp_path, fresh_python):
 
   path = str(tmp_path / "agent")
   result = export_actor_learner(aex, lex, path, name=builder.name)
-  signatures = {"action", "get_initial_state", "update", "get_weights",
-                "get_train_step", "sync_weights", "queue_size"}
+  signatures = {
+    "action",
+    "get_initial_state",
+    "update",
+    "get_weights",
+    "get_train_step",
+    "sync_weights",
+    "queue_size",
+  }
   assert set(result.exported) == signatures
   described = result.metadata["signatures"]
-  assert {"prev_reward", "prev_action"} <= set(
-      described["action"]["inputs"])
+  assert {"prev_reward", "prev_action"} <= set(described["action"]["inputs"])
   assert {"rollouts_truncated", "rollouts_bootstrap_value"} <= set(
-      described["update"]["inputs"])
+    described["update"]["inputs"]
+  )
   assert result.exported["update"] == "learner.update_from_batch"
   assert "numpy_function" in result.skipped["actor.unroll"]
   assert "numpy_function" in result.skipped["actor.reset_env"]
   assert "would block" in result.skipped["learner.update"]
 
-  data = {**make_data(config, env.observation_space, "a_", 2, 10),
-          **make_data(config, env.observation_space, "b_", 1, 20)}
+  data = {
+    **make_data(config, env.observation_space, "a_", 2, 10),
+    **make_data(config, env.observation_space, "b_", 1, 20),
+  }
   np.savez(tmp_path / "data.npz", **data)
-  loaded = fresh_python(CHILD, path, tmp_path / "resaved",
-                        tmp_path / "data.npz")
+  loaded = fresh_python(
+    CHILD, path, tmp_path / "resaved", tmp_path / "data.npz"
+  )
 
   namespace = {}
-  exec(PLAY, namespace)  # noqa: S102
+  exec(PLAY, namespace)
   fns = in_process(aex, lex, config.lstm_units)
-  expected = {p: namespace["play"](*fns, data, f"{p[0]}_")
-              for p in ("a", "b")}
+  expected = {p: namespace["play"](*fns, data, f"{p[0]}_") for p in ("a", "b")}
   assert loaded["signatures"] == sorted(signatures | {"get_metadata"})
   assert loaded["queue_size"] == 0
   assert int(lex.execute("queue_size")) == 2
@@ -190,7 +223,8 @@ def test_impala_agent_in_fresh_process(tmp_path, fresh_python):
     assert got["action"] == want["action"], part
     assert got["train_step"] == want["train_step"], part
     for key in ("logits", "value", "state_h", "loss"):
-      np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6,
-                                 err_msg=f"{part} {key}")
+      np.testing.assert_allclose(
+        got[key], want[key], rtol=1e-5, atol=1e-6, err_msg=f"{part} {key}"
+      )
   assert expected["b"]["train_step"] == [3]
   env.close()

@@ -53,10 +53,19 @@ def in_process(actor_ex, net, obs, first, prev_reward, prev_action):
   out = {"greedy": [], "logits": [], "value": [], "state_h": []}
   step = lambda x, t: x[t][:, None]
   for t in range(first.shape[0]):
-    o = {k: step(v, t) for k, v in obs.items()} if isinstance(obs, dict) \
-        else step(obs, t)
-    res = actor_ex.execute("act", o, state, step(first, t),
-                           step(prev_reward, t), step(prev_action, t))
+    o = (
+      {k: step(v, t) for k, v in obs.items()}
+      if isinstance(obs, dict)
+      else step(obs, t)
+    )
+    res = actor_ex.execute(
+      "act",
+      o,
+      state,
+      step(first, t),
+      step(prev_reward, t),
+      step(prev_action, t),
+    )
     state = {k: v.numpy() for k, v in res["state"].items()}
     out["greedy"].append(res["greedy_action"].numpy()[:, 0])
     out["logits"].append(res["logits"].numpy()[:, 0])
@@ -66,18 +75,25 @@ def in_process(actor_ex, net, obs, first, prev_reward, prev_action):
 
 
 @pytest.mark.parametrize("lstm_units", [None, 16])
-def test_exported_policy_matches_in_process_policy(tmp_path, lstm_units,
-                                                   fresh_python):
+def test_exported_policy_matches_in_process_policy(
+  tmp_path, lstm_units, fresh_python
+):
   env = make_vector_env("CartPole-v1", 3, seed=0)
   config = IMPALAConfig(num_actions=2, lstm_units=lstm_units, seed=3)
   builder = IMPALABuilder(config)
-  lex = builder.make_learner(env.observation_space,
-                             f"export_test_{lstm_units}").build()
+  lex = builder.make_learner(
+    env.observation_space, f"export_test_{lstm_units}"
+  ).build()
   weights = lex.execute("get_weights")
   # Non-initial weights: scale them so a wrong copy would show.
   weights = {k: v * 1.7 for k, v in weights.items()}
-  path = export_policy(builder, env.observation_space, weights,
-                       str(tmp_path / "policy"), train_step=42)
+  path = export_policy(
+    builder,
+    env.observation_space,
+    weights,
+    str(tmp_path / "policy"),
+    train_step=42,
+  )
   actor_root = builder.make_actor(env, f"export_test_{lstm_units}")
   actor = actor_root.component
   aex = actor_root.build()
@@ -86,21 +102,33 @@ def test_exported_policy_matches_in_process_policy(tmp_path, lstm_units,
   rng = np.random.default_rng(0)
   obs = rng.normal(size=(6, 3, 4)).astype(np.float32)
   first, prev_reward, prev_action = steps_data(rng, 6, 3, 2)
-  loaded = play_in_fresh_process(fresh_python, tmp_path, path, dict(
-      observation=obs, first=first, prev_reward=prev_reward,
-      prev_action=prev_action))
-  expected = in_process(aex, actor.stepper.policy.network, obs, first,
-                        prev_reward, prev_action)
+  loaded = play_in_fresh_process(
+    fresh_python,
+    tmp_path,
+    path,
+    dict(
+      observation=obs,
+      first=first,
+      prev_reward=prev_reward,
+      prev_action=prev_action,
+    ),
+  )
+  expected = in_process(
+    aex, actor.stepper.policy.network, obs, first, prev_reward, prev_action
+  )
   assert loaded["train_step"] == 42
   assert_same(loaded, expected)
   if lstm_units:
     # The reset at t=3 matters: without it env 1's state would differ.
     assert np.abs(np.array(expected["state_h"])[3, 1]).sum() > 0
   # The previous reward and action are inputs that matter.
-  other = in_process(aex, actor.stepper.policy.network, obs, first,
-                     prev_reward, 1 - prev_action)
-  assert np.abs(np.array(other["logits"]) -
-                np.array(expected["logits"])).max() > 1e-4
+  other = in_process(
+    aex, actor.stepper.policy.network, obs, first, prev_reward, 1 - prev_action
+  )
+  assert (
+    np.abs(np.array(other["logits"]) - np.array(expected["logits"])).max()
+    > 1e-4
+  )
   env.close()
 
 
@@ -109,10 +137,9 @@ def steps_data(rng, steps, batch, num_actions):
   prev_action int64 [T, B] (0 where first)."""
   first = np.zeros((steps, batch), bool)
   first[0] = True
-  first[3, 1] = True                   # An episode starts mid-sequence.
+  first[3, 1] = True  # An episode starts mid-sequence.
   prev_reward = np.where(first, 0.0, rng.normal(0, 2, (steps, batch)))
-  prev_action = np.where(first, 0, rng.integers(0, num_actions,
-                                                (steps, batch)))
+  prev_action = np.where(first, 0, rng.integers(0, num_actions, (steps, batch)))
   return first, prev_reward.astype(np.float32), prev_action.astype(np.int64)
 
 
@@ -123,8 +150,13 @@ def play_in_fresh_process(fresh_python, tmp_path, path, data):
 
 def assert_same(loaded, expected):
   for key in ("greedy", "logits", "value", "state_h"):
-    np.testing.assert_allclose(np.array(loaded[key]), np.array(expected[key]),
-                               rtol=1e-5, atol=1e-5, err_msg=key)
+    np.testing.assert_allclose(
+      np.array(loaded[key]),
+      np.array(expected[key]),
+      rtol=1e-5,
+      atol=1e-5,
+      err_msg=key,
+    )
 
 
 def test_dict_observations_with_instructions(tmp_path, fresh_python):
@@ -136,14 +168,20 @@ def test_dict_observations_with_instructions(tmp_path, fresh_python):
   builder = IMPALABuilder(config)
   lex = builder.make_learner(env.observation_space, name).build()
   weights = lex.execute("get_weights")
-  path = export_policy(builder, env.observation_space, weights,
-                       str(tmp_path / "policy"))
-  inputs = tf.saved_model.load(path).signatures[
-      "action"].structured_input_signature[1]
-  assert {k: (v.dtype, v.shape.as_list()) for k, v in inputs.items()
-          if k.startswith("observation")} == {
-              "observation_RGB_INTERLEAVED": (tf.uint8, [None, 36, 48, 3]),
-              "observation_INSTR": (tf.string, [None])}
+  path = export_policy(
+    builder, env.observation_space, weights, str(tmp_path / "policy")
+  )
+  inputs = (
+    tf.saved_model.load(path).signatures["action"].structured_input_signature[1]
+  )
+  assert {
+    k: (v.dtype, v.shape.as_list())
+    for k, v in inputs.items()
+    if k.startswith("observation")
+  } == {
+    "observation_RGB_INTERLEAVED": (tf.uint8, [None, 36, 48, 3]),
+    "observation_INSTR": (tf.string, [None]),
+  }
   actor_root = builder.make_actor(env, name)
   actor = actor_root.component
   aex = actor_root.build()
@@ -153,18 +191,30 @@ def test_dict_observations_with_instructions(tmp_path, fresh_python):
   instr = np.array([["go left", "go right", ""]] * 5, object)
   instr[2] = ["pick up the red ball", "go left", "go  left"]
   first, prev_reward, prev_action = steps_data(rng, 5, 3, 3)
-  loaded = play_in_fresh_process(fresh_python, tmp_path, path, {
-      "observation_RGB_INTERLEAVED": frames, "observation_INSTR": instr,
-      "first": first, "prev_reward": prev_reward,
-      "prev_action": prev_action})
+  loaded = play_in_fresh_process(
+    fresh_python,
+    tmp_path,
+    path,
+    {
+      "observation_RGB_INTERLEAVED": frames,
+      "observation_INSTR": instr,
+      "first": first,
+      "prev_reward": prev_reward,
+      "prev_action": prev_action,
+    },
+  )
   obs = {"RGB_INTERLEAVED": frames, "INSTR": instr}
   net = actor.stepper.policy.network
   expected = in_process(aex, net, obs, first, prev_reward, prev_action)
   assert_same(loaded, expected)
   swapped = dict(obs, INSTR=instr[:, ::-1].copy())
   other = in_process(aex, net, swapped, first, prev_reward, prev_action)
-  assert np.abs(np.array(other["logits"])[:, 0] -
-                np.array(expected["logits"])[:, 0]).max() > 1e-4
+  assert (
+    np.abs(
+      np.array(other["logits"])[:, 0] - np.array(expected["logits"])[:, 0]
+    ).max()
+    > 1e-4
+  )
   env.close()
 
 
@@ -173,21 +223,39 @@ def test_signatures_have_named_inputs_and_open_batch(tmp_path):
   config = IMPALAConfig(num_actions=2, lstm_units=8)
   builder = IMPALABuilder(config)
   lex = builder.make_learner(env.observation_space, "export_sig").build()
-  path = export_policy(builder, env.observation_space,
-                       lex.execute("get_weights"), str(tmp_path / "p"))
+  path = export_policy(
+    builder,
+    env.observation_space,
+    lex.execute("get_weights"),
+    str(tmp_path / "p"),
+  )
   sigs = tf.saved_model.load(path).signatures
   assert set(sigs) == {"action", "get_initial_state", "get_train_step"}
   inputs = sigs["action"].structured_input_signature[1]
   assert {k: (v.dtype, v.shape.as_list()) for k, v in inputs.items()} == {
-      "observation": (tf.float32, [None, 4]), "first": (tf.bool, [None]),
-      "prev_reward": (tf.float32, [None]), "prev_action": (tf.int64, [None]),
-      "state_c": (tf.float32, [None, 8]), "state_h": (tf.float32, [None, 8])}
+    "observation": (tf.float32, [None, 4]),
+    "first": (tf.bool, [None]),
+    "prev_reward": (tf.float32, [None]),
+    "prev_action": (tf.int64, [None]),
+    "state_c": (tf.float32, [None, 8]),
+    "state_h": (tf.float32, [None, 8]),
+  }
   assert set(sigs["action"].structured_outputs) == {
-      "action", "greedy_action", "logits", "value", "state_c", "state_h"}
+    "action",
+    "greedy_action",
+    "logits",
+    "value",
+    "state_c",
+    "state_h",
+  }
   # Bad input fails with TF's signature error, not a crash.
   with pytest.raises((TypeError, ValueError, tf.errors.InvalidArgumentError)):
-    sigs["action"](observation=tf.zeros([2, 5]), first=tf.zeros([2], bool),
-                   prev_reward=tf.zeros([2]),
-                   prev_action=tf.zeros([2], tf.int64),
-                   state_c=tf.zeros([2, 8]), state_h=tf.zeros([2, 8]))
+    sigs["action"](
+      observation=tf.zeros([2, 5]),
+      first=tf.zeros([2], bool),
+      prev_reward=tf.zeros([2]),
+      prev_action=tf.zeros([2], tf.int64),
+      state_c=tf.zeros([2, 8]),
+      state_h=tf.zeros([2, 8]),
+    )
   env.close()

@@ -24,7 +24,7 @@ def test_readme_export_examples_run_in_a_fresh_process(fresh_python):
   namespace = {}
   printed = io.StringIO()
   with contextlib.redirect_stdout(printed):
-    exec(compile(export, str(README), "exec"), namespace)  # noqa: S102
+    exec(compile(export, str(README), "exec"), namespace)
   expected = re.search(r"^# (\[.*\])$", export, re.M).group(1)
   assert printed.getvalue().strip() == expected
   path = namespace["path"]
@@ -35,8 +35,12 @@ def test_readme_export_examples_run_in_a_fresh_process(fresh_python):
 
 
 def run_loaded(fresh_python, path, act, train):
-  child = ("path = sys.argv[1]\n" + act + train +
-           "import json\nprint(json.dumps({'ok': True}))\n")
+  child = (
+    "path = sys.argv[1]\n"
+    + act
+    + train
+    + "import json\nprint(json.dumps({'ok': True}))\n"
+  )
   assert fresh_python(child, path) == {"ok": True}
   again = tf.saved_model.load(path + "_continued")
   assert int(again.signatures["get_train_step"]()["train_step"]) == 10

@@ -11,12 +11,20 @@ import tree
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tf_spaces import tensor_spec, tf_dtype
 from ingraph_rl.executors.torch_spaces import numpy_dtype, torch_dtype
-from ingraph_rl.spaces import (BoolBox, BoxSpace, FloatBox, IntBox, TextBox,
-                               describe_value)
+from ingraph_rl.spaces import (
+  BoolBox,
+  BoxSpace,
+  FloatBox,
+  IntBox,
+  TextBox,
+  describe_value,
+)
 
 SETTINGS = hypothesis.settings(
-    max_examples=50, deadline=None,
-    suppress_health_check=[hypothesis.HealthCheck.too_slow])
+  max_examples=50,
+  deadline=None,
+  suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
 
 FLOAT_DTYPES = [np.float16, np.float32, np.float64]
 INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8]
@@ -29,9 +37,11 @@ finite = st.floats(-100, 100, allow_nan=False, allow_infinity=False)
 
 @st.composite
 def rank_flags(draw):
-  return dict(add_batch_rank=draw(st.booleans()),
-              add_time_rank=draw(st.booleans()),
-              time_major=draw(st.booleans()))
+  return dict(
+    add_batch_rank=draw(st.booleans()),
+    add_time_rank=draw(st.booleans()),
+    time_major=draw(st.booleans()),
+  )
 
 
 @st.composite
@@ -104,8 +114,11 @@ def text_boxes_with_bounds(draw, ranks=None):
 
 
 def boxes_with_bounds(ranks=None, text=True):
-  options = [float_boxes_with_bounds(ranks), int_boxes_with_bounds(ranks),
-             bool_boxes_with_bounds(ranks)]
+  options = [
+    float_boxes_with_bounds(ranks),
+    int_boxes_with_bounds(ranks),
+    bool_boxes_with_bounds(ranks),
+  ]
   if text:
     options.append(text_boxes_with_bounds(ranks))
   return st.one_of(options)
@@ -141,11 +154,13 @@ def expected_leading(space, size):
 def zero_in_bounds(space, low, high):
   """Independent statement of the bounds semantics for a value of 0."""
   if isinstance(space, IntBox):
-    return ((low is None or bool(np.all(np.asarray(low) <= 0))) and
-            (high is None or bool(np.all(np.asarray(high) > 0))))
+    return (low is None or bool(np.all(np.asarray(low) <= 0))) and (
+      high is None or bool(np.all(np.asarray(high) > 0))
+    )
   if isinstance(space, FloatBox):
-    return ((low is None or bool(np.all(np.asarray(low) <= 0))) and
-            (high is None or bool(np.all(np.asarray(high) >= 0))))
+    return (low is None or bool(np.all(np.asarray(low) <= 0))) and (
+      high is None or bool(np.all(np.asarray(high) >= 0))
+    )
   return True
 
 
@@ -181,7 +196,8 @@ def test_sample_is_contained_and_has_the_full_shape(space_size, seed):
   assert isinstance(value, np.ndarray)
   assert value.shape == expected_leading(space, size) + space.shape
   assert value.shape == space.full_shape(
-      size if size is not None else (1,) * space.num_leading_ranks)
+    size if size is not None else (1,) * space.num_leading_ranks
+  )
   assert value.dtype == space.dtype
   space.check(value)
   assert space.contains(value)
@@ -214,12 +230,21 @@ def test_values_outside_the_bounds_are_not_contained(space_bounds, seed):
   space, low, high = space_bounds
   hypothesis.assume(low is not None or high is not None)
   value = space.sample(seed=seed)
-  item_idx = np.unravel_index(seed % max(int(np.prod(space.shape)), 1),
-                              space.shape) if space.shape else ()
-  lo = np.broadcast_to(np.asarray(low, np.float64), space.shape)[item_idx] \
-      if low is not None else -np.inf
-  hi = np.broadcast_to(np.asarray(high, np.float64), space.shape)[item_idx] \
-      if high is not None else np.inf
+  item_idx = (
+    np.unravel_index(seed % max(int(np.prod(space.shape)), 1), space.shape)
+    if space.shape
+    else ()
+  )
+  lo = (
+    np.broadcast_to(np.asarray(low, np.float64), space.shape)[item_idx]
+    if low is not None
+    else -np.inf
+  )
+  hi = (
+    np.broadcast_to(np.asarray(high, np.float64), space.shape)[item_idx]
+    if high is not None
+    else np.inf
+  )
   idx = (0,) * space.num_leading_ranks + tuple(item_idx)
   bad = value.copy()
   if isinstance(space, IntBox):
@@ -237,13 +262,15 @@ def test_values_outside_the_bounds_are_not_contained(space_bounds, seed):
   else:
     # Inclusive bounds: the next representable value past a bound is out.
     if np.isfinite(hi):
-      bad[idx] = np.nextafter(np.asarray(hi, space.dtype), np.inf,
-                              dtype=space.dtype)
+      bad[idx] = np.nextafter(
+        np.asarray(hi, space.dtype), np.inf, dtype=space.dtype
+      )
       if bad[idx] <= hi:  # hi not representable: step once more.
         bad[idx] = np.nextafter(bad[idx], np.inf, dtype=space.dtype)
     elif np.isfinite(lo):
-      bad[idx] = np.nextafter(np.asarray(lo, space.dtype), -np.inf,
-                              dtype=space.dtype)
+      bad[idx] = np.nextafter(
+        np.asarray(lo, space.dtype), -np.inf, dtype=space.dtype
+      )
       if bad[idx] >= lo:
         bad[idx] = np.nextafter(bad[idx], -np.inf, dtype=space.dtype)
     else:
@@ -278,8 +305,9 @@ def test_tensor_spec_matches_sampled_value(space_size, seed):
   assert spec.name == "x"
   n = space.num_leading_ranks
   assert spec.shape.as_list() == [None] * n + list(space.shape)
-  expected_dtype = tf.string if isinstance(space, TextBox) else \
-      tf.as_dtype(space.dtype)
+  expected_dtype = (
+    tf.string if isinstance(space, TextBox) else tf.as_dtype(space.dtype)
+  )
   assert spec.dtype == expected_dtype == tf_dtype(space)
   assert spec.is_compatible_with(tf.convert_to_tensor(value))
 
@@ -287,22 +315,26 @@ def test_tensor_spec_matches_sampled_value(space_size, seed):
 @SETTINGS
 @hypothesis.given(boxes, rank_flags())
 def test_with_ranks_round_trip_is_equal_and_hash_equal(space, flags):
-  other = space.with_ranks(flags["add_batch_rank"], flags["add_time_rank"],
-                           flags["time_major"])
+  other = space.with_ranks(
+    flags["add_batch_rank"], flags["add_time_rank"], flags["time_major"]
+  )
   assert type(other) is type(space)
   assert other.has_batch_rank == flags["add_batch_rank"]
   assert other.has_time_rank == flags["add_time_rank"]
   assert other.time_major == (flags["time_major"] and flags["add_time_rank"])
   assert (other.shape, other.dtype) == (space.shape, space.dtype)
-  back = other.with_ranks(space.has_batch_rank, space.has_time_rank,
-                          space.time_major)
+  back = other.with_ranks(
+    space.has_batch_rank, space.has_time_rank, space.time_major
+  )
   assert back == space and not back != space
   assert hash(back) == hash(space)
   assert len({space, back}) == 1
   # Same flags: equal; different flags: not equal.
-  same_flags = (other.has_batch_rank, other.has_time_rank,
-                other.time_major) == (space.has_batch_rank,
-                                      space.has_time_rank, space.time_major)
+  same_flags = (
+    other.has_batch_rank,
+    other.has_time_rank,
+    other.time_major,
+  ) == (space.has_batch_rank, space.has_time_rank, space.time_major)
   assert (other == space) == same_flags
   stripped = space.strip_ranks()
   assert stripped.num_leading_ranks == 0 and stripped.leading_rank_names() == ()
@@ -321,21 +353,32 @@ def test_check_rejects_wrong_dtype_rank_and_shape(space_size, seed, data):
   value = space.sample(size, seed=seed)
   n = space.num_leading_ranks
 
-  retyped = np.zeros(value.shape, other_dtype(space.dtype)) if isinstance(
-      space, TextBox) else value.astype(other_dtype(space.dtype))
+  retyped = (
+    np.zeros(value.shape, other_dtype(space.dtype))
+    if isinstance(space, TextBox)
+    else value.astype(other_dtype(space.dtype))
+  )
   assert_space_error(space, retyped, "dtype mismatch", str(space.dtype))
-  assert_space_error(space, np.expand_dims(value, -1), "rank mismatch",
-                     f"expected rank {n + space.rank}",
-                     f"got rank {n + space.rank + 1}")
+  assert_space_error(
+    space,
+    np.expand_dims(value, -1),
+    "rank mismatch",
+    f"expected rank {n + space.rank}",
+    f"got rank {n + space.rank + 1}",
+  )
   if value.ndim:
-    assert_space_error(space, value[0], "rank mismatch",
-                       f"got rank {value.ndim - 1}")
+    assert_space_error(
+      space, value[0], "rank mismatch", f"got rank {value.ndim - 1}"
+    )
   if space.rank:
     axis = n + data.draw(st.integers(0, space.rank - 1))
-    assert_space_error(space, change_fixed_dim(value, axis),
-                       f"shape mismatch at dim {axis}",
-                       f"expected {space.shape[axis - n]}",
-                       f"got {space.shape[axis - n] + 1}")
+    assert_space_error(
+      space,
+      change_fixed_dim(value, axis),
+      f"shape mismatch at dim {axis}",
+      f"expected {space.shape[axis - n]}",
+      f"got {space.shape[axis - n] + 1}",
+    )
   # Leading dims are free: another leading size still passes.
   if n:
     bigger = change_fixed_dim(value, 0)
@@ -376,8 +419,12 @@ def test_int_box_low_and_high():
 
 
 def test_int_box_low_only_samples_above_low():
-  for dtype, low in [(np.int64, 200), (np.int8, 127), (np.uint8, 250),
-                     (np.int32, -5)]:
+  for dtype, low in [
+    (np.int64, 200),
+    (np.int8, 127),
+    (np.uint8, 250),
+    (np.int32, -5),
+  ]:
     space = IntBox(low=low, dtype=dtype)
     assert space.high is None
     values = space.sample(size=50, seed=1)
@@ -404,8 +451,9 @@ def test_float_box_bounds_are_inclusive():
 
 
 def test_float_box_partly_infinite_bounds():
-  space = FloatBox(shape=(3,), low=[0.0, -np.inf, -np.inf],
-                   high=[1.0, np.inf, 0.0])
+  space = FloatBox(
+    shape=(3,), low=[0.0, -np.inf, -np.inf], high=[1.0, np.inf, 0.0]
+  )
   assert space.contains(np.array([0.5, -1e30, -1e30], np.float32))
   assert not space.contains(np.array([0.5, 0.0, 1.0], np.float32))
   assert not space.contains(np.array([1.5, 0.0, 0.0], np.float32))
@@ -425,10 +473,22 @@ def test_float_box_samples_respect_bounds_not_representable_in_dtype():
   for dtype in [np.float16, np.float32]:
     v = np.asarray(0.7, dtype)
     ulp = float(np.spacing(v))
-    cases.append((FloatBox(low=float(v) - 0.6 * ulp, high=float(v) + 0.3 * ulp,
-                           dtype=dtype), v))
-    cases.append((FloatBox(low=-float(v) - 0.3 * ulp,
-                           high=-float(v) + 0.6 * ulp, dtype=dtype), -v))
+    cases.append(
+      (
+        FloatBox(
+          low=float(v) - 0.6 * ulp, high=float(v) + 0.3 * ulp, dtype=dtype
+        ),
+        v,
+      )
+    )
+    cases.append(
+      (
+        FloatBox(
+          low=-float(v) - 0.3 * ulp, high=-float(v) + 0.6 * ulp, dtype=dtype
+        ),
+        -v,
+      )
+    )
   for space, v in cases:
     values = space.sample(size=1000, seed=0)  # Free leading dim.
     assert values.dtype == space.dtype
@@ -436,8 +496,10 @@ def test_float_box_samples_respect_bounds_not_representable_in_dtype():
     assert space.with_batch_rank().contains(values), space
   # One-sided: 1000.2 lies below the midpoint of the float16s 1000.0 and
   # 1000.5, so 1 in 10 exponential tails would round out of the box.
-  for space in [FloatBox(low=1000.2, dtype=np.float16),
-                FloatBox(high=-1000.2, dtype=np.float16)]:
+  for space in [
+    FloatBox(low=1000.2, dtype=np.float16),
+    FloatBox(high=-1000.2, dtype=np.float16),
+  ]:
     values = space.sample(size=1000, seed=0)
     assert space.with_batch_rank().contains(values), space
     assert np.all(np.abs(values) >= 1000.5)
@@ -471,12 +533,16 @@ def test_equality_distinguishes_type_shape_dtype_bounds_and_ranks():
   assert base == FloatBox(shape=(2,), low=0.0)
   assert base == FloatBox(shape=2, low=0.0)  # A scalar shape is a 1-tuple.
   different = [
-      FloatBox(shape=(3,), low=0.0), FloatBox(shape=(2,), low=1.0),
-      FloatBox(shape=(2,)), FloatBox(shape=(2,), low=0.0, high=1.0),
-      FloatBox(shape=(2,), low=0.0, dtype=np.float64),
-      FloatBox(shape=(2,), low=0.0, add_batch_rank=True),
-      FloatBox(shape=(2,), low=0.0, add_time_rank=True),
-      IntBox(shape=(2,), low=0), BoolBox(shape=(2,)), "FloatBox",
+    FloatBox(shape=(3,), low=0.0),
+    FloatBox(shape=(2,), low=1.0),
+    FloatBox(shape=(2,)),
+    FloatBox(shape=(2,), low=0.0, high=1.0),
+    FloatBox(shape=(2,), low=0.0, dtype=np.float64),
+    FloatBox(shape=(2,), low=0.0, add_batch_rank=True),
+    FloatBox(shape=(2,), low=0.0, add_time_rank=True),
+    IntBox(shape=(2,), low=0),
+    BoolBox(shape=(2,)),
+    "FloatBox",
   ]
   for other in different:
     assert base != other and not base == other, other
@@ -486,12 +552,14 @@ def test_equality_distinguishes_type_shape_dtype_bounds_and_ranks():
   assert FloatBox(time_major=True) == FloatBox()
   assert not FloatBox(time_major=True).time_major
   assert FloatBox(add_batch_rank=True, time_major=True) == FloatBox(
-      add_batch_rank=True)
+    add_batch_rank=True
+  )
 
 
 def test_leading_dims_time_major_and_batch_major():
-  tm = FloatBox(shape=(3,), add_batch_rank=True, add_time_rank=True,
-                time_major=True)
+  tm = FloatBox(
+    shape=(3,), add_batch_rank=True, add_time_rank=True, time_major=True
+  )
   bm = FloatBox(shape=(3,), add_batch_rank=True, add_time_rank=True)
   assert tm.leading_rank_names() == ("time", "batch")
   assert bm.leading_rank_names() == ("batch", "time")
@@ -571,8 +639,9 @@ def test_numpy_values_are_checked_by_exact_dtype():
 
 def test_non_array_values_are_rejected():
   for value in [None, {"a": 1.0}, object(), [[1.0], [1.0, 2.0]]]:
-    err = assert_space_error(FloatBox(shape=(2,)), value,
-                             "not an array-like value")
+    err = assert_space_error(
+      FloatBox(shape=(2,)), value, "not an array-like value"
+    )
     assert err.expected == repr(FloatBox(shape=(2,)))
 
 
@@ -598,8 +667,9 @@ def test_symbolic_tf_tensors_with_unknown_dims():
   space = FloatBox(shape=(3,), add_batch_rank=True)
   results = []
 
-  @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)],
-               autograph=False)
+  @tf.function(
+    input_signature=[tf.TensorSpec([None, 3], tf.float32)], autograph=False
+  )
   def ok(x):
     space.check(x)
     results.append("ok")
@@ -608,8 +678,9 @@ def test_symbolic_tf_tensors_with_unknown_dims():
   ok.get_concrete_function()
   assert results == ["ok"]
 
-  @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)],
-               autograph=False)
+  @tf.function(
+    input_signature=[tf.TensorSpec([None, 4], tf.float32)], autograph=False
+  )
   def bad(x):
     space.check(x)
     return x
@@ -617,8 +688,9 @@ def test_symbolic_tf_tensors_with_unknown_dims():
   with pytest.raises(SpaceError, match="shape mismatch at dim 1"):
     bad.get_concrete_function()
 
-  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32)],
-               autograph=False)
+  @tf.function(
+    input_signature=[tf.TensorSpec([None, None], tf.float32)], autograph=False
+  )
   def unknown_item_dim(x):
     space.check(x)  # Unknown dims cannot be told wrong.
     results.append("unknown")
@@ -632,15 +704,17 @@ def test_torch_tensors_are_checked_by_dtype_and_shape():
   space = FloatBox(shape=(3,), add_batch_rank=True, low=-1.0, high=1.0)
   assert space.contains(torch.zeros(5, 3))
   assert not space.contains(torch.full((5, 3), 2.0))
-  assert_space_error(space, torch.zeros(5, 3, dtype=torch.float64),
-                     "dtype mismatch")
+  assert_space_error(
+    space, torch.zeros(5, 3, dtype=torch.float64), "dtype mismatch"
+  )
   assert_space_error(space, torch.zeros(5, 4), "shape mismatch at dim 1")
   assert_space_error(space, torch.zeros(3), "rank mismatch")
   ints = IntBox(4, shape=(2,), dtype=np.int64)
   assert ints.contains(torch.tensor([0, 3]))
   assert not ints.contains(torch.tensor([0, 4]))
-  assert_space_error(ints, torch.tensor([0, 3], dtype=torch.int32),
-                     "dtype mismatch")
+  assert_space_error(
+    ints, torch.tensor([0, 3], dtype=torch.int32), "dtype mismatch"
+  )
   assert BoolBox().contains(torch.tensor(True))
 
 
@@ -685,13 +759,19 @@ def test_bool_and_text_boxes():
 
 
 def test_repr_and_describe_value():
-  assert repr(FloatBox(shape=(2,), low=0.0, high=1.0)) == \
-      "FloatBox(shape=(2,), dtype=float32, low=0.0, high=1.0)"
-  assert repr(IntBox(3, add_batch_rank=True)) == \
-      "IntBox(shape=(), dtype=int32, low=0, high=3, batch)"
+  assert (
+    repr(FloatBox(shape=(2,), low=0.0, high=1.0))
+    == "FloatBox(shape=(2,), dtype=float32, low=0.0, high=1.0)"
+  )
+  assert (
+    repr(IntBox(3, add_batch_rank=True))
+    == "IntBox(shape=(), dtype=int32, low=0, high=3, batch)"
+  )
   assert "low=array(2,)" in repr(FloatBox(shape=(2,), low=[0.0, 1.0]))
-  assert describe_value(np.zeros((2, 3), np.float32)) == \
-      "ndarray with shape (2, 3) and dtype float32"
+  assert (
+    describe_value(np.zeros((2, 3), np.float32))
+    == "ndarray with shape (2, 3) and dtype float32"
+  )
   assert describe_value(None) == "NoneType None"
 
 
@@ -705,7 +785,7 @@ def test_error_carries_expected_and_received():
 
 def test_empty_ranges_are_refused():
   with pytest.raises(SpaceError, match="empty range"):
-    IntBox(high=-5)            # low defaults to 0: nothing in [0, -5).
+    IntBox(high=-5)  # low defaults to 0: nothing in [0, -5).
   with pytest.raises(SpaceError, match="empty range"):
     IntBox(3, low=3)
   with pytest.raises(SpaceError, match="empty range"):

@@ -8,8 +8,15 @@ import pytest
 import tree
 
 from ingraph_rl.errors import SpaceError
-from ingraph_rl.spaces import (BoolBox, Dict, FloatBox, IntBox, TextBox,
-                               Tuple, from_gymnasium)
+from ingraph_rl.spaces import (
+  BoolBox,
+  Dict,
+  FloatBox,
+  IntBox,
+  TextBox,
+  Tuple,
+  from_gymnasium,
+)
 
 gs = gym.spaces
 
@@ -117,8 +124,10 @@ def test_discrete_with_start():
   samples = gym_samples(gym_space, 100)
   assert all(space.contains(s) for s in samples)
   assert set(int(s) for s in samples) == {-2, -1, 0, 1, 2}
-  assert repr(from_gymnasium(gs.Discrete(3))) == \
-      "IntBox(shape=(), dtype=int64, low=0, high=3)"
+  assert (
+    repr(from_gymnasium(gs.Discrete(3)))
+    == "IntBox(shape=(), dtype=int64, low=0, high=3)"
+  )
 
 
 def test_multi_discrete():
@@ -146,8 +155,9 @@ def test_multi_binary():
   assert not space.contains(np.array([0, 1, 2, 0], np.int8))
   space2 = from_gymnasium(gs.MultiBinary([2, 3]))
   assert space2.shape == (2, 3)
-  assert all(space2.contains(s) for s in gym_samples(gs.MultiBinary([2, 3]),
-                                                     30))
+  assert all(
+    space2.contains(s) for s in gym_samples(gs.MultiBinary([2, 3]), 30)
+  )
 
 
 def test_text():
@@ -161,32 +171,38 @@ def test_text():
 
 
 def test_dict_and_tuple():
-  gym_space = gs.Dict({
+  gym_space = gs.Dict(
+    {
       "pos": gs.Box(-1.0, 1.0, (2,), np.float32),
       "id": gs.Discrete(4),
       "more": gs.Tuple((gs.MultiBinary(3), gs.Box(0, 9, (), np.int16))),
-  })
+    }
+  )
   space = from_gymnasium(gym_space)
   assert isinstance(space, Dict)
   assert list(space.keys()) == ["id", "more", "pos"]
   assert space == Dict(
-      id=IntBox(4, dtype=np.int64),
-      more=Tuple(IntBox(2, shape=(3,), dtype=np.int8),
-                 IntBox(10, low=0, dtype=np.int16)),
-      pos=FloatBox((2,), low=np.float32(-1.0), high=np.float32(1.0)))
+    id=IntBox(4, dtype=np.int64),
+    more=Tuple(
+      IntBox(2, shape=(3,), dtype=np.int8), IntBox(10, low=0, dtype=np.int16)
+    ),
+    pos=FloatBox((2,), low=np.float32(-1.0), high=np.float32(1.0)),
+  )
   samples = gym_samples(gym_space, 20)
   for s in samples:
     assert space.contains(s)
-  batched = from_gymnasium(gym_space, add_batch_rank=True, add_time_rank=True,
-                           time_major=True)
+  batched = from_gymnasium(
+    gym_space, add_batch_rank=True, add_time_rank=True, time_major=True
+  )
   assert batched.leading_rank_names() == ("time", "batch")
   for _, leaf in batched.flatten():
     assert leaf.leading_rank_names() == ("time", "batch")
   assert batched.contains(stack([stack(samples[:5]), stack(samples[5:10])]))
   # Our samples lie in the gymnasium space.
   own = space.sample(seed=0)
-  assert gym_space.contains({"pos": own["pos"], "id": own["id"],
-                             "more": tuple(own["more"])})
+  assert gym_space.contains(
+    {"pos": own["pos"], "id": own["id"], "more": tuple(own["more"])}
+  )
 
   tup = gs.Tuple((gs.Discrete(2), gs.Box(0.0, 1.0, (3,), np.float32)))
   tspace = from_gymnasium(tup, add_batch_rank=True)
@@ -197,10 +213,11 @@ def test_dict_and_tuple():
 
 
 def test_unsupported_spaces_raise_space_error():
-  for unsupported in [gs.Sequence(gs.Discrete(3)),
-                      gs.Graph(node_space=gs.Discrete(3), edge_space=None),
-                      gs.Dict(ok=gs.Discrete(2),
-                              bad=gs.Sequence(gs.Discrete(3)))]:
+  for unsupported in [
+    gs.Sequence(gs.Discrete(3)),
+    gs.Graph(node_space=gs.Discrete(3), edge_space=None),
+    gs.Dict(ok=gs.Discrete(2), bad=gs.Sequence(gs.Discrete(3))),
+  ]:
     with pytest.raises(SpaceError, match="cannot convert gymnasium space"):
       from_gymnasium(unsupported)
   with pytest.raises(SpaceError, match="cannot convert"):
@@ -212,18 +229,24 @@ def test_unsupported_spaces_raise_space_error():
 
 @st.composite
 def gym_spaces(draw):
-  kind = draw(st.sampled_from(["discrete", "multi_discrete", "multi_binary",
-                               "int_box", "float_box"]))
+  kind = draw(
+    st.sampled_from(
+      ["discrete", "multi_discrete", "multi_binary", "int_box", "float_box"]
+    )
+  )
   shape = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=2)))
   if kind == "discrete":
-    return gs.Discrete(draw(st.integers(1, 20)),
-                       start=draw(st.integers(-10, 10)))
+    return gs.Discrete(
+      draw(st.integers(1, 20)), start=draw(st.integers(-10, 10))
+    )
   if kind == "multi_discrete":
     n = int(np.prod(shape))
-    nvec = np.reshape(draw(st.lists(st.integers(1, 9), min_size=n,
-                                    max_size=n)), shape)
-    start = np.reshape(draw(st.lists(st.integers(-5, 5), min_size=n,
-                                     max_size=n)), shape)
+    nvec = np.reshape(
+      draw(st.lists(st.integers(1, 9), min_size=n, max_size=n)), shape
+    )
+    start = np.reshape(
+      draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n)), shape
+    )
     return gs.MultiDiscrete(nvec, start=start)
   if kind == "multi_binary":
     return gs.MultiBinary(list(shape))
@@ -244,7 +267,8 @@ def gym_spaces(draw):
 @SETTINGS
 @hypothesis.given(gym_spaces(), st.integers(0, 2**31 - 1))
 def test_converted_space_contains_gymnasium_samples_and_vice_versa(
-    gym_space, seed):
+  gym_space, seed
+):
   space = from_gymnasium(gym_space)
   for s in gym_samples(gym_space, 10, seed):
     assert space.contains(s), (space, s)

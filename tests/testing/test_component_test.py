@@ -40,8 +40,11 @@ def test_equal_backends_pass_and_outputs_are_returned():
 
 
 def test_wrong_torch_body_is_caught():
-  with pytest.raises(AssertionError, match=r"TF vs torch differ in call 0 "
-                     r"\('call'\)"):
+  with pytest.raises(
+    AssertionError,
+    match=r"TF vs torch differ in call 0 "
+    r"\('call'\)",
+  ):
     assert_parity(Square(torch_offset=1e-3), SPACES, ["call"], atol=1e-5)
 
 

@@ -17,38 +17,55 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _python(code, extra_path=(), timeout=120):
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [*extra_path, str(ROOT)]), TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=timeout)
+  env = dict(
+    os.environ,
+    PYTHONPATH=os.pathsep.join([*extra_path, str(ROOT)]),
+    TF_CPP_MIN_LOG_LEVEL="3",
+  )
+  return subprocess.run(
+    [sys.executable, "-c", code],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
-LAB = ("fake_deepmind_lab.Lab('seekavoid_arena_01', ['RGB_INTERLEAVED'], "
-       "{'width': '16', 'height': '12'})")
+LAB = (
+  "fake_deepmind_lab.Lab('seekavoid_arena_01', ['RGB_INTERLEAVED'], "
+  "{'width': '16', 'height': '12'})"
+)
 
 
 def test_aborts_at_lab_in_a_process_that_imported_tensorflow():
   # What the fake checks is sys.modules (a stand-in saves a slow TF import
   # here; the next test imports the real one).
-  out = _python("import sys, types\n"
-                "sys.modules['tensorflow'] = types.ModuleType('tensorflow')\n"
-                "from ingraph_rl.testing import fake_deepmind_lab\n"
-                f"{LAB}\nprint('not reached')")
+  out = _python(
+    "import sys, types\n"
+    "sys.modules['tensorflow'] = types.ModuleType('tensorflow')\n"
+    "from ingraph_rl.testing import fake_deepmind_lab\n"
+    f"{LAB}\nprint('not reached')"
+  )
   assert out.returncode == -signal.SIGABRT, out.stderr[-2000:]
   assert "not reached" not in out.stdout
-  assert "FATAL: Lab(...) in a process that has imported tensorflow" in \
-      out.stderr
+  assert (
+    "FATAL: Lab(...) in a process that has imported tensorflow" in out.stderr
+  )
 
 
 def test_aborts_at_reset_once_tensorflow_is_imported_after_lab():
-  out = _python("from ingraph_rl.testing import fake_deepmind_lab\n"
-                f"lab = {LAB}\nlab.reset(seed=1)\nprint('reset ok', "
-                "flush=True)\nimport tensorflow\nlab.reset(seed=2)\n"
-                "print('not reached')")
+  out = _python(
+    "from ingraph_rl.testing import fake_deepmind_lab\n"
+    f"lab = {LAB}\nlab.reset(seed=1)\nprint('reset ok', "
+    "flush=True)\nimport tensorflow\nlab.reset(seed=2)\n"
+    "print('not reached')"
+  )
   assert out.returncode == -signal.SIGABRT, out.stderr[-2000:]
   assert "reset ok" in out.stdout and "not reached" not in out.stdout
-  assert "FATAL: Lab.reset in a process that has imported tensorflow" in \
-      out.stderr
+  assert (
+    "FATAL: Lab.reset in a process that has imported tensorflow" in out.stderr
+  )
 
 
 CPU = """
@@ -86,18 +103,22 @@ def test_every_dmlab30_level_is_known_with_a_short_episode():
     assert 0 < frames <= 60, name
   assert "seekavoid_arena_01" in fake_deepmind_lab.LEVELS
   # Levels of a set end at different steps.
-  assert len({fake_deepmind_lab.LEVELS[level]
-              for level in dmlab30.env_levels(30)}) >= 5
+  assert (
+    len({fake_deepmind_lab.LEVELS[level] for level in dmlab30.env_levels(30)})
+    >= 5
+  )
 
 
 def test_shim_makes_the_fake_importable_as_deepmind_lab(tmp_path):
   shim = deepmind_lab_shim.write_deepmind_lab_shim(tmp_path / "shim")
-  out = _python("import sys, deepmind_lab\n"
-                "print(deepmind_lab.Lab.__module__, "
-                "'tensorflow' in sys.modules)", extra_path=[shim])
+  out = _python(
+    "import sys, deepmind_lab\n"
+    "print(deepmind_lab.Lab.__module__, "
+    "'tensorflow' in sys.modules)",
+    extra_path=[shim],
+  )
   assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.split() == ["ingraph_rl.testing.fake_deepmind_lab",
-                                "False"]
+  assert out.stdout.split() == ["ingraph_rl.testing.fake_deepmind_lab", "False"]
   environ = {"PYTHONPATH": "/elsewhere"}
   assert deepmind_lab_shim.use_fake_deepmind_lab(environ, shim) == shim
   assert environ["PYTHONPATH"] == shim + os.pathsep + "/elsewhere"

@@ -20,7 +20,7 @@ from ingraph_rl.utils import checkpoints
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SIZE = 4 << 20           # float32s: 16 MB, so a save takes a while.
+SIZE = 4 << 20  # float32s: 16 MB, so a save takes a while.
 
 # Saves forever; every value equals the checkpoint's number, so a restored
 # checkpoint is whole exactly when all of them agree. Each number is saved
@@ -50,8 +50,7 @@ def restore(directory):
   v = tf.Variable(tf.zeros([SIZE]))
   step = tf.Variable(0, dtype=tf.int64)
   tf.train.Checkpoint(v=v, step=step).restore(latest).assert_consumed()
-  return (int(latest.rsplit("-", 1)[1]), int(step), float(v[0]),
-          float(v[-1]))
+  return (int(latest.rsplit("-", 1)[1]), int(step), float(v[0]), float(v[-1]))
 
 
 def test_kill_9_during_saves_never_corrupts_the_latest(tmp_path):
@@ -59,11 +58,15 @@ def test_kill_9_during_saves_never_corrupts_the_latest(tmp_path):
   rng = random.Random(0)
   first = 1
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  for _ in range(3):          # Each start imports TF: ~10 s on 2 cores.
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, directory,
-                             str(first)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+  for _ in range(3):  # Each start imports TF: ~10 s on 2 cores.
+    proc = subprocess.Popen(
+      [sys.executable, "-c", CHILD, directory, str(first)],
+      cwd=ROOT,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.DEVNULL,
+      text=True,
+    )
     try:
       # Let a few numbers be saved, timing them, then kill at a random moment
       # of the next one's saves.
@@ -120,9 +123,10 @@ def test_restore_and_leftovers_of_a_first_killed_save(tmp_path):
   assert not any(n.startswith("ckpt-5") for n in os.listdir(directory))
   assert saver.restore().endswith("ckpt-7")
   assert int(step) == 7
-  assert np.array_equal(sorted(os.listdir(directory)),
-                        ["checkpoint", "ckpt-7.data-00000-of-00001",
-                         "ckpt-7.index"])
+  assert np.array_equal(
+    sorted(os.listdir(directory)),
+    ["checkpoint", "ckpt-7.data-00000-of-00001", "ckpt-7.index"],
+  )
 
 
 def test_docstring_example_runs():

@@ -34,9 +34,8 @@ def test_matches_the_expanded_episodes_at_every_step():
     seen = sum(k for _, k in groups)
     assert recent.total_episodes == seen
     assert recent.count == min(seen, 100)
-    assert recent.mean == pytest.approx(expanded_mean(groups, 100),
-                                        rel=1e-12)
-  assert recent.total_episodes > 300       # The window did slide.
+    assert recent.mean == pytest.approx(expanded_mean(groups, 100), rel=1e-12)
+  assert recent.total_episodes > 300  # The window did slide.
 
 
 def test_a_group_larger_than_the_window_leaves_window_episodes():
@@ -45,7 +44,7 @@ def test_a_group_larger_than_the_window_leaves_window_episodes():
   recent.add(70.0, 7)
   assert recent.count == 5 and recent.returns() == [10.0] * 5
   assert recent.mean == pytest.approx(10.0)
-  recent.add(4.0, 2)                       # 10, 10, 10, 2, 2.
+  recent.add(4.0, 2)  # 10, 10, 10, 2, 2.
   assert recent.returns() == [10.0, 10.0, 10.0, 2.0, 2.0]
   assert recent.mean == pytest.approx(34.0 / 5)
 

@@ -6,5 +6,4 @@ from ingraph_rl.agents.dqn.builder import DQNBuilder
 from ingraph_rl.agents.dqn.config import DQNConfig
 from ingraph_rl.agents.dqn.networks import QNetwork, TargetQNetwork
 
-__all__ = ["DQNAgent", "DQNBuilder", "DQNConfig", "QNetwork",
-           "TargetQNetwork"]
+__all__ = ["DQNAgent", "DQNBuilder", "DQNConfig", "QNetwork", "TargetQNetwork"]

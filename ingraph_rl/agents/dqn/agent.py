@@ -64,46 +64,58 @@ class DQNAgent(Component):
     if not isinstance(config, DQNConfig):
       raise TypeError("config must be a DQNConfig")
     self.config = config
-    self.env = env                 # Not a component: stepped via numpy_function.
+    self.env = env  # Not a component: stepped via numpy_function.
     if preprocessor is not None:
       self.preprocessor = preprocessor
     else:
       self.preprocessor = None
     c = config
     self.online = QNetwork(c.network, c.num_actions, c.dueling, scope="online")
-    self.target = TargetQNetwork(c.network, c.num_actions, c.dueling,
-                                 scope="target")
+    self.target = TargetQNetwork(
+      c.network, c.num_actions, c.dueling, scope="target"
+    )
     self.exploration = EpsilonGreedy(
-        c.num_actions, LinearDecay(c.epsilon_from, c.epsilon_to,
-                                   c.epsilon_steps), seed=c.seed)
-    self.memory = PrioritizedReplay(c.replay_capacity, c.alpha, c.beta,
-                                    seed=c.seed, scope="memory") \
-        if c.prioritized else ReplayMemory(c.replay_capacity, seed=c.seed,
-                                           scope="memory")
-    self.num_envs = c.num_envs if c.num_envs is not None else \
-        getattr(env, "num_envs", None)
+      c.num_actions,
+      LinearDecay(c.epsilon_from, c.epsilon_to, c.epsilon_steps),
+      seed=c.seed,
+    )
+    self.memory = (
+      PrioritizedReplay(
+        c.replay_capacity, c.alpha, c.beta, seed=c.seed, scope="memory"
+      )
+      if c.prioritized
+      else ReplayMemory(c.replay_capacity, seed=c.seed, scope="memory")
+    )
+    self.num_envs = (
+      c.num_envs if c.num_envs is not None else getattr(env, "num_envs", None)
+    )
     self.accumulator = None
     if c.n_step > 1:
       self.accumulator = self._make_accumulator(c, env)
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
-    self.optimizer = Adam(c.learning_rate, epsilon=c.adam_epsilon,
-                          clip_global_norm=c.clip_grad_norm)
+    self.optimizer = Adam(
+      c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
+    )
 
   def _make_accumulator(self, c, env):
     if self.num_envs is None:
-      raise BuildError("DQNAgent: n_step > 1 keeps per-env n-step windows; "
-                       "give DQNConfig(num_envs=...) (rows per observe call) "
-                       "or an env")
+      raise BuildError(
+        "DQNAgent: n_step > 1 keeps per-env n-step windows; "
+        "give DQNConfig(num_envs=...) (rows per observe call) "
+        "or an env"
+      )
     if env is not None and self.num_envs != env.num_envs:
-      raise BuildError(f"DQNAgent: config.num_envs={c.num_envs} but the env "
-                       f"has {env.num_envs}")
+      raise BuildError(
+        f"DQNAgent: config.num_envs={c.num_envs} but the env has {env.num_envs}"
+      )
     if env is not None and c.learning_starts <= (c.n_step - 1) * env.num_envs:
       # The first n - 1 vector steps store nothing (unless episodes end).
-      raise BuildError(f"DQNAgent: learning_starts must exceed (n_step - 1) "
-                       f"* num_envs = {(c.n_step - 1) * env.num_envs}, so "
-                       f"the memory holds transitions at the first update")
-    return NStepAccumulator(c.n_step, c.discount, self.num_envs,
-                            scope="n_step")
+      raise BuildError(
+        f"DQNAgent: learning_starts must exceed (n_step - 1) "
+        f"* num_envs = {(c.n_step - 1) * env.num_envs}, so "
+        f"the memory holds transitions at the first update"
+      )
+    return NStepAccumulator(c.n_step, c.discount, self.num_envs, scope="n_step")
 
   # --- building --------------------------------------------------------------
 
@@ -112,49 +124,68 @@ class DQNAgent(Component):
       return
     obs = self.env.observation_space
     n = self.env.num_envs
-    self.last_obs = self.add_variable("last_obs", (n,) + obs.shape,
-                                      obs.dtype, trainable=False)
-    self.vector_steps = self.add_variable("vector_steps", (), np.int64,
-                                          trainable=False)
+    self.last_obs = self.add_variable(
+      "last_obs", (n,) + obs.shape, obs.dtype, trainable=False
+    )
+    self.vector_steps = self.add_variable(
+      "vector_steps", (), np.int64, trainable=False
+    )
 
   variable_args = ()
 
   # --- acting and learning ---------------------------------------------------
 
   def _preprocess(self, states):
-    return states if self.preprocessor is None else \
-        self.preprocessor.call(states)
+    return (
+      states if self.preprocessor is None else self.preprocessor.call(states)
+    )
 
   @api
   def get_actions(self, states, explore=True):
     q_values = self.online.call(self._preprocess(states))
     out = self.exploration.get_action(q_values, explore)
-    return {"actions": out["action"], "q_values": q_values,
-            "epsilon": out["epsilon"]}
+    return {
+      "actions": out["action"],
+      "q_values": q_values,
+      "epsilon": out["epsilon"],
+    }
 
   @api
-  def observe(self, states, actions, rewards, next_states, terminals,
-              truncated=None):
-    return self._observe(states, actions, rewards, next_states, terminals,
-                         truncated)
+  def observe(
+    self, states, actions, rewards, next_states, terminals, truncated=None
+  ):
+    return self._observe(
+      states, actions, rewards, next_states, terminals, truncated
+    )
 
   @api
-  def observe_step(self, states, actions, rewards, next_states, terminals,
-                   truncated):
+  def observe_step(
+    self, states, actions, rewards, next_states, terminals, truncated
+  ):
     """`observe` with `truncated` always an input: what the in-graph loop
     inlines (an inlined API keeps Python defaults)."""
-    return self._observe(states, actions, rewards, next_states, terminals,
-                         truncated)
+    return self._observe(
+      states, actions, rewards, next_states, terminals, truncated
+    )
 
-  def _observe(self, states, actions, rewards, next_states, terminals,
-               truncated):
+  def _observe(
+    self, states, actions, rewards, next_states, terminals, truncated
+  ):
     if self.accumulator is None:
-      return self.memory.insert({"states": states, "actions": actions,
-                                 "rewards": rewards,
-                                 "next_states": next_states,
-                                 "terminals": terminals})
-    return self.memory.insert(self.accumulator.push(
-        states, actions, rewards, next_states, terminals, truncated))
+      return self.memory.insert(
+        {
+          "states": states,
+          "actions": actions,
+          "rewards": rewards,
+          "next_states": next_states,
+          "terminals": terminals,
+        }
+      )
+    return self.memory.insert(
+      self.accumulator.push(
+        states, actions, rewards, next_states, terminals, truncated
+      )
+    )
 
   @api
   def update(self):
@@ -163,20 +194,33 @@ class DQNAgent(Component):
     records = batch["records"]
     q_values = self.online.call(self._preprocess(records["states"]))
     next_states = self._preprocess(records["next_states"])
-    weights = batch["weights"] if c.prioritized else \
-        self._graph_fn_ones(records["rewards"])
+    weights = (
+      batch["weights"]
+      if c.prioritized
+      else self._graph_fn_ones(records["rewards"])
+    )
     # n-step records carry discount^m (m < n after an episode end).
-    discounts = records["discounts"] if self.accumulator is not None \
-        else None
-    out = self.loss.loss(q_values, records["actions"], records["rewards"],
-                         records["terminals"], self.target.call(next_states),
-                         self.online.call(next_states), weights, discounts)
+    discounts = records["discounts"] if self.accumulator is not None else None
+    out = self.loss.loss(
+      q_values,
+      records["actions"],
+      records["rewards"],
+      records["terminals"],
+      self.target.call(next_states),
+      self.online.call(next_states),
+      weights,
+      discounts,
+    )
     stats = self.optimizer.step(out["loss"], self.online.variables())
     if c.prioritized:
-      self.memory.update_priorities(batch["indices"],
-                                    self._graph_fn_priorities(out["td_errors"]))
-    return {"loss": out["loss"], "grad_norm": stats["grad_norm"],
-            "mean_q": self._graph_fn_mean(q_values)}
+      self.memory.update_priorities(
+        batch["indices"], self._graph_fn_priorities(out["td_errors"])
+      )
+    return {
+      "loss": out["loss"],
+      "grad_norm": stats["grad_norm"],
+      "mean_q": self._graph_fn_mean(q_values),
+    }
 
   @api
   def sync_target(self):
@@ -234,8 +278,12 @@ class DQNAgent(Component):
   @api
   def train(self, num_steps):
     return self._graph_fn_train(
-        num_steps, inline(self.get_actions), inline(self.observe_step),
-        inline(self.update), inline(self.sync_target))
+      num_steps,
+      inline(self.get_actions),
+      inline(self.observe_step),
+      inline(self.update),
+      inline(self.sync_target),
+    )
 
   @graph_fn
   def _graph_fn_reset_env(self, seed):
@@ -262,44 +310,74 @@ class DQNAgent(Component):
       obs = self.last_obs.read_value()
       actions = act(obs)["actions"]
       step = in_graph.tf_step(self.env, actions)
-      size = observe(obs, actions, step.rewards, step.final_obs,
-                     step.terminated, step.truncated)
+      size = observe(
+        obs,
+        actions,
+        step.rewards,
+        step.final_obs,
+        step.terminated,
+        step.truncated,
+      )
       with tf.control_dependencies([size]):
         self.last_obs.assign(step.obs)
         vsteps = self.vector_steps.assign_add(1)
       env_steps = vsteps * n
       learn = (env_steps >= c.learning_starts) & (vsteps % c.update_every == 0)
       loss = tf.cond(learn, lambda: update()["loss"], lambda: 0.0)
-      synced = tf.cond(vsteps % c.target_sync_every == 0,
-                       lambda: sync(), lambda: tf.constant(False))
+      synced = tf.cond(
+        vsteps % c.target_sync_every == 0,
+        lambda: sync(),
+        lambda: tf.constant(False),
+      )
       done = step.terminated | step.truncated
       with tf.control_dependencies([synced]):
-        new = {"episodes": tf.reduce_sum(tf.cast(done, tf.int64)),
-               "return_sum": tf.reduce_sum(step.episode_returns),
-               "length_sum": tf.reduce_sum(
-                   tf.cast(step.episode_lengths, tf.int64)),
-               "loss_sum": loss, "updates": tf.cast(learn, tf.int64)}
+        new = {
+          "episodes": tf.reduce_sum(tf.cast(done, tf.int64)),
+          "return_sum": tf.reduce_sum(step.episode_returns),
+          "length_sum": tf.reduce_sum(tf.cast(step.episode_lengths, tf.int64)),
+          "loss_sum": loss,
+          "updates": tf.cast(learn, tf.int64),
+        }
       return i + 1, {k: totals[k] + v for k, v in new.items()}
 
-    zeros = {"episodes": tf.constant(0, tf.int64), "return_sum": 0.0,
-             "length_sum": tf.constant(0, tf.int64), "loss_sum": 0.0,
-             "updates": tf.constant(0, tf.int64)}
-    _, totals = tf.while_loop(lambda i, _: i < num_steps, body,
-                              (tf.constant(0), zeros), parallel_iterations=1)
+    zeros = {
+      "episodes": tf.constant(0, tf.int64),
+      "return_sum": 0.0,
+      "length_sum": tf.constant(0, tf.int64),
+      "loss_sum": 0.0,
+      "updates": tf.constant(0, tf.int64),
+    }
+    _, totals = tf.while_loop(
+      lambda i, _: i < num_steps,
+      body,
+      (tf.constant(0), zeros),
+      parallel_iterations=1,
+    )
     totals["env_steps"] = self.vector_steps * n
     return totals
 
   @_graph_fn_train.torch
   def _graph_fn_train(self, num_steps, act, observe, update, sync):
     c, n = self.config, self.env.num_envs
-    totals = {"episodes": 0, "return_sum": 0.0, "length_sum": 0,
-              "loss_sum": 0.0, "updates": 0}
+    totals = {
+      "episodes": 0,
+      "return_sum": 0.0,
+      "length_sum": 0,
+      "loss_sum": 0.0,
+      "updates": 0,
+    }
     for _ in range(int(num_steps)):
       obs = self.last_obs.clone()
       actions = act(obs)["actions"]
       step = in_graph.torch_step(self.env, actions)
-      observe(obs, actions, step.rewards, step.final_obs, step.terminated,
-              step.truncated)
+      observe(
+        obs,
+        actions,
+        step.rewards,
+        step.final_obs,
+        step.terminated,
+        step.truncated,
+      )
       with torch.no_grad():
         self.last_obs.copy_(step.obs)
         self.vector_steps += 1

@@ -37,8 +37,14 @@ from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import Root, weights_space_of
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
 
-TRAIN_APIS = ("get_actions", "observe", "update", "sync_target",
-              "get_weights", "get_train_step")
+TRAIN_APIS = (
+  "get_actions",
+  "observe",
+  "update",
+  "sync_target",
+  "get_weights",
+  "get_train_step",
+)
 LOOP_APIS = ("reset_env", "train")
 
 
@@ -49,8 +55,9 @@ class _OnlineNetwork(Component):
   def __init__(self, config: DQNConfig, preprocessor: Optional[Any]) -> None:
     super().__init__(scope="dqn")
     self.preprocessor = preprocessor
-    self.online = QNetwork(config.network, config.num_actions,
-                           config.dueling, scope="online")
+    self.online = QNetwork(
+      config.network, config.num_actions, config.dueling, scope="online"
+    )
 
   @api
   def call(self, states: Any) -> Any:
@@ -73,12 +80,15 @@ class DQNBuilder:
 
   name = "dqn"
 
-  def __init__(self, config: DQNConfig,
-               preprocessor: Optional[Callable[[], Component]] = None
-               ) -> None:
+  def __init__(
+    self,
+    config: DQNConfig,
+    preprocessor: Optional[Callable[[], Component]] = None,
+  ) -> None:
     if not isinstance(config, DQNConfig):
-      raise TypeError(f"DQNBuilder needs a DQNConfig, got "
-                      f"{type(config).__name__}")
+      raise TypeError(
+        f"DQNBuilder needs a DQNConfig, got {type(config).__name__}"
+      )
     self.config = config
     self.preprocessor = preprocessor
     self._weights_spaces: List[Tuple[Space, Dict]] = []
@@ -91,13 +101,18 @@ class DQNBuilder:
   def input_spaces(self, observation_space: Space) -> TypingDict[str, Space]:
     """The spaces of the root APIs' arguments, by name."""
     states = observation_space.with_batch_rank()
-    spaces = {"states": states, "next_states": states,
-              "actions": IntBox(self.config.num_actions, dtype=np.int64,
-                                add_batch_rank=True),
-              "rewards": FloatBox(add_batch_rank=True),
-              "terminals": BoolBox(add_batch_rank=True),
-              "explore": BoolBox(), "num_steps": IntBox(1000, low=1),
-              "seed": IntBox(1 << 30)}
+    spaces = {
+      "states": states,
+      "next_states": states,
+      "actions": IntBox(
+        self.config.num_actions, dtype=np.int64, add_batch_rank=True
+      ),
+      "rewards": FloatBox(add_batch_rank=True),
+      "terminals": BoolBox(add_batch_rank=True),
+      "explore": BoolBox(),
+      "num_steps": IntBox(1000, low=1),
+      "seed": IntBox(1 << 30),
+    }
     if self.config.n_step > 1:
       # Only n-step needs to know where episodes were cut short.
       spaces["truncated"] = BoolBox(add_batch_rank=True)
@@ -107,10 +122,12 @@ class DQNBuilder:
     """One transition as the replay memory stores it (n-step: the n-step
     return in "rewards", the bootstrap discount in "discounts")."""
     fields: TypingDict[str, Space] = dict(
-        states=observation_space,
-        actions=IntBox(self.config.num_actions, dtype=np.int64),
-        rewards=FloatBox(), next_states=observation_space,
-        terminals=BoolBox())
+      states=observation_space,
+      actions=IntBox(self.config.num_actions, dtype=np.int64),
+      rewards=FloatBox(),
+      next_states=observation_space,
+      terminals=BoolBox(),
+    )
     if self.config.n_step > 1:
       fields["discounts"] = FloatBox()
     return Dict(fields)
@@ -123,18 +140,24 @@ class DQNBuilder:
       if space == observation_space:
         return weights
     from ingraph_rl.executors.tensorflow import TFExecutor
+
     executor = TFExecutor(
-        _OnlineNetwork(self.config, self._preprocessor()),
-        {"states": observation_space.with_batch_rank()},
-        api_names=["call", "get_weights"], seed=self.config.seed)
+      _OnlineNetwork(self.config, self._preprocessor()),
+      {"states": observation_space.with_batch_rank()},
+      api_names=["call", "get_weights"],
+      seed=self.config.seed,
+    )
     weights = weights_space_of(executor.execute("get_weights"))
     self._weights_spaces.append((observation_space, weights))
     return weights
 
   # --- roots ----------------------------------------------------------------
 
-  def make_agent(self, observation_space: Optional[Space] = None,
-                 env: Optional[VectorEnv] = None) -> Root:
+  def make_agent(
+    self,
+    observation_space: Optional[Space] = None,
+    env: Optional[VectorEnv] = None,
+  ) -> Root:
     """The `DQNAgent` root: TRAIN_APIS, and with `env` (any `VectorEnv`)
     also LOOP_APIS; `observation_space` defaults to the env's."""
     if observation_space is None:
@@ -143,5 +166,6 @@ class DQNBuilder:
       observation_space = cast(Space, env.observation_space)
     agent = DQNAgent(self.config, env, preprocessor=self._preprocessor())
     apis = TRAIN_APIS + (LOOP_APIS if env is not None else ())
-    return Root(agent, self.input_spaces(observation_space), apis,
-                seed=self.config.seed)
+    return Root(
+      agent, self.input_spaces(observation_space), apis, seed=self.config.seed
+    )

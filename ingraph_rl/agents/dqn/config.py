@@ -15,23 +15,33 @@ class DQNConfig:
   >>> DQNConfig(num_actions=2).target_sync_every
   500
   """
+
   num_actions: int = required("Size of the discrete action set (the env's).")
   network: typing.Tuple[dict, ...] = field(
-      ({"type": "dense", "units": 64, "activation": "relu"},
-       {"type": "dense", "units": 64, "activation": "relu"}),
-      "The Q-network's torso as a layer list spec (experiments: Nature "
-      "DQN's on Atari frames, else this MLP).", flag=False)
+    (
+      {"type": "dense", "units": 64, "activation": "relu"},
+      {"type": "dense", "units": 64, "activation": "relu"},
+    ),
+    "The Q-network's torso as a layer list spec (experiments: Nature "
+    "DQN's on Atari frames, else this MLP).",
+    flag=False,
+  )
   dueling: bool = field(True, "Dueling head.")
   double_q: bool = field(True, "Double-Q targets.")
-  n_step: int = field(1, "Steps of the bootstrapped return (n-step DQN, "
-                      "through an NStepAccumulator).")
+  n_step: int = field(
+    1,
+    "Steps of the bootstrapped return (n-step DQN, "
+    "through an NStepAccumulator).",
+  )
   discount: float = field(0.99, "Discount.")
   huber_delta: typing.Optional[float] = field(
-      1.0, "Huber loss delta (0 or None: squared loss).", zero_is_none=True)
+    1.0, "Huber loss delta (0 or None: squared loss).", zero_is_none=True
+  )
   learning_rate: float = field(1e-3, "Adam learning rate.")
   adam_epsilon: float = field(1e-7, "Adam epsilon.")
   clip_grad_norm: typing.Optional[float] = field(
-      10.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True)
+    10.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True
+  )
   replay_capacity: int = field(50_000, "Replay capacity (transitions).")
   prioritized: bool = field(False, "Prioritized replay.")
   alpha: float = field(0.6, "Prioritized replay's priority exponent.")
@@ -40,15 +50,21 @@ class DQNConfig:
   epsilon_from: float = field(1.0, "Initial exploration rate.")
   epsilon_to: float = field(0.05, "Final exploration rate.")
   epsilon_steps: int = field(
-      10_000, "Agent steps (calls x envs) over which epsilon decays.")
+    10_000, "Agent steps (calls x envs) over which epsilon decays."
+  )
   learning_starts: int = field(1_000, "Env steps before the first update.")
   update_every: int = field(1, "Vector steps between updates.")
   target_sync_every: int = field(500, "Vector steps between target syncs.")
   num_envs: typing.Optional[int] = field(
-      None, "Rows per observe call with n_step > 1 (default: the env's "
-      "num_envs).", flag=False)
-  seed: int = field(0, "Seed of the initial weights, exploration and "
-                    "replay sampling.", flag=False)
+    None,
+    "Rows per observe call with n_step > 1 (default: the env's num_envs).",
+    flag=False,
+  )
+  seed: int = field(
+    0,
+    "Seed of the initial weights, exploration and replay sampling.",
+    flag=False,
+  )
 
   def __post_init__(self):
     problems = []

@@ -12,8 +12,11 @@ class QNetwork(Component):
   def __init__(self, torso_spec, num_actions, dueling, scope="q_network"):
     super().__init__(scope=scope)
     self.torso = NeuralNetwork(list(torso_spec), scope="torso")
-    self.head = DuelingHead(num_actions, scope="head") if dueling else \
-        Dense(num_actions, scope="head")
+    self.head = (
+      DuelingHead(num_actions, scope="head")
+      if dueling
+      else Dense(num_actions, scope="head")
+    )
 
   @api
   def call(self, states):

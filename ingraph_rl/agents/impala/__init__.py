@@ -7,11 +7,18 @@ from ingraph_rl.agents.impala.builder import DEFAULT_QUEUE_NAME, IMPALABuilder
 from ingraph_rl.agents.impala.config import IMPALAConfig
 from ingraph_rl.agents.impala.learner import IMPALALearner
 from ingraph_rl.agents.impala.networks import (
-                                               IMPALANetwork,
-                                               IMPALAPolicy,
-                                               make_network,
+  IMPALANetwork,
+  IMPALAPolicy,
+  make_network,
 )
 
-__all__ = ["DEFAULT_QUEUE_NAME", "IMPALAActor", "IMPALABuilder",
-           "IMPALAConfig", "IMPALALearner", "IMPALANetwork", "IMPALAPolicy",
-           "make_network"]
+__all__ = [
+  "DEFAULT_QUEUE_NAME",
+  "IMPALAActor",
+  "IMPALABuilder",
+  "IMPALAConfig",
+  "IMPALALearner",
+  "IMPALANetwork",
+  "IMPALAPolicy",
+  "make_network",
+]

@@ -33,8 +33,16 @@ class IMPALAActor(Component):
   which declares its API list and input spaces.
   """
 
-  def __init__(self, config, env, policy, state_space, record_space,
-               queue_name, scope="actor"):
+  def __init__(
+    self,
+    config,
+    env,
+    policy,
+    state_space,
+    record_space,
+    queue_name,
+    scope="actor",
+  ):
     """policy: an `IMPALAPolicy`; state_space: its recurrent state (batch
     rank); record_space: one queued rollout (`IMPALABuilder.record_space`);
     queue_name: the learner's queue."""
@@ -42,16 +50,23 @@ class IMPALAActor(Component):
     self.config = config
     self.env = env
     self.stepper = EnvironmentStepper(
-        env, policy, state_space, config.num_actions, config.unroll_length,
-        bootstrap_on_truncation=config.bootstrap_on_truncation)
+      env,
+      policy,
+      state_space,
+      config.num_actions,
+      config.unroll_length,
+      bootstrap_on_truncation=config.bootstrap_on_truncation,
+    )
     self.record_space = record_space
-    self.queue = FIFOQueue(record_space, config.queue_capacity,
-                           shared_name=queue_name)
+    self.queue = FIFOQueue(
+      record_space, config.queue_capacity, shared_name=queue_name
+    )
 
   @api
   def act(self, observations, state, resets, last_rewards, last_actions):
-    return self.stepper.act(observations, state, resets, last_rewards,
-                            last_actions)
+    return self.stepper.act(
+      observations, state, resets, last_rewards, last_actions
+    )
 
   @api
   def reset_env(self, seed):
@@ -71,8 +86,12 @@ class IMPALAActor(Component):
   def _graph_fn_batch_major(self, rollout):
     def swap(x):
       return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
-    out = {k: tf.nest.map_structure(swap, v) for k, v in rollout.items()
-           if k != "initial_state"}
+
+    out = {
+      k: tf.nest.map_structure(swap, v)
+      for k, v in rollout.items()
+      if k != "initial_state"
+    }
     if "initial_state" in self.record_space:
       out["initial_state"] = rollout["initial_state"]
     return out

@@ -66,8 +66,7 @@ def _prepend(space: Space, size: int) -> Space:
   if not isinstance(space, BoxSpace):
     raise TypeError(f"no rollout leaf for {space!r}")
   box: Any = type(space)
-  return cast(Space, box(shape=(size,) + tuple(space.shape),
-                         dtype=space.dtype))
+  return cast(Space, box(shape=(size,) + tuple(space.shape), dtype=space.dtype))
 
 
 class IMPALABuilder:
@@ -81,8 +80,9 @@ class IMPALABuilder:
 
   def __init__(self, config: IMPALAConfig) -> None:
     if not isinstance(config, IMPALAConfig):
-      raise TypeError(f"IMPALABuilder needs an IMPALAConfig, got "
-                      f"{type(config).__name__}")
+      raise TypeError(
+        f"IMPALABuilder needs an IMPALAConfig, got {type(config).__name__}"
+      )
     self.config = config
     self._weights_spaces: List[Tuple[Space, Dict]] = []
 
@@ -90,7 +90,8 @@ class IMPALABuilder:
     """Actor `index`'s config: its own seed, so actors' action sampling
     does not draw the same random numbers."""
     return dataclasses.replace(
-        self.config, seed=self.config.seed + ACTOR_SEED_STRIDE * (index + 1))
+      self.config, seed=self.config.seed + ACTOR_SEED_STRIDE * (index + 1)
+    )
 
   # --- spaces ---------------------------------------------------------------
 
@@ -101,19 +102,24 @@ class IMPALABuilder:
   def state_space(self, observation_space: Space) -> Dict:
     return self.network(observation_space).state_space()
 
-  def policy_input_spaces(self,
-                          observation_space: Space) -> TypingDict[str, Space]:
+  def policy_input_spaces(
+    self, observation_space: Space
+  ) -> TypingDict[str, Space]:
     """The spaces of `IMPALAPolicy.act`'s arguments (batch-major [B, T]
     leading ranks), by argument name; also what the learner feeds its
     network (the rollout's observations, dones, rewards and actions)."""
-    return {"observations":
-                observation_space.with_batch_rank().with_time_rank(),
-            "state": self.state_space(observation_space),
-            "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
-            "last_rewards": FloatBox(add_batch_rank=True,
-                                     add_time_rank=True),
-            "last_actions": IntBox(self.config.num_actions, dtype=np.int64,
-                                   add_batch_rank=True, add_time_rank=True)}
+    return {
+      "observations": observation_space.with_batch_rank().with_time_rank(),
+      "state": self.state_space(observation_space),
+      "resets": BoolBox(add_batch_rank=True, add_time_rank=True),
+      "last_rewards": FloatBox(add_batch_rank=True, add_time_rank=True),
+      "last_actions": IntBox(
+        self.config.num_actions,
+        dtype=np.int64,
+        add_batch_rank=True,
+        add_time_rank=True,
+      ),
+    }
 
   def record_space(self, observation_space: Space) -> Dict:
     """The space of ONE queued rollout (per env): [T + 1, ...] leaves (the
@@ -123,17 +129,20 @@ class IMPALABuilder:
     c = self.config
     steps = c.unroll_length + 1
     fields: TypingDict[str, Space] = dict(
-        observations=_prepend(observation_space, steps),
-        rewards=FloatBox((steps,)), dones=BoolBox((steps,)),
-        actions=IntBox(c.num_actions, shape=(steps,), dtype=np.int64),
-        logits=FloatBox((steps, c.num_actions)),
-        truncated=BoolBox((steps,)),
-        bootstrap_value=FloatBox((steps,)))
+      observations=_prepend(observation_space, steps),
+      rewards=FloatBox((steps,)),
+      dones=BoolBox((steps,)),
+      actions=IntBox(c.num_actions, shape=(steps,), dtype=np.int64),
+      logits=FloatBox((steps, c.num_actions)),
+      truncated=BoolBox((steps,)),
+      bootstrap_value=FloatBox((steps,)),
+    )
     if c.lstm_units:
       # Only recurrent policies queue a state: TF's queues crash on
       # zero-sized components.
-      fields["initial_state"] = self.network(
-          observation_space).state_space(batch_rank=False)
+      fields["initial_state"] = self.network(observation_space).state_space(
+        batch_rank=False
+      )
     return Dict(fields)
 
   def weights_space(self, observation_space: Space) -> Dict:
@@ -145,6 +154,7 @@ class IMPALABuilder:
       if space == observation_space:
         return weights
     from ingraph_rl.executors.tensorflow import TFExecutor
+
     network = self.network(observation_space)
     spaces = self.policy_input_spaces(observation_space)
     spaces["initial_state"] = spaces.pop("state")
@@ -155,48 +165,81 @@ class IMPALABuilder:
 
   # --- roots ----------------------------------------------------------------
 
-  def make_learner(self, observation_space: Space,
-                   queue_name: str = DEFAULT_QUEUE_NAME, *,
-                   update_from_batch: bool = False) -> Root:
+  def make_learner(
+    self,
+    observation_space: Space,
+    queue_name: str = DEFAULT_QUEUE_NAME,
+    *,
+    update_from_batch: bool = False,
+  ) -> Root:
     """`IMPALALearner` on the queue `queue_name`; `update_from_batch` also
     builds that API (off by default: one more function to trace, and only
     an export needs it)."""
     record = self.record_space(observation_space)
     inputs = self.policy_input_spaces(observation_space)
     del inputs["state"]
-    learner = IMPALALearner(self.config, self.network(observation_space),
-                            record, Dict(inputs), queue_name)
+    learner = IMPALALearner(
+      self.config,
+      self.network(observation_space),
+      record,
+      Dict(inputs),
+      queue_name,
+    )
     apis = list(LEARNER_APIS) + (["prime"] if learner.staging else [])
     spaces = {}
     if update_from_batch:
       apis.append("update_from_batch")
       spaces["rollouts"] = record.with_batch_rank()
-    return Root(learner, spaces, apis, seed=self.config.seed,
-                learner_resident=(learner.queue.path,))
+    return Root(
+      learner,
+      spaces,
+      apis,
+      seed=self.config.seed,
+      learner_resident=(learner.queue.path,),
+    )
 
-  def make_actor(self, env: VectorEnv, queue_name: str = DEFAULT_QUEUE_NAME,
-                 index: Optional[int] = None) -> Root:
+  def make_actor(
+    self,
+    env: VectorEnv,
+    queue_name: str = DEFAULT_QUEUE_NAME,
+    index: Optional[int] = None,
+  ) -> Root:
     """`IMPALAActor` stepping `env` and enqueueing on `queue_name`; actor
     `index` samples with `actor_config(index)`'s seed (None: the config's
     own)."""
     config = self.config if index is None else self.actor_config(index)
     obs_space = cast(Space, env.observation_space)
     network = self.network(obs_space)
-    actor = IMPALAActor(config, env, IMPALAPolicy(network, seed=config.seed),
-                        network.state_space(), self.record_space(obs_space),
-                        queue_name)
-    spaces = dict(self.policy_input_spaces(obs_space),
-                  seed=IntBox(1 << 30, low=-1),
-                  weights=self.weights_space(obs_space))
-    return Root(actor, spaces, ACTOR_APIS, seed=config.seed,
-                learner_resident=(actor.queue.path,))
+    actor = IMPALAActor(
+      config,
+      env,
+      IMPALAPolicy(network, seed=config.seed),
+      network.state_space(),
+      self.record_space(obs_space),
+      queue_name,
+    )
+    spaces = dict(
+      self.policy_input_spaces(obs_space),
+      seed=IntBox(1 << 30, low=-1),
+      weights=self.weights_space(obs_space),
+    )
+    return Root(
+      actor,
+      spaces,
+      ACTOR_APIS,
+      seed=config.seed,
+      learner_resident=(actor.queue.path,),
+    )
 
   def make_policy(self, observation_space: Space) -> Root:
     """`IMPALAPolicy` alone: act and set_weights."""
-    policy = IMPALAPolicy(self.network(observation_space),
-                          seed=self.config.seed)
-    spaces = dict(self.policy_input_spaces(observation_space),
-                  weights=self.weights_space(observation_space))
+    policy = IMPALAPolicy(
+      self.network(observation_space), seed=self.config.seed
+    )
+    spaces = dict(
+      self.policy_input_spaces(observation_space),
+      weights=self.weights_space(observation_space),
+    )
     return Root(policy, spaces, POLICY_APIS, seed=self.config.seed)
 
 

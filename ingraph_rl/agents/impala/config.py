@@ -16,8 +16,10 @@ from ingraph_rl.utils.config_fields import field, required
 REWARD_CLIPPINGS = ("abs_one", "soft_asymmetric", "none")
 TORSOS = ("mlp", "small", "large")
 
-MLP_TORSO = ({"type": "dense", "units": 64, "activation": "tanh"},
-             {"type": "dense", "units": 64, "activation": "tanh"})
+MLP_TORSO = (
+  {"type": "dense", "units": 64, "activation": "tanh"},
+  {"type": "dense", "units": 64, "activation": "tanh"},
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,54 +34,72 @@ class IMPALAConfig:
   Lab's RGB_INTERLEAVED and INSTR) add scalable_agent's instruction
   encoder; see `make_network`.
   """
+
   num_actions: int = required("Size of the discrete action set (the env's).")
   torso: typing.Union[str, typing.Tuple[dict, ...]] = field(
-      "mlp", "Network torso: mlp (2 x 64 tanh), small or large (IMPALA's "
-      "shallow and deep ResNet conv torsos); in code also a list spec of "
-      "layers.", choices=TORSOS)
+    "mlp",
+    "Network torso: mlp (2 x 64 tanh), small or large (IMPALA's "
+    "shallow and deep ResNet conv torsos); in code also a list spec of "
+    "layers.",
+    choices=TORSOS,
+  )
   lstm_units: typing.Optional[int] = field(
-      None, "LSTM size on the torso (0 or None: feed-forward).",
-      zero_is_none=True)
+    None, "LSTM size on the torso (0 or None: feed-forward).", zero_is_none=True
+  )
   feed_reward_action: bool = field(
-      True, "Feed the clipped last reward and one-hot last action to the "
-      "core beside the torso output (scalable_agent).")
+    True,
+    "Feed the clipped last reward and one-hot last action to the "
+    "core beside the torso output (scalable_agent).",
+  )
   bootstrap_on_truncation: bool = field(
-      True, "Bootstrap returns from V(final observation) where a time "
-      "limit truncates an episode.")
+    True,
+    "Bootstrap returns from V(final observation) where a time "
+    "limit truncates an episode.",
+  )
   unroll_length: int = field(100, "Steps per rollout (T).")
   batch_size: int = field(32, "Rollouts per learner batch.")
   discounting: float = field(0.99, "Discount factor.")
   baseline_cost: float = field(0.5, "Baseline (value) loss weight.")
   entropy_cost: float = field(0.00025, "Entropy loss weight.")
-  reward_clipping: str = field("abs_one", "Reward clipping.",
-                               choices=REWARD_CLIPPINGS)
+  reward_clipping: str = field(
+    "abs_one", "Reward clipping.", choices=REWARD_CLIPPINGS
+  )
   learning_rate: float = field(0.00048, "RMSProp learning rate.")
   decay: float = field(0.99, "RMSProp decay.")
   momentum: float = field(0.0, "RMSProp momentum.")
-  epsilon: float = field(0.1, "RMSProp epsilon (inside the square root, "
-                         "TF's convention).")
+  epsilon: float = field(
+    0.1, "RMSProp epsilon (inside the square root, TF's convention)."
+  )
   clip_grad_norm: typing.Optional[float] = field(
-      40.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True)
+    40.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True
+  )
   lr_decay_steps: typing.Optional[int] = field(
-      None, "Updates over which the learning rate decays linearly to 0 "
-      "(None: constant); experiments set it from --lr_decay and the frame "
-      "budget.", flag=False)
+    None,
+    "Updates over which the learning rate decays linearly to 0 "
+    "(None: constant); experiments set it from --lr_decay and the frame "
+    "budget.",
+    flag=False,
+  )
   queue_capacity: int = field(64, "Rollouts (one per env) the queue holds.")
   use_staging: bool = field(
-      True, "Stage the next batch while the current one trains.")
+    True, "Stage the next batch while the current one trains."
+  )
   scale_observations: typing.Optional[float] = field(
-      None, "Divide frame observations by this (None: 255 for uint8 "
-      "frames, else none).", zero_is_none=True)
-  seed: int = field(0, "Seed of the initial weights and sampling.",
-                    flag=False)
+    None,
+    "Divide frame observations by this (None: 255 for uint8 "
+    "frames, else none).",
+    zero_is_none=True,
+  )
+  seed: int = field(0, "Seed of the initial weights and sampling.", flag=False)
 
   def __post_init__(self):
     problems = []
     if self.num_actions < 2:
       problems.append("num_actions must be >= 2")
     if isinstance(self.torso, str) and self.torso not in TORSOS:
-      problems.append(f"torso must be a layer spec or one of {TORSOS}, got "
-                      f"{self.torso!r}")
+      problems.append(
+        f"torso must be a layer spec or one of {TORSOS}, got {self.torso!r}"
+      )
     if self.lstm_units is not None and self.lstm_units < 1:
       problems.append("lstm_units must be >= 1 or None")
     if self.unroll_length < 1 or self.batch_size < 1:

@@ -49,8 +49,15 @@ class IMPALALearner(Component):
   which declares its API list, the record space and the network's inputs.
   """
 
-  def __init__(self, config, network, record_space, network_inputs_space,
-               queue_name, scope="learner"):
+  def __init__(
+    self,
+    config,
+    network,
+    record_space,
+    network_inputs_space,
+    queue_name,
+    scope="learner",
+  ):
     """network: an `IMPALANetwork`; record_space: one queued rollout
     (`IMPALABuilder.record_space`); network_inputs_space: a Dict of the
     network's batch-major observations, resets, last_rewards and
@@ -60,18 +67,30 @@ class IMPALALearner(Component):
     self.network = network
     self.record_space = record_space
     self.network_inputs_space = network_inputs_space
-    self.queue = FIFOQueue(self.record_space, c.queue_capacity,
-                           shared_name=queue_name)
-    self.staging = StagingArea(self.record_space.with_batch_rank()) \
-        if c.use_staging else None
-    self.reward_clipping = None if c.reward_clipping == "none" else \
-        RewardClipping(c.reward_clipping)
+    self.queue = FIFOQueue(
+      self.record_space, c.queue_capacity, shared_name=queue_name
+    )
+    self.staging = (
+      StagingArea(self.record_space.with_batch_rank())
+      if c.use_staging
+      else None
+    )
+    self.reward_clipping = (
+      None if c.reward_clipping == "none" else RewardClipping(c.reward_clipping)
+    )
     self.loss = IMPALALoss(c.discounting, c.baseline_cost, c.entropy_cost)
-    learning_rate = c.learning_rate if c.lr_decay_steps is None else \
-        PolynomialDecay(c.learning_rate, 0.0, c.lr_decay_steps, 1.0)
-    self.optimizer = RMSProp(learning_rate, decay=c.decay,
-                             momentum=c.momentum, epsilon=c.epsilon,
-                             clip_global_norm=c.clip_grad_norm)
+    learning_rate = (
+      c.learning_rate
+      if c.lr_decay_steps is None
+      else PolynomialDecay(c.learning_rate, 0.0, c.lr_decay_steps, 1.0)
+    )
+    self.optimizer = RMSProp(
+      learning_rate,
+      decay=c.decay,
+      momentum=c.momentum,
+      epsilon=c.epsilon,
+      clip_global_norm=c.clip_grad_norm,
+    )
 
   # --- APIs ---------------------------------------------------------------
 
@@ -95,24 +114,42 @@ class IMPALALearner(Component):
 
   def _update(self, batch):
     """The loss and optimizer step on `batch` (what both updates share)."""
-    state = batch["initial_state"] if self.config.lstm_units else \
-        self._graph_fn_empty_state(batch)
+    state = (
+      batch["initial_state"]
+      if self.config.lstm_units
+      else self._graph_fn_empty_state(batch)
+    )
     inputs = self._graph_fn_network_inputs(batch)
-    out = self.network.unroll(inputs["observations"], state,
-                              inputs["resets"], inputs["last_rewards"],
-                              inputs["last_actions"])
+    out = self.network.unroll(
+      inputs["observations"],
+      state,
+      inputs["resets"],
+      inputs["last_rewards"],
+      inputs["last_actions"],
+    )
     tm = self._graph_fn_time_major(batch, out)
-    rewards = tm["rewards"] if self.reward_clipping is None else \
-        self.reward_clipping.call(tm["rewards"])
-    truncation_values = tm["truncation_values"] if \
-        self.config.bootstrap_on_truncation else None
-    losses = self.loss.loss(tm["target_logits"], tm["behaviour_logits"],
-                            tm["actions"], rewards, tm["dones"],
-                            tm["values"], tm["bootstrap_value"],
-                            truncation_values)
+    rewards = (
+      tm["rewards"]
+      if self.reward_clipping is None
+      else self.reward_clipping.call(tm["rewards"])
+    )
+    truncation_values = (
+      tm["truncation_values"] if self.config.bootstrap_on_truncation else None
+    )
+    losses = self.loss.loss(
+      tm["target_logits"],
+      tm["behaviour_logits"],
+      tm["actions"],
+      rewards,
+      tm["dones"],
+      tm["values"],
+      tm["bootstrap_value"],
+      truncation_values,
+    )
     stats = self.optimizer.step(losses["loss"], self.network.variables())
-    return self._graph_fn_results(losses, stats["grad_norm"],
-                                  self.get_train_step(), tm["rewards"])
+    return self._graph_fn_results(
+      losses, stats["grad_norm"], self.get_train_step(), tm["rewards"]
+    )
 
   @api
   def get_weights(self):
@@ -135,11 +172,12 @@ class IMPALALearner(Component):
   @graph_fn(output_space=lambda self: self.network_inputs_space)
   def _graph_fn_network_inputs(self, batch):
     # What the actor's policy saw at each step (see EnvironmentStepper).
-    return {"observations": tf.nest.map_structure(tf.identity,
-                                                  batch["observations"]),
-            "resets": tf.identity(batch["dones"]),
-            "last_rewards": tf.identity(batch["rewards"]),
-            "last_actions": tf.identity(batch["actions"])}
+    return {
+      "observations": tf.nest.map_structure(tf.identity, batch["observations"]),
+      "resets": tf.identity(batch["dones"]),
+      "last_rewards": tf.identity(batch["rewards"]),
+      "last_actions": tf.identity(batch["actions"]),
+    }
 
   @graph_fn(output_space=lambda self: self.network.state_space())
   def _graph_fn_empty_state(self, batch):
@@ -149,30 +187,37 @@ class IMPALALearner(Component):
   def _time_major_space(self):
     def tm(space):
       return space.with_ranks(batch=True, time=True, time_major=True)
+
     a = self.config.num_actions
-    return Dict(target_logits=tm(FloatBox((a,))),
-                behaviour_logits=tm(FloatBox((a,))),
-                actions=tm(IntBox(a, dtype=np.int64)),
-                rewards=tm(FloatBox()), dones=tm(BoolBox()),
-                values=tm(FloatBox()),
-                bootstrap_value=FloatBox(add_batch_rank=True),
-                truncation_values=tm(FloatBox()))
+    return Dict(
+      target_logits=tm(FloatBox((a,))),
+      behaviour_logits=tm(FloatBox((a,))),
+      actions=tm(IntBox(a, dtype=np.int64)),
+      rewards=tm(FloatBox()),
+      dones=tm(BoolBox()),
+      values=tm(FloatBox()),
+      bootstrap_value=FloatBox(add_batch_rank=True),
+      truncation_values=tm(FloatBox()),
+    )
 
   @graph_fn(output_space=lambda self: self._time_major_space())
   def _graph_fn_time_major(self, batch, out):
     def tm(x):
       return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
-    return {"target_logits": tm(out["logits"])[:-1],
-            "behaviour_logits": tm(batch["logits"])[1:],
-            "actions": tm(batch["actions"])[1:],
-            "rewards": tm(batch["rewards"])[1:],
-            "dones": tm(batch["dones"])[1:],
-            "values": tm(out["values"])[:-1],
-            "bootstrap_value": out["values"][:, -1],
-            # V(final observation) where step t + 1 truncated its episode.
-            "truncation_values": tf.where(tm(batch["truncated"])[1:],
-                                          tm(batch["bootstrap_value"])[1:],
-                                          0.0)}
+
+    return {
+      "target_logits": tm(out["logits"])[:-1],
+      "behaviour_logits": tm(batch["logits"])[1:],
+      "actions": tm(batch["actions"])[1:],
+      "rewards": tm(batch["rewards"])[1:],
+      "dones": tm(batch["dones"])[1:],
+      "values": tm(out["values"])[:-1],
+      "bootstrap_value": out["values"][:, -1],
+      # V(final observation) where step t + 1 truncated its episode.
+      "truncation_values": tf.where(
+        tm(batch["truncated"])[1:], tm(batch["bootstrap_value"])[1:], 0.0
+      ),
+    }
 
   @graph_fn(needs_subtree=True)
   def _graph_fn_train_step(self):

@@ -69,14 +69,23 @@ class IMPALANetwork(Synchronizable):
       observation is the frame).
   """
 
-  def __init__(self, torso, num_actions, lstm_units=None, preprocessor=None,
-               feed_reward_action=True, instruction_encoder=None,
-               frame_key=None, instruction_key=None,
-               scope="impala_network"):
+  def __init__(
+    self,
+    torso,
+    num_actions,
+    lstm_units=None,
+    preprocessor=None,
+    feed_reward_action=True,
+    instruction_encoder=None,
+    frame_key=None,
+    instruction_key=None,
+    scope="impala_network",
+  ):
     super().__init__(scope=scope)
     if (instruction_encoder is None) != (instruction_key is None):
-      raise BuildError(f"'{scope}': give instruction_encoder and "
-                       f"instruction_key together")
+      raise BuildError(
+        f"'{scope}': give instruction_encoder and instruction_key together"
+      )
     self.num_actions = int(num_actions)
     self.lstm_units = int(lstm_units) if lstm_units else 0
     self.preprocessor = preprocessor
@@ -84,15 +93,19 @@ class IMPALANetwork(Synchronizable):
     self.frame_key = frame_key
     self.instruction_key = instruction_key
     self.folder = TimeRankFolder(scope="folder")
-    self.torso = NeuralNetwork(list(torso), scope="torso") if isinstance(
-        torso, (list, tuple)) else torso
+    self.torso = (
+      NeuralNetwork(list(torso), scope="torso")
+      if isinstance(torso, (list, tuple))
+      else torso
+    )
     self.instruction_encoder = instruction_encoder
-    self.lstm = LSTM(self.lstm_units, scope="lstm") if self.lstm_units \
-        else None
+    self.lstm = LSTM(self.lstm_units, scope="lstm") if self.lstm_units else None
     # A near-uniform initial policy (logits ~0.01x Glorot's).
-    self.policy_head = Dense(self.num_actions, scope="policy_head",
-                             kernel_initializer=Scaled("glorot_uniform",
-                                                       0.01))
+    self.policy_head = Dense(
+      self.num_actions,
+      scope="policy_head",
+      kernel_initializer=Scaled("glorot_uniform", 0.01),
+    )
     self.value_head = Dense(1, scope="value_head")
 
   @property
@@ -109,10 +122,12 @@ class IMPALANetwork(Synchronizable):
     return {"c": z, "h": z.copy()}
 
   @api
-  def unroll(self, observations, initial_state, resets, last_rewards,
-             last_actions):
-    frames = observations if self.frame_key is None else \
-        observations[self.frame_key]
+  def unroll(
+    self, observations, initial_state, resets, last_rewards, last_actions
+  ):
+    frames = (
+      observations if self.frame_key is None else observations[self.frame_key]
+    )
     folded = self.folder.fold(frames)
     if self.preprocessor is not None:
       folded = self.preprocessor.call(folded)
@@ -121,10 +136,13 @@ class IMPALANetwork(Synchronizable):
       parts.append(self._graph_fn_reward_action(last_rewards, last_actions))
     if self.instruction_encoder is not None:
       instructions = observations[self.instruction_key]
-      parts.append(self.folder.unfold(self.instruction_encoder.call(
-          self.folder.fold(instructions)), instructions))
-    features = self._graph_fn_concat(*parts) if len(parts) > 1 else \
-        parts[0]
+      parts.append(
+        self.folder.unfold(
+          self.instruction_encoder.call(self.folder.fold(instructions)),
+          instructions,
+        )
+      )
+    features = self._graph_fn_concat(*parts) if len(parts) > 1 else parts[0]
     if self.lstm is not None:
       out = self.lstm.call(features, initial_state, resets)
       features, state = out["outputs"], out["state"]
@@ -133,7 +151,8 @@ class IMPALANetwork(Synchronizable):
     flat = self.folder.fold(features)
     logits = self.folder.unfold(self.policy_head.call(flat), frames)
     values = self.folder.unfold(
-        self._graph_fn_squeeze(self.value_head.call(flat)), frames)
+      self._graph_fn_squeeze(self.value_head.call(flat)), frames
+    )
     return {"logits": logits, "values": values, "state": state}
 
   def _features_space(self, spaces):
@@ -141,13 +160,21 @@ class IMPALANetwork(Synchronizable):
     dims can equal a feature size)."""
     lead = spaces[0]
     size = sum(s.shape[-1] for s in spaces)
-    return FloatBox((size,), add_batch_rank=lead.has_batch_rank,
-                    add_time_rank=lead.has_time_rank,
-                    time_major=lead.time_major)
+    return FloatBox(
+      (size,),
+      add_batch_rank=lead.has_batch_rank,
+      add_time_rank=lead.has_time_rank,
+      time_major=lead.time_major,
+    )
 
-  @graph_fn(output_space=lambda self, spaces: FloatBox(
-      (1 + self.num_actions,), add_batch_rank=True, add_time_rank=True,
-      time_major=spaces[0].time_major))
+  @graph_fn(
+    output_space=lambda self, spaces: FloatBox(
+      (1 + self.num_actions,),
+      add_batch_rank=True,
+      add_time_rank=True,
+      time_major=spaces[0].time_major,
+    )
+  )
   def _graph_fn_reward_action(self, last_rewards, last_actions):
     reward = tf.clip_by_value(tf.cast(last_rewards, tf.float32), -1.0, 1.0)
     action = tf.one_hot(tf.cast(last_actions, tf.int32), self.num_actions)
@@ -205,18 +232,23 @@ class IMPALAPolicy(Component):
 
   @api
   def act(self, observations, state, resets, last_rewards, last_actions):
-    out = self.network.unroll(observations, state, resets, last_rewards,
-                              last_actions)
+    out = self.network.unroll(
+      observations, state, resets, last_rewards, last_actions
+    )
     logits = out["logits"]
-    return {"action": self.distribution.sample(logits),
-            "greedy_action": self.distribution.deterministic(logits),
-            "logits": logits, "values": out["values"],
-            "state": out["state"]}
+    return {
+      "action": self.distribution.sample(logits),
+      "greedy_action": self.distribution.deterministic(logits),
+      "logits": logits,
+      "values": out["values"],
+      "state": out["state"],
+    }
 
   @api
   def values(self, observations, state, resets, last_rewards, last_actions):
-    return self.network.unroll(observations, state, resets, last_rewards,
-                               last_actions)["values"]
+    return self.network.unroll(
+      observations, state, resets, last_rewards, last_actions
+    )["values"]
 
   @api
   def set_weights(self, weights):
@@ -230,12 +262,17 @@ def observation_keys(observation_space):
   if not isinstance(observation_space, Dict):
     return None, None
   text = [k for k, s in observation_space.items() if isinstance(s, TextBox)]
-  frames = [k for k, s in observation_space.items()
-            if not isinstance(s, (TextBox, Dict))]
+  frames = [
+    k
+    for k, s in observation_space.items()
+    if not isinstance(s, (TextBox, Dict))
+  ]
   if len(frames) != 1 or len(text) > 1:
-    raise BuildError(f"IMPALA needs Dict observations of one frame (box) "
-                     f"leaf and at most one text leaf, got "
-                     f"{observation_space!r}")
+    raise BuildError(
+      f"IMPALA needs Dict observations of one frame (box) "
+      f"leaf and at most one text leaf, got "
+      f"{observation_space!r}"
+    )
   return frames[0], (text[0] if text else None)
 
 
@@ -256,8 +293,9 @@ def make_network(config, observation_space, scope="impala_network"):
   else:
     torso = list(config.torso)
   frame_key, instruction_key = observation_keys(observation_space)
-  frame_space = observation_space if frame_key is None else \
-      observation_space[frame_key]
+  frame_space = (
+    observation_space if frame_key is None else observation_space[frame_key]
+  )
   scale = config.scale_observations
   if scale is None and frame_space.dtype == np.uint8:
     scale = 255.0
@@ -267,8 +305,19 @@ def make_network(config, observation_space, scope="impala_network"):
     if scale:
       steps.append(Divide(float(scale)))
     preprocessor = PreprocessorStack(*steps, scope="preprocessor")
-  encoder = None if instruction_key is None else \
-      InstructionEncoder(scope="instruction_encoder")
-  return IMPALANetwork(torso, config.num_actions, config.lstm_units,
-                       preprocessor, config.feed_reward_action, encoder,
-                       frame_key, instruction_key, scope=scope)
+  encoder = (
+    None
+    if instruction_key is None
+    else InstructionEncoder(scope="instruction_encoder")
+  )
+  return IMPALANetwork(
+    torso,
+    config.num_actions,
+    config.lstm_units,
+    preprocessor,
+    config.feed_reward_action,
+    encoder,
+    frame_key,
+    instruction_key,
+    scope=scope,
+  )

@@ -21,14 +21,18 @@ class ContainerSplitter(Component):
 
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", (Dict, Tuple))
-    present = list(space.keys()) if isinstance(space, Dict) else \
-        list(range(len(space)))
+    present = (
+      list(space.keys()) if isinstance(space, Dict) else list(range(len(space)))
+    )
     missing = [k for k in self.keys if k not in present]
     if missing:
-      raise SpaceError(f"keys {missing} not in the input",
-                       component=self.path, argument="inputs",
-                       expected=f"a container with keys {list(self.keys)}",
-                       received=repr(space))
+      raise SpaceError(
+        f"keys {missing} not in the input",
+        component=self.path,
+        argument="inputs",
+        expected=f"a container with keys {list(self.keys)}",
+        received=repr(space),
+      )
 
   @api
   def split(self, inputs):
@@ -55,8 +59,9 @@ class ContainerMerger(Component):
   def merge(self, *inputs):
     if self.keys and len(inputs) != len(self.keys):
       raise AssemblyError(
-          f"'{self.path}'.merge got {len(inputs)} values for keys "
-          f"{list(self.keys)}")
+        f"'{self.path}'.merge got {len(inputs)} values for keys "
+        f"{list(self.keys)}"
+      )
     return self._graph_fn_merge(*inputs)
 
   @graph_fn(neutral=True)

@@ -34,9 +34,13 @@ class Synchronizable(Component):
     got_shapes = {p: tuple(v.shape) for p, v in sorted(got.items())}
     if own_shapes != got_shapes:
       raise SpaceError(
-          "sync values do not match this component's variables",
-          component=self.path, api="sync", argument="values",
-          expected=own_shapes, received=got_shapes)
+        "sync values do not match this component's variables",
+        component=self.path,
+        api="sync",
+        argument="values",
+        expected=own_shapes,
+        received=got_shapes,
+      )
     return own
 
   @api
@@ -65,4 +69,3 @@ def _is_one(tau):
   """Whether `tau` is the Python number 1 (a hard copy). A tensor `tau` (an
   API input) always blends: it has no Python truth value in a TF graph."""
   return isinstance(tau, (int, float)) and tau == 1.0
-

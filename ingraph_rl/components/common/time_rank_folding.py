@@ -28,26 +28,28 @@ class TimeRankFolder(Component):
   @graph_fn(output_space=lambda self, spaces: _folded(spaces[0]))
   def _graph_fn_fold(self, inputs):
     return tree.map_structure(
-        lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)),
-        inputs)
+      lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)), inputs
+    )
 
   @_graph_fn_fold.torch
   def _graph_fn_fold(self, inputs):
     return tree.map_structure(
-        lambda x: x.reshape((-1,) + tuple(x.shape[2:])), inputs)
+      lambda x: x.reshape((-1,) + tuple(x.shape[2:])), inputs
+    )
 
   @graph_fn(output_space=lambda self, spaces: _unfolded(*spaces))
   def _graph_fn_unfold(self, inputs, like):
     lead = tf.shape(tree.flatten(like)[0])[:2]
     return tree.map_structure(
-        lambda x: tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], 0)),
-        inputs)
+      lambda x: tf.reshape(x, tf.concat([lead, tf.shape(x)[1:]], 0)), inputs
+    )
 
   @_graph_fn_unfold.torch
   def _graph_fn_unfold(self, inputs, like):
     lead = tuple(tree.flatten(like)[0].shape[:2])
     return tree.map_structure(
-        lambda x: x.reshape(lead + tuple(x.shape[1:])), inputs)
+      lambda x: x.reshape(lead + tuple(x.shape[1:])), inputs
+    )
 
 
 # Declared spaces: from shapes alone a folded [B * T, F] value cannot be
@@ -66,5 +68,8 @@ def _unfolded(space, like):
   if space is None or like is None:
     return None
   leaf = like.flatten()[0][1]
-  return space.with_ranks(batch=leaf.has_batch_rank,
-                          time=leaf.has_time_rank, time_major=leaf.time_major)
+  return space.with_ranks(
+    batch=leaf.has_batch_rank,
+    time=leaf.has_time_rank,
+    time_major=leaf.time_major,
+  )

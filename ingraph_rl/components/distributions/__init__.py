@@ -4,7 +4,6 @@ entropy, kl)."""
 
 from ingraph_rl.components.distributions.categorical import Categorical
 from ingraph_rl.components.distributions.distribution import Distribution
-from ingraph_rl.components.distributions.gaussian import (DiagGaussian,
-                                                          Normal)
+from ingraph_rl.components.distributions.gaussian import DiagGaussian, Normal
 
 __all__ = ["Categorical", "DiagGaussian", "Distribution", "Normal"]

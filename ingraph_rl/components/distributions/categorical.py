@@ -28,28 +28,36 @@ class Categorical(Distribution):
     super().__init__(seed=seed, scope=scope)
 
   def _check_spaces(self, input_spaces):
-    logits = self.expect_space(input_spaces, "parameters", FloatBox,
-                               min_rank=1)
+    logits = self.expect_space(input_spaces, "parameters", FloatBox, min_rank=1)
     self.num_categories = logits.shape[-1]
     if "other_parameters" in input_spaces:
-      other = self.expect_space(input_spaces, "other_parameters", FloatBox,
-                                min_rank=1)
+      other = self.expect_space(
+        input_spaces, "other_parameters", FloatBox, min_rank=1
+      )
       if other.shape != logits.shape:
-        raise SpaceError("shape differs from 'parameters'", api="kl",
-                         argument="other_parameters",
-                         expected=repr(logits), received=repr(other))
+        raise SpaceError(
+          "shape differs from 'parameters'",
+          api="kl",
+          argument="other_parameters",
+          expected=repr(logits),
+          received=repr(other),
+        )
     if "values" in input_spaces:
       values = self.expect_space(input_spaces, "values", IntBox)
       if values.shape != logits.shape[:-1]:
-        raise SpaceError("values need the logits' shape without the last "
-                         "axis", api="log_prob", argument="values",
-                         expected=f"per-item shape {logits.shape[:-1]}",
-                         received=repr(values))
+        raise SpaceError(
+          "values need the logits' shape without the last axis",
+          api="log_prob",
+          argument="values",
+          expected=f"per-item shape {logits.shape[:-1]}",
+          received=repr(values),
+        )
 
   def _sample_space(self):
     shape = self.input_spaces["parameters"].shape[:-1]
-    return IntBox(self.num_categories, shape=shape, dtype=np.int64,
-                  **self._ranks())
+    return IntBox(
+      self.num_categories, shape=shape, dtype=np.int64, **self._ranks()
+    )
 
   def _tf_distribution(self, parameters):
     return tfp.distributions.Categorical(logits=parameters, dtype=tf.int64)
@@ -58,8 +66,9 @@ class Categorical(Distribution):
     return tf.argmax(d.logits, axis=-1, output_type=tf.int64)
 
   def _torch_distribution(self, parameters):
-    return torch.distributions.Categorical(logits=parameters,
-                                           validate_args=False)
+    return torch.distributions.Categorical(
+      logits=parameters, validate_args=False
+    )
 
   def _torch_deterministic(self, d):
     return d.logits.argmax(-1)

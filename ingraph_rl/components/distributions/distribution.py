@@ -24,13 +24,13 @@ from ingraph_rl.utils.lazy import torch
 class Distribution(Component):
   """Base class. Subclasses implement:
 
-    _check_spaces(input_spaces): SpaceErrors for unusable spaces.
-    _tf_distribution(parameters) / _torch_distribution(parameters).
-    _tf_deterministic(d) / _torch_deterministic(d).
-    _torch_sample(d, generator): torch.distributions' `sample` takes no
-      generator, so the torch mirror draws with the component's own.
-    _sample_space(): output space of `sample` / `deterministic` (declared,
-      so that it carries the category bound).
+  _check_spaces(input_spaces): SpaceErrors for unusable spaces.
+  _tf_distribution(parameters) / _torch_distribution(parameters).
+  _tf_deterministic(d) / _torch_deterministic(d).
+  _torch_sample(d, generator): torch.distributions' `sample` takes no
+    generator, so the torch mirror draws with the component's own.
+  _sample_space(): output space of `sample` / `deterministic` (declared,
+    so that it carries the category bound).
   """
 
   variable_args = ("parameters",)
@@ -42,8 +42,10 @@ class Distribution(Component):
   def create_variables(self, input_spaces):
     self._check_spaces(input_spaces)
     self.rng = self.add_resource(
-        "rng", tf=lambda: tf.random.Generator.from_seed(self.seed),
-        torch=lambda: torch.Generator().manual_seed(self.seed))
+      "rng",
+      tf=lambda: tf.random.Generator.from_seed(self.seed),
+      torch=lambda: torch.Generator().manual_seed(self.seed),
+    )
 
   def _check_spaces(self, input_spaces):
     raise NotImplementedError
@@ -78,8 +80,11 @@ class Distribution(Component):
   def _ranks(self):
     """Leading-rank settings of the parameters (of their first leaf)."""
     leaf = self.input_spaces["parameters"].flatten()[0][1]
-    return dict(add_batch_rank=leaf.has_batch_rank,
-                add_time_rank=leaf.has_time_rank, time_major=leaf.time_major)
+    return dict(
+      add_batch_rank=leaf.has_batch_rank,
+      add_time_rank=leaf.has_time_rank,
+      time_major=leaf.time_major,
+    )
 
   @graph_fn(output_space=lambda c: c._sample_space())
   def _graph_fn_sample(self, parameters):
@@ -103,7 +108,8 @@ class Distribution(Component):
   @graph_fn
   def _graph_fn_kl(self, parameters, other_parameters):
     return self._tf_distribution(parameters).kl_divergence(
-        self._tf_distribution(other_parameters))
+      self._tf_distribution(other_parameters)
+    )
 
   # --- torch bodies ----------------------------------------------------------
 
@@ -118,7 +124,8 @@ class Distribution(Component):
   @_graph_fn_log_prob.torch
   def _graph_fn_log_prob(self, parameters, values):
     return self._torch_distribution(parameters).log_prob(
-        self._torch_values(values))
+      self._torch_values(values)
+    )
 
   @_graph_fn_entropy.torch
   def _graph_fn_entropy(self, parameters):
@@ -127,8 +134,9 @@ class Distribution(Component):
   @_graph_fn_kl.torch
   def _graph_fn_kl(self, parameters, other_parameters):
     return torch.distributions.kl_divergence(
-        self._torch_distribution(parameters),
-        self._torch_distribution(other_parameters))
+      self._torch_distribution(parameters),
+      self._torch_distribution(other_parameters),
+    )
 
   def _torch_values(self, values):
     return values

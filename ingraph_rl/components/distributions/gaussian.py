@@ -22,49 +22,69 @@ class _Gaussian(Distribution):
     if "other_parameters" in input_spaces:
       other = self._event_space(input_spaces, "other_parameters", "kl")
       if other.shape != event.shape:
-        raise SpaceError("the mean's shape differs from that of "
-                         "'parameters'", api="kl",
-                         argument="other_parameters",
-                         expected=f"per-item mean shape {event.shape}",
-                         received=f"per-item mean shape {other.shape}")
+        raise SpaceError(
+          "the mean's shape differs from that of 'parameters'",
+          api="kl",
+          argument="other_parameters",
+          expected=f"per-item mean shape {event.shape}",
+          received=f"per-item mean shape {other.shape}",
+        )
     if "values" in input_spaces:
       values = self.expect_space(input_spaces, "values", FloatBox)
       if values.shape != event.shape:
-        raise SpaceError("values need the shape of the mean", api="log_prob",
-                         argument="values",
-                         expected=f"per-item shape {event.shape}",
-                         received=repr(values))
+        raise SpaceError(
+          "values need the shape of the mean",
+          api="log_prob",
+          argument="values",
+          expected=f"per-item shape {event.shape}",
+          received=repr(values),
+        )
 
   def _event_space(self, input_spaces, arg, api_name):
     """The space of the mean (checking the parameter space)."""
     space = self.expect_space(input_spaces, arg, (FloatBox, Tuple))
     if isinstance(space, Tuple):
       parts = [s for _, s in space.flatten()]
-      if len(space) != 2 or len(parts) != 2 or not all(
-          isinstance(s, FloatBox) for s in parts) or \
-          parts[0].shape != parts[1].shape:
-        raise SpaceError("a (mean, log_std) Tuple needs two FloatBoxes of "
-                         "one shape", api=api_name, argument=arg,
-                         received=repr(space))
+      if (
+        len(space) != 2
+        or len(parts) != 2
+        or not all(isinstance(s, FloatBox) for s in parts)
+        or parts[0].shape != parts[1].shape
+      ):
+        raise SpaceError(
+          "a (mean, log_std) Tuple needs two FloatBoxes of one shape",
+          api=api_name,
+          argument=arg,
+          received=repr(space),
+        )
       mean = parts[0]
     else:
       if space.rank < 1 or space.shape[-1] is None or space.shape[-1] % 2:
-        raise SpaceError("a single parameter tensor needs an even last dim "
-                         "(mean and log_std halves)", api=api_name,
-                         argument=arg, received=repr(space))
-      mean = FloatBox(space.shape[:-1] + (space.shape[-1] // 2,),
-                      dtype=space.dtype)
+        raise SpaceError(
+          "a single parameter tensor needs an even last dim "
+          "(mean and log_std halves)",
+          api=api_name,
+          argument=arg,
+          received=repr(space),
+        )
+      mean = FloatBox(
+        space.shape[:-1] + (space.shape[-1] // 2,), dtype=space.dtype
+      )
     if self.min_event_rank and mean.rank < self.min_event_rank:
-      raise SpaceError(f"the mean needs per-item rank >= "
-                       f"{self.min_event_rank}", api=api_name, argument=arg,
-                       received=repr(space))
+      raise SpaceError(
+        f"the mean needs per-item rank >= {self.min_event_rank}",
+        api=api_name,
+        argument=arg,
+        received=repr(space),
+      )
     return mean
 
   min_event_rank = 0
 
   def _sample_space(self):
-    return FloatBox(self.mean_space.shape, dtype=self.mean_space.dtype,
-                    **self._ranks())
+    return FloatBox(
+      self.mean_space.shape, dtype=self.mean_space.dtype, **self._ranks()
+    )
 
   @staticmethod
   def _tf_split(parameters):
@@ -112,8 +132,9 @@ class Normal(_Gaussian):
 
   def _torch_distribution(self, parameters):
     mean, log_std = self._torch_split(parameters)
-    return torch.distributions.Normal(mean, torch.exp(log_std),
-                                      validate_args=False)
+    return torch.distributions.Normal(
+      mean, torch.exp(log_std), validate_args=False
+    )
 
   def _torch_loc_scale(self, d):
     return d.loc, d.scale
@@ -133,14 +154,16 @@ class DiagGaussian(_Gaussian):
   def _tf_distribution(self, parameters):
     mean, log_std = self._tf_split(parameters)
     return tfp.distributions.MultivariateNormalDiag(
-        loc=mean, scale_diag=tf.exp(log_std))
+      loc=mean, scale_diag=tf.exp(log_std)
+    )
 
   def _torch_distribution(self, parameters):
     mean, log_std = self._torch_split(parameters)
     return torch.distributions.Independent(
-        torch.distributions.Normal(mean, torch.exp(log_std),
-                                   validate_args=False), 1,
-        validate_args=False)
+      torch.distributions.Normal(mean, torch.exp(log_std), validate_args=False),
+      1,
+      validate_args=False,
+    )
 
   def _torch_loc_scale(self, d):
     return d.base_dist.loc, d.base_dist.scale

@@ -1,6 +1,8 @@
 """In-graph environment stepping: `EnvironmentStepper`."""
 
 from ingraph_rl.components.env_stepping.environment_stepper import (
-    ROLLOUT_FIELDS, EnvironmentStepper)
+  ROLLOUT_FIELDS,
+  EnvironmentStepper,
+)
 
 __all__ = ["EnvironmentStepper", "ROLLOUT_FIELDS"]

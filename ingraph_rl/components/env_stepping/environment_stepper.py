@@ -26,8 +26,15 @@ def tree_path(key):
 
 
 # Fields of a rollout, each time-major [T + 1, num_envs, ...].
-ROLLOUT_FIELDS = ("observations", "rewards", "dones", "actions", "logits",
-                  "truncated", "bootstrap_value")
+ROLLOUT_FIELDS = (
+  "observations",
+  "rewards",
+  "dones",
+  "actions",
+  "logits",
+  "truncated",
+  "bootstrap_value",
+)
 
 
 def _empty_strings(shape, dtype, rng):
@@ -84,13 +91,22 @@ class EnvironmentStepper(Component):
         "length_sum_per_env" int64.
   """
 
-  def __init__(self, env, policy, state_space, num_actions, unroll_length,
-               bootstrap_on_truncation=True, scope="environment_stepper"):
+  def __init__(
+    self,
+    env,
+    policy,
+    state_space,
+    num_actions,
+    unroll_length,
+    bootstrap_on_truncation=True,
+    scope="environment_stepper",
+  ):
     super().__init__(scope=scope)
     if unroll_length < 1:
-      raise BuildError(f"'{scope}': unroll_length must be >= 1, got "
-                       f"{unroll_length}")
-    self.env = env                    # Stepped via numpy_function.
+      raise BuildError(
+        f"'{scope}': unroll_length must be >= 1, got {unroll_length}"
+      )
+    self.env = env  # Stepped via numpy_function.
     self.policy = policy
     self.state_space = state_space
     self.num_actions = int(num_actions)
@@ -104,17 +120,20 @@ class EnvironmentStepper(Component):
     n, obs = self.num_envs, self.env.observation_space
 
     def var(name, shape, dtype, initializer="zeros"):
-      return self.add_variable(name, shape, dtype, initializer,
-                               trainable=False)
+      return self.add_variable(name, shape, dtype, initializer, trainable=False)
 
     def name(prefix, key):
       return "_".join((prefix,) + tuple(map(str, tree_path(key))))
 
     self.obs_vars = {
-        key: var(name("last_obs", key), (n,) + tuple(space.shape),
-                 space.dtype, _empty_strings if isinstance(
-                     space, TextBox) else "zeros")
-        for key, space in obs.flatten()}
+      key: var(
+        name("last_obs", key),
+        (n,) + tuple(space.shape),
+        space.dtype,
+        _empty_strings if isinstance(space, TextBox) else "zeros",
+      )
+      for key, space in obs.flatten()
+    }
     self.last_reward = var("last_reward", (n,), np.float32)
     self.last_done = var("last_done", (n,), np.bool_)
     self.last_action = var("last_action", (n,), np.int64)
@@ -124,22 +143,26 @@ class EnvironmentStepper(Component):
     self.episode_return = var("episode_return", (n,), np.float32)
     self.episode_length = var("episode_length", (n,), np.int32)
     self.state_vars = {
-        key: var(name("state", key), (n,) + tuple(space.shape), space.dtype)
-        for key, space in self.state_space.flatten()}
+      key: var(name("state", key), (n,) + tuple(space.shape), space.dtype)
+      for key, space in self.state_space.flatten()
+    }
 
   def _read(self, space, variables):
-    return space.unflatten_value([variables[k].read_value()
-                                  for k, _ in space.flatten()])
+    return space.unflatten_value(
+      [variables[k].read_value() for k, _ in space.flatten()]
+    )
 
   def _assign(self, space, variables, value):
     leaves = space.flatten_value(value)
-    return [variables[k].assign(v) for (k, _), v in
-            zip(space.flatten(), leaves)]
+    return [
+      variables[k].assign(v) for (k, _), v in zip(space.flatten(), leaves)
+    ]
 
   @api
   def act(self, observations, state, resets, last_rewards, last_actions):
-    return self.policy.act(observations, state, resets, last_rewards,
-                           last_actions)
+    return self.policy.act(
+      observations, state, resets, last_rewards, last_actions
+    )
 
   @api
   def set_policy_weights(self, weights):
@@ -151,8 +174,9 @@ class EnvironmentStepper(Component):
 
   @api
   def unroll(self):
-    values = inline(self.policy.values) if self.bootstrap_on_truncation \
-        else None
+    values = (
+      inline(self.policy.values) if self.bootstrap_on_truncation else None
+    )
     return self._graph_fn_unroll(inline(self.act), values)
 
   @graph_fn
@@ -160,14 +184,16 @@ class EnvironmentStepper(Component):
     obs = in_graph.tf_reset(self.env, seed)
     n = self.num_envs
     ops = self._assign(self.env.observation_space, self.obs_vars, obs)
-    ops += [self.last_reward.assign(tf.zeros([n])),
-            self.last_done.assign(tf.ones([n], tf.bool)),
-            self.last_action.assign(tf.zeros([n], tf.int64)),
-            self.last_logits.assign(tf.zeros([n, self.num_actions])),
-            self.last_truncated.assign(tf.zeros([n], tf.bool)),
-            self.last_bootstrap.assign(tf.zeros([n])),
-            self.episode_return.assign(tf.zeros([n])),
-            self.episode_length.assign(tf.zeros([n], tf.int32))]
+    ops += [
+      self.last_reward.assign(tf.zeros([n])),
+      self.last_done.assign(tf.ones([n], tf.bool)),
+      self.last_action.assign(tf.zeros([n], tf.int64)),
+      self.last_logits.assign(tf.zeros([n, self.num_actions])),
+      self.last_truncated.assign(tf.zeros([n], tf.bool)),
+      self.last_bootstrap.assign(tf.zeros([n])),
+      self.episode_return.assign(tf.zeros([n])),
+      self.episode_length.assign(tf.zeros([n], tf.int32)),
+    ]
     ops += [v.assign(tf.zeros_like(v)) for v in self.state_vars.values()]
     with tf.control_dependencies(ops):
       return _nest_map(tf.identity, obs)
@@ -176,22 +202,27 @@ class EnvironmentStepper(Component):
   def _graph_fn_unroll(self, act, values):
     T, n = self.unroll_length, self.num_envs
     obs_space = self.env.observation_space
-    first = {"observations": self._read(obs_space, self.obs_vars),
-             "rewards": self.last_reward.read_value(),
-             "dones": self.last_done.read_value(),
-             "actions": self.last_action.read_value(),
-             "logits": self.last_logits.read_value(),
-             "truncated": self.last_truncated.read_value(),
-             "bootstrap_value": self.last_bootstrap.read_value()}
+    first = {
+      "observations": self._read(obs_space, self.obs_vars),
+      "rewards": self.last_reward.read_value(),
+      "dones": self.last_done.read_value(),
+      "actions": self.last_action.read_value(),
+      "logits": self.last_logits.read_value(),
+      "truncated": self.last_truncated.read_value(),
+      "bootstrap_value": self.last_bootstrap.read_value(),
+    }
     initial_state = self._read(self.state_space, self.state_vars)
-    arrays = _nest_map(lambda v: tf.TensorArray(
-        v.dtype, size=T, element_shape=v.shape), first)
-    zeros = {"episodes": tf.zeros([n], tf.int64),
-             "return_sum": tf.zeros([n]),
-             "length_sum": tf.zeros([n], tf.int64)}
+    arrays = _nest_map(
+      lambda v: tf.TensorArray(v.dtype, size=T, element_shape=v.shape), first
+    )
+    zeros = {
+      "episodes": tf.zeros([n], tf.int64),
+      "return_sum": tf.zeros([n]),
+      "length_sum": tf.zeros([n], tf.int64),
+    }
 
     def step_in(x):
-      return x[:, None]               # [N] -> [N, T = 1].
+      return x[:, None]  # [N] -> [N, T = 1].
 
     def bootstrap_values(step, state, action):
       # V(final_obs): the episode goes on from the post-step state, with
@@ -201,17 +232,29 @@ class EnvironmentStepper(Component):
         return truncated, tf.zeros([n])
 
       def value():
-        v = values(_nest_map(step_in, step.final_obs), state,
-                   tf.zeros([n, 1], tf.bool), step_in(step.rewards),
-                   step_in(action))[:, 0]
+        v = values(
+          _nest_map(step_in, step.final_obs),
+          state,
+          tf.zeros([n, 1], tf.bool),
+          step_in(step.rewards),
+          step_in(action),
+        )[:, 0]
         return tf.where(truncated, v, 0.0)
-      return truncated, tf.cond(tf.reduce_any(truncated), value,
-                                lambda: tf.zeros([n]))
 
-    def body(t, obs, done, reward, last_action, state, ep_ret, ep_len,
-             stats, arrays):
-      out = act(_nest_map(step_in, obs), state, step_in(done),
-                step_in(reward), step_in(last_action))
+      return truncated, tf.cond(
+        tf.reduce_any(truncated), value, lambda: tf.zeros([n])
+      )
+
+    def body(
+      t, obs, done, reward, last_action, state, ep_ret, ep_len, stats, arrays
+    ):
+      out = act(
+        _nest_map(step_in, obs),
+        state,
+        step_in(done),
+        step_in(reward),
+        step_in(last_action),
+      )
       action, logits = out["action"][:, 0], out["logits"][:, 0]
       step = in_graph.tf_step(self.env, action)
       new_done = step.terminated | step.truncated
@@ -219,49 +262,80 @@ class EnvironmentStepper(Component):
       ep_ret = ep_ret + step.rewards
       ep_len = ep_len + 1
       ended = tf.cast(new_done, tf.int64)
-      stats = {"episodes": stats["episodes"] + ended,
-               "return_sum": stats["return_sum"] +
-                             tf.where(new_done, ep_ret, 0.0),
-               "length_sum": stats["length_sum"] +
-                             tf.cast(ep_len, tf.int64) * ended}
+      stats = {
+        "episodes": stats["episodes"] + ended,
+        "return_sum": stats["return_sum"] + tf.where(new_done, ep_ret, 0.0),
+        "length_sum": stats["length_sum"] + tf.cast(ep_len, tf.int64) * ended,
+      }
       ep_ret = tf.where(new_done, 0.0, ep_ret)
       ep_len = tf.where(new_done, 0, ep_len)
-      record = {"observations": step.obs, "rewards": step.rewards,
-                "dones": new_done, "actions": action, "logits": logits,
-                "truncated": truncated, "bootstrap_value": bootstrap}
+      record = {
+        "observations": step.obs,
+        "rewards": step.rewards,
+        "dones": new_done,
+        "actions": action,
+        "logits": logits,
+        "truncated": truncated,
+        "bootstrap_value": bootstrap,
+      }
       arrays = _nest_map(lambda a, x: a.write(t, x), arrays, record)
-      return (t + 1, step.obs, new_done, step.rewards, action, out["state"],
-              ep_ret, ep_len, stats, arrays)
+      return (
+        t + 1,
+        step.obs,
+        new_done,
+        step.rewards,
+        action,
+        out["state"],
+        ep_ret,
+        ep_len,
+        stats,
+        arrays,
+      )
 
-    loop_vars = (tf.constant(0), first["observations"], first["dones"],
-                 first["rewards"], first["actions"], initial_state,
-                 self.episode_return.read_value(),
-                 self.episode_length.read_value(), zeros, arrays)
-    with gradients.tf_no_recording():    # No gradient goes through it.
-      (_, obs, done, _, _, state, ep_ret, ep_len, stats, arrays) = \
-          tf.while_loop(lambda t, *_: t < T, body, loop_vars,
-                        parallel_iterations=1)
-    rollout = _nest_map(lambda x, a: tf.concat([x[None], a.stack()], 0),
-                        first, arrays)
+    loop_vars = (
+      tf.constant(0),
+      first["observations"],
+      first["dones"],
+      first["rewards"],
+      first["actions"],
+      initial_state,
+      self.episode_return.read_value(),
+      self.episode_length.read_value(),
+      zeros,
+      arrays,
+    )
+    with gradients.tf_no_recording():  # No gradient goes through it.
+      (_, obs, done, _, _, state, ep_ret, ep_len, stats, arrays) = (
+        tf.while_loop(
+          lambda t, *_: t < T, body, loop_vars, parallel_iterations=1
+        )
+      )
+    rollout = _nest_map(
+      lambda x, a: tf.concat([x[None], a.stack()], 0), first, arrays
+    )
     last = _nest_map(lambda x: x[-1], rollout)
     ops = self._assign(obs_space, self.obs_vars, obs)
-    ops += [self.last_reward.assign(last["rewards"]),
-            self.last_done.assign(done),
-            self.last_action.assign(last["actions"]),
-            self.last_logits.assign(last["logits"]),
-            self.last_truncated.assign(last["truncated"]),
-            self.last_bootstrap.assign(last["bootstrap_value"]),
-            self.episode_return.assign(ep_ret),
-            self.episode_length.assign(ep_len)]
+    ops += [
+      self.last_reward.assign(last["rewards"]),
+      self.last_done.assign(done),
+      self.last_action.assign(last["actions"]),
+      self.last_logits.assign(last["logits"]),
+      self.last_truncated.assign(last["truncated"]),
+      self.last_bootstrap.assign(last["bootstrap_value"]),
+      self.episode_return.assign(ep_ret),
+      self.episode_length.assign(ep_len),
+    ]
     ops += self._assign(self.state_space, self.state_vars, state)
     with tf.control_dependencies(ops):
       rollout = _nest_map(tf.identity, rollout)
       rollout["initial_state"] = _nest_map(tf.identity, initial_state)
-      out_stats = {"episodes": tf.reduce_sum(stats["episodes"]),
-                   "return_sum": tf.reduce_sum(stats["return_sum"]),
-                   "length_sum": tf.reduce_sum(stats["length_sum"]),
-                   "env_steps": tf.constant(n * T, tf.int64),
-                   "episodes_per_env": tf.identity(stats["episodes"]),
-                   "return_sum_per_env": tf.identity(stats["return_sum"]),
-                   "length_sum_per_env": tf.identity(stats["length_sum"])}
+      out_stats = {
+        "episodes": tf.reduce_sum(stats["episodes"]),
+        "return_sum": tf.reduce_sum(stats["return_sum"]),
+        "length_sum": tf.reduce_sum(stats["length_sum"]),
+        "env_steps": tf.constant(n * T, tf.int64),
+        "episodes_per_env": tf.identity(stats["episodes"]),
+        "return_sum_per_env": tf.identity(stats["return_sum"]),
+        "length_sum_per_env": tf.identity(stats["length_sum"]),
+      }
     return {"rollout": rollout, "stats": out_stats}

@@ -12,9 +12,14 @@ from ingraph_rl.utils.lazy import torch
 
 def _action_space(component):
   q = component.input_spaces["q_values"]
-  return IntBox(component.num_actions, shape=q.shape[:-1], dtype=np.int64,
-                add_batch_rank=q.has_batch_rank,
-                add_time_rank=q.has_time_rank, time_major=q.time_major)
+  return IntBox(
+    component.num_actions,
+    shape=q.shape[:-1],
+    dtype=np.int64,
+    add_batch_rank=q.has_batch_rank,
+    add_time_rank=q.has_time_rank,
+    time_major=q.time_major,
+  )
 
 
 class EpsilonGreedy(Component):
@@ -52,8 +57,9 @@ class EpsilonGreedy(Component):
     super().__init__(scope=scope)
     self.num_actions = int(num_actions)
     if self.num_actions < 1:
-      raise BuildError(f"'{scope}': num_actions must be >= 1, got "
-                       f"{num_actions}")
+      raise BuildError(
+        f"'{scope}': num_actions must be >= 1, got {num_actions}"
+      )
     if not isinstance(schedule, Schedule):
       schedule = Constant(schedule)
     self.schedule = schedule
@@ -63,22 +69,32 @@ class EpsilonGreedy(Component):
     q = self.expect_space(input_spaces, "q_values", FloatBox, rank=1)
     if q.shape[-1] != self.num_actions:
       raise SpaceError(
-          f"last dim must be num_actions={self.num_actions}, got "
-          f"{q.shape[-1]}", component=self.path, api="get_action",
-          argument="q_values", received=repr(q))
+        f"last dim must be num_actions={self.num_actions}, got {q.shape[-1]}",
+        component=self.path,
+        api="get_action",
+        argument="q_values",
+        received=repr(q),
+      )
     explore = input_spaces.get("explore")
-    if explore is not None and (not isinstance(explore, BoolBox)
-                                or explore.rank != 0
-                                or explore.num_leading_ranks):
-      raise SpaceError("explore must be one bool per call",
-                       component=self.path, api="get_action",
-                       argument="explore", expected="BoolBox()",
-                       received=repr(explore))
-    self.timestep = self.add_variable("timestep", (), np.int64,
-                                      trainable=False)
+    if explore is not None and (
+      not isinstance(explore, BoolBox)
+      or explore.rank != 0
+      or explore.num_leading_ranks
+    ):
+      raise SpaceError(
+        "explore must be one bool per call",
+        component=self.path,
+        api="get_action",
+        argument="explore",
+        expected="BoolBox()",
+        received=repr(explore),
+      )
+    self.timestep = self.add_variable("timestep", (), np.int64, trainable=False)
     self.rng = self.add_resource(
-        "rng", tf=lambda: tf.random.Generator.from_seed(self.seed),
-        torch=lambda: torch.Generator().manual_seed(self.seed))
+      "rng",
+      tf=lambda: tf.random.Generator.from_seed(self.seed),
+      torch=lambda: torch.Generator().manual_seed(self.seed),
+    )
 
   @api
   def get_action(self, q_values, explore=True):
@@ -101,8 +117,7 @@ class EpsilonGreedy(Component):
     shape = tf.shape(greedy)
     u = self.rng.uniform(shape, dtype=tf.float32)
     random = self.rng.uniform(shape, 0, self.num_actions, dtype=tf.int64)
-    take = tf.logical_and(tf.convert_to_tensor(explore, tf.bool),
-                          u < epsilon)
+    take = tf.logical_and(tf.convert_to_tensor(explore, tf.bool), u < epsilon)
     return tf.where(take, random, greedy)
 
   # --- torch bodies ----------------------------------------------------------
@@ -119,7 +134,8 @@ class EpsilonGreedy(Component):
   def _graph_fn_select(self, q_values, explore, epsilon):
     greedy = q_values.argmax(-1)
     u = torch.rand(greedy.shape, generator=self.rng)
-    random = torch.randint(0, self.num_actions, greedy.shape,
-                           generator=self.rng, dtype=torch.int64)
+    random = torch.randint(
+      0, self.num_actions, greedy.shape, generator=self.rng, dtype=torch.int64
+    )
     take = (u < epsilon) & bool(explore)
     return torch.where(take, random, greedy)

@@ -53,10 +53,12 @@ class _Ops:
     self.clip, self.ones_like, self.pow = clip, ones_like, pow_
 
 
-_TF = _Ops(lambda x, lo, hi: tf.clip_by_value(x, lo, hi), tf.ones_like,
-           tf.pow)
-_TORCH = _Ops(lambda x, lo, hi: torch.clamp(x, lo, hi),
-              lambda x: torch.ones_like(x), lambda x, p: torch.pow(x, p))
+_TF = _Ops(lambda x, lo, hi: tf.clip_by_value(x, lo, hi), tf.ones_like, tf.pow)
+_TORCH = _Ops(
+  lambda x, lo, hi: torch.clamp(x, lo, hi),
+  lambda x: torch.ones_like(x),
+  lambda x, p: torch.pow(x, p),
+)
 
 
 def _positive(name, value, scope):
@@ -95,26 +97,28 @@ class ExponentialDecay(Schedule):
   """`to + (from_ - to) * 0.5 ** ((step - begin) / half_life_steps)`: halves
   the distance to `to` every `half_life_steps`; `from_` before `begin`."""
 
-  def __init__(self, from_, to, half_life_steps, begin=0,
-               scope="exponential_decay"):
+  def __init__(
+    self, from_, to, half_life_steps, begin=0, scope="exponential_decay"
+  ):
     super().__init__(scope)
     self.from_, self.to = float(from_), float(to)
-    self.half_life_steps = _positive("half_life_steps", float(half_life_steps),
-                                     scope)
+    self.half_life_steps = _positive(
+      "half_life_steps", float(half_life_steps), scope
+    )
     self.begin = int(begin)
 
   def _formula(self, step, ops):
     t = ops.clip(step - self.begin, 0.0, np.inf) / self.half_life_steps
-    return self.to + (self.from_ - self.to) * ops.pow(0.5 * ops.ones_like(t),
-                                                      t)
+    return self.to + (self.from_ - self.to) * ops.pow(0.5 * ops.ones_like(t), t)
 
 
 class PolynomialDecay(Schedule):
   """`to + (from_ - to) * (1 - frac) ** power` with `frac = (step - begin) /
   steps` clamped to [0, 1] (power 1 is `LinearDecay`)."""
 
-  def __init__(self, from_, to, steps, power, begin=0,
-               scope="polynomial_decay"):
+  def __init__(
+    self, from_, to, steps, power, begin=0, scope="polynomial_decay"
+  ):
     super().__init__(scope)
     self.from_, self.to = float(from_), float(to)
     self.steps = _positive("steps", int(steps), scope)

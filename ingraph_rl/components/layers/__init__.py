@@ -11,8 +11,21 @@ from ingraph_rl.components.layers.residual_block import ResidualBlock
 
 # Names usable in a NeuralNetwork list spec: {"type": "dense", ...}. The LSTM
 # is not one: its API takes a state as well.
-LAYER_TYPES = {"dense": Dense, "conv2d": Conv2D, "flatten": Flatten,
-               "max_pool2d": MaxPool2D, "residual_block": ResidualBlock}
+LAYER_TYPES = {
+  "dense": Dense,
+  "conv2d": Conv2D,
+  "flatten": Flatten,
+  "max_pool2d": MaxPool2D,
+  "residual_block": ResidualBlock,
+}
 
-__all__ = ["Conv2D", "Dense", "Embedding", "Flatten", "LSTM", "MaxPool2D",
-           "ResidualBlock", "LAYER_TYPES"]
+__all__ = [
+  "Conv2D",
+  "Dense",
+  "Embedding",
+  "Flatten",
+  "LSTM",
+  "MaxPool2D",
+  "ResidualBlock",
+  "LAYER_TYPES",
+]

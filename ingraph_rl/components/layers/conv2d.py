@@ -5,9 +5,11 @@ permutes activations to NCHW around `F.conv2d`."""
 import tensorflow as tf
 
 from ingraph_rl.components.layers import image_ops
-from ingraph_rl.components.layers.activations import (check_activation,
-                                                      tf_activation,
-                                                      torch_activation)
+from ingraph_rl.components.layers.activations import (
+  check_activation,
+  tf_activation,
+  torch_activation,
+)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import FloatBox
@@ -21,9 +23,17 @@ def _pair(x):
 class Conv2D(Component):
   """Conv2D over per-item [H, W, C] inputs with any leading ranks folded."""
 
-  def __init__(self, filters, kernel_size, strides=1, padding="valid",
-               activation=None, use_bias=True,
-               kernel_initializer="glorot_uniform", scope="conv2d"):
+  def __init__(
+    self,
+    filters,
+    kernel_size,
+    strides=1,
+    padding="valid",
+    activation=None,
+    use_bias=True,
+    kernel_initializer="glorot_uniform",
+    scope="conv2d",
+  ):
     super().__init__(scope=scope)
     if padding not in ("valid", "same"):
       raise BuildError(f"'{scope}': padding must be 'valid' or 'same'")
@@ -40,10 +50,17 @@ class Conv2D(Component):
     self.num_leading = space.num_leading_ranks
     kh, kw = self.kernel_size
     self.kernel = self.add_variable(
-        "kernel", (kh, kw, space.shape[-1], self.filters), space.dtype,
-        self.kernel_initializer, torch_permutation=(3, 2, 0, 1))
-    self.bias = self.add_variable("bias", (self.filters,), space.dtype) \
-        if self.use_bias else None
+      "kernel",
+      (kh, kw, space.shape[-1], self.filters),
+      space.dtype,
+      self.kernel_initializer,
+      torch_permutation=(3, 2, 0, 1),
+    )
+    self.bias = (
+      self.add_variable("bias", (self.filters,), space.dtype)
+      if self.use_bias
+      else None
+    )
 
   @api
   def call(self, inputs):
@@ -52,8 +69,9 @@ class Conv2D(Component):
   @graph_fn
   def _graph_fn_call(self, inputs):
     x, lead = image_ops.tf_fold(inputs, self.num_leading)
-    out = tf.nn.conv2d(x, self.kernel, (1,) + self.strides + (1,),
-                       self.padding.upper())
+    out = tf.nn.conv2d(
+      x, self.kernel, (1,) + self.strides + (1,), self.padding.upper()
+    )
     if self.bias is not None:
       out = tf.nn.bias_add(out, self.bias)
     return image_ops.tf_unfold(tf_activation(self.activation)(out), lead)
@@ -62,8 +80,13 @@ class Conv2D(Component):
   def _graph_fn_call(self, inputs):
     x, lead = image_ops.torch_fold_nchw(inputs, self.num_leading)
     if self.padding == "same":
-      x = F.pad(x, image_ops.same_padding(x.shape[2], x.shape[3],
-                                          self.kernel_size, self.strides))
+      x = F.pad(
+        x,
+        image_ops.same_padding(
+          x.shape[2], x.shape[3], self.kernel_size, self.strides
+        ),
+      )
     out = F.conv2d(x, self.kernel, self.bias, stride=self.strides)
     return image_ops.torch_unfold_nchw(
-        torch_activation(self.activation)(out), lead)
+      torch_activation(self.activation)(out), lead
+    )

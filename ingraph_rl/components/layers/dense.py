@@ -2,9 +2,11 @@
 
 import tensorflow as tf
 
-from ingraph_rl.components.layers.activations import (check_activation,
-                                                      tf_activation,
-                                                      torch_activation)
+from ingraph_rl.components.layers.activations import (
+  check_activation,
+  tf_activation,
+  torch_activation,
+)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.utils.lazy import F
@@ -17,8 +19,14 @@ class Dense(Component):
   The torch mirror stores the kernel as (units, in), torch's layout.
   """
 
-  def __init__(self, units, activation=None, use_bias=True,
-               kernel_initializer="glorot_uniform", scope="dense"):
+  def __init__(
+    self,
+    units,
+    activation=None,
+    use_bias=True,
+    kernel_initializer="glorot_uniform",
+    scope="dense",
+  ):
     super().__init__(scope=scope)
     self.units = int(units)
     self.activation = check_activation(activation, scope)
@@ -28,10 +36,17 @@ class Dense(Component):
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", FloatBox, min_rank=1)
     self.kernel = self.add_variable(
-        "kernel", (space.shape[-1], self.units), space.dtype,
-        self.kernel_initializer, torch_permutation=(1, 0))
-    self.bias = self.add_variable("bias", (self.units,), space.dtype) \
-        if self.use_bias else None
+      "kernel",
+      (space.shape[-1], self.units),
+      space.dtype,
+      self.kernel_initializer,
+      torch_permutation=(1, 0),
+    )
+    self.bias = (
+      self.add_variable("bias", (self.units,), space.dtype)
+      if self.use_bias
+      else None
+    )
 
   @api
   def call(self, inputs):
@@ -50,5 +65,5 @@ class Dense(Component):
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
     return torch_activation(self.activation)(
-        F.linear(inputs, self.kernel, self.bias))
-
+      F.linear(inputs, self.kernel, self.bias)
+    )

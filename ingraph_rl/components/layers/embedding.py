@@ -23,8 +23,9 @@ class Embedding(Component):
 
   variable_args = ("ids",)
 
-  def __init__(self, vocab_size, embedding_size, initializer=_normal,
-               scope="embedding"):
+  def __init__(
+    self, vocab_size, embedding_size, initializer=_normal, scope="embedding"
+  ):
     super().__init__(scope=scope)
     self.vocab_size = int(vocab_size)
     self.embedding_size = int(embedding_size)
@@ -33,8 +34,11 @@ class Embedding(Component):
   def create_variables(self, input_spaces):
     self.expect_space(input_spaces, "ids", IntBox)
     self.embeddings = self.add_variable(
-        "embeddings", (self.vocab_size, self.embedding_size), np.float32,
-        self.initializer)
+      "embeddings",
+      (self.vocab_size, self.embedding_size),
+      np.float32,
+      self.initializer,
+    )
 
   @api
   def call(self, ids):

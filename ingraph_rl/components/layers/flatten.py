@@ -28,9 +28,11 @@ class Flatten(Component):
   def _graph_fn_call(self, inputs):
     shape = tf.shape(inputs)
     return tf.reshape(
-        inputs, tf.concat([shape[:self.num_leading], [self.flat_size]], 0))
+      inputs, tf.concat([shape[: self.num_leading], [self.flat_size]], 0)
+    )
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
-    return inputs.reshape(tuple(inputs.shape[:self.num_leading]) +
-                          (self.flat_size,))
+    return inputs.reshape(
+      tuple(inputs.shape[: self.num_leading]) + (self.flat_size,)
+    )

@@ -32,8 +32,10 @@ def torch_unfold_nchw(outputs, lead):
 def same_padding(h, w, kernel_size, strides):
   """TF's SAME padding (extra pixel at the bottom/right) as F.pad args."""
   pads = []
-  for size, k, s in ((w, kernel_size[1], strides[1]),
-                     (h, kernel_size[0], strides[0])):
+  for size, k, s in (
+    (w, kernel_size[1], strides[1]),
+    (h, kernel_size[0], strides[0]),
+  ):
     total = max((math.ceil(size / s) - 1) * s + k - size, 0)
     pads += [total // 2, total - total // 2]
   return pads

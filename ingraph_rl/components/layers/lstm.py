@@ -41,8 +41,13 @@ class LSTM(Component):
   # The kernel depends only on the inputs' feature size.
   variable_args = ("inputs",)
 
-  def __init__(self, units, kernel_initializer="glorot_uniform",
-               forget_bias=1.0, scope="lstm"):
+  def __init__(
+    self,
+    units,
+    kernel_initializer="glorot_uniform",
+    forget_bias=1.0,
+    scope="lstm",
+  ):
     super().__init__(scope=scope)
     self.units = int(units)
     self.kernel_initializer = kernel_initializer
@@ -51,34 +56,54 @@ class LSTM(Component):
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", FloatBox, rank=1)
     if not (space.has_batch_rank and space.has_time_rank):
-      raise SpaceError("the LSTM needs batch and time ranks",
-                       component=self.path, argument="inputs",
-                       expected="FloatBox with per-item rank 1, batch and "
-                                "time ranks", received=repr(space))
+      raise SpaceError(
+        "the LSTM needs batch and time ranks",
+        component=self.path,
+        argument="inputs",
+        expected="FloatBox with per-item rank 1, batch and time ranks",
+        received=repr(space),
+      )
     self.time_major = space.time_major
     self.dtype = space.dtype
-    self.state_space = Dict({"c": FloatBox((self.units,), dtype=space.dtype),
-                             "h": FloatBox((self.units,), dtype=space.dtype)},
-                            add_batch_rank=True)
+    self.state_space = Dict(
+      {
+        "c": FloatBox((self.units,), dtype=space.dtype),
+        "h": FloatBox((self.units,), dtype=space.dtype),
+      },
+      add_batch_rank=True,
+    )
     state = input_spaces.get("initial_state")
     if state is not None and not _same_leaves(state, self.state_space):
-      raise SpaceError("bad LSTM state space", component=self.path,
-                       argument="initial_state",
-                       expected=repr(self.state_space), received=repr(state))
+      raise SpaceError(
+        "bad LSTM state space",
+        component=self.path,
+        argument="initial_state",
+        expected=repr(self.state_space),
+        received=repr(state),
+      )
     resets = input_spaces.get("resets")
     if resets is not None:
-      want = BoolBox((), add_batch_rank=True, add_time_rank=True,
-                     time_major=space.time_major)
+      want = BoolBox(
+        (), add_batch_rank=True, add_time_rank=True, time_major=space.time_major
+      )
       if resets != want or resets.time_major != want.time_major:
-        raise SpaceError("bad resets space", component=self.path,
-                         argument="resets", expected=repr(want),
-                         received=repr(resets))
+        raise SpaceError(
+          "bad resets space",
+          component=self.path,
+          argument="resets",
+          expected=repr(want),
+          received=repr(resets),
+        )
     in_dim, u = space.shape[0], self.units
     self.kernel = self.add_variable(
-        "kernel", (in_dim + u, 4 * u), space.dtype, self.kernel_initializer,
-        torch_permutation=(1, 0))
+      "kernel",
+      (in_dim + u, 4 * u),
+      space.dtype,
+      self.kernel_initializer,
+      torch_permutation=(1, 0),
+    )
     bias = np.zeros(4 * u, space.dtype)
-    bias[u:2 * u] = self.forget_bias
+    bias[u : 2 * u] = self.forget_bias
     self.bias = self.add_variable("bias", (4 * u,), space.dtype, bias)
     self.in_dim = in_dim
 
@@ -96,13 +121,14 @@ class LSTM(Component):
   def _graph_fn_call(self, inputs, initial_state, resets):
     x = inputs if self.time_major else tf.transpose(inputs, [1, 0, 2])
     # The input part of all steps at once: [T, B, 4u].
-    xw = tf.tensordot(x, self.kernel[:self.in_dim], axes=[[2], [0]]) + \
-        self.bias
+    xw = (
+      tf.tensordot(x, self.kernel[: self.in_dim], axes=[[2], [0]]) + self.bias
+    )
     elems = (xw,)
     if resets is not None:
       r = resets if self.time_major else tf.transpose(resets)
-      elems += (1.0 - tf.cast(r, x.dtype),)   # keep: 0 where reset.
-    recurrent = self.kernel[self.in_dim:]
+      elems += (1.0 - tf.cast(r, x.dtype),)  # keep: 0 where reset.
+    recurrent = self.kernel[self.in_dim :]
 
     def step(carry, elems):
       c, h = carry
@@ -125,8 +151,8 @@ class LSTM(Component):
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs, initial_state, resets):
     x = inputs if self.time_major else inputs.transpose(0, 1)
-    xw = F.linear(x, self.kernel[:, :self.in_dim], self.bias)
-    recurrent = self.kernel[:, self.in_dim:]
+    xw = F.linear(x, self.kernel[:, : self.in_dim], self.bias)
+    recurrent = self.kernel[:, self.in_dim :]
     if resets is None:
       keep = None
     else:
@@ -141,8 +167,11 @@ class LSTM(Component):
       c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
       h = torch.sigmoid(o) * torch.tanh(c)
       outs.append(h)
-    outs = torch.stack(outs, 0) if outs else x.new_zeros(
-        tuple(x.shape[:2]) + (self.units,))
+    outs = (
+      torch.stack(outs, 0)
+      if outs
+      else x.new_zeros(tuple(x.shape[:2]) + (self.units,))
+    )
     if not self.time_major:
       outs = outs.transpose(0, 1)
     return {"outputs": outs, "state": {"c": c, "h": h}}
@@ -151,16 +180,19 @@ class LSTM(Component):
 
   @graph_fn(output_space=lambda self: self.state_space)
   def _graph_fn_zero_state(self, batch_size):
-    zeros = tf.zeros(tf.stack([tf.cast(batch_size, tf.int32), self.units]),
-                     self.dtype)
+    zeros = tf.zeros(
+      tf.stack([tf.cast(batch_size, tf.int32), self.units]), self.dtype
+    )
     return {"c": zeros, "h": tf.identity(zeros)}
 
   @_graph_fn_zero_state.torch
   def _graph_fn_zero_state(self, batch_size):
     shape = (int(batch_size), self.units)
     dtype = torch.from_numpy(np.zeros((), self.dtype)).dtype
-    return {"c": torch.zeros(shape, dtype=dtype),
-            "h": torch.zeros(shape, dtype=dtype)}
+    return {
+      "c": torch.zeros(shape, dtype=dtype),
+      "h": torch.zeros(shape, dtype=dtype),
+    }
 
 
 def _same_leaves(space, want):

@@ -2,7 +2,6 @@
 permutes to NCHW around `F.max_pool2d` and pads TF-'SAME' style with -inf
 (the odd pixel at the bottom/right; padding never wins the max)."""
 
-
 import tensorflow as tf
 
 from ingraph_rl.components.layers import image_ops
@@ -19,8 +18,9 @@ class MaxPool2D(Component):
   Defaults are IMPALA's: 3x3 window, stride 2, 'same' padding.
   """
 
-  def __init__(self, pool_size=3, strides=2, padding="same",
-               scope="max_pool2d"):
+  def __init__(
+    self, pool_size=3, strides=2, padding="same", scope="max_pool2d"
+  ):
     super().__init__(scope=scope)
     if padding not in ("valid", "same"):
       raise BuildError(f"'{scope}': padding must be 'valid' or 'same'")
@@ -40,16 +40,22 @@ class MaxPool2D(Component):
   @graph_fn
   def _graph_fn_call(self, inputs):
     x, lead = image_ops.tf_fold(inputs, self.num_leading)
-    out = tf.nn.max_pool2d(x, self.pool_size, self.strides,
-                           self.padding.upper())
+    out = tf.nn.max_pool2d(
+      x, self.pool_size, self.strides, self.padding.upper()
+    )
     return image_ops.tf_unfold(out, lead)
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
     x, lead = image_ops.torch_fold_nchw(inputs, self.num_leading)
     if self.padding == "same":
-      x = F.pad(x, image_ops.same_padding(x.shape[2], x.shape[3],
-                                          self.pool_size, self.strides),
-                value=float("-inf"))
+      x = F.pad(
+        x,
+        image_ops.same_padding(
+          x.shape[2], x.shape[3], self.pool_size, self.strides
+        ),
+        value=float("-inf"),
+      )
     return image_ops.torch_unfold_nchw(
-        F.max_pool2d(x, self.pool_size, self.strides), lead)
+      F.max_pool2d(x, self.pool_size, self.strides), lead
+    )

@@ -18,26 +18,39 @@ from ingraph_rl.utils.lazy import F
 class ResidualBlock(Component):
   """relu -> conv3x3 -> relu -> conv3x3 -> + input, over [..., H, W, C]."""
 
-  def __init__(self, filters, kernel_initializer="glorot_uniform",
-               scope="residual_block"):
+  def __init__(
+    self, filters, kernel_initializer="glorot_uniform", scope="residual_block"
+  ):
     super().__init__(scope=scope)
     self.filters = int(filters)
-    self.conv_0 = Conv2D(filters, 3, padding="same", activation="relu",
-                         kernel_initializer=kernel_initializer,
-                         scope="conv2d_0")
-    self.conv_1 = Conv2D(filters, 3, padding="same",
-                         kernel_initializer=kernel_initializer,
-                         scope="conv2d_1")
+    self.conv_0 = Conv2D(
+      filters,
+      3,
+      padding="same",
+      activation="relu",
+      kernel_initializer=kernel_initializer,
+      scope="conv2d_0",
+    )
+    self.conv_1 = Conv2D(
+      filters,
+      3,
+      padding="same",
+      kernel_initializer=kernel_initializer,
+      scope="conv2d_1",
+    )
 
   def create_variables(self, input_spaces):
     # No own variables: checks that the skip connection fits.
     space = self.expect_space(input_spaces, "inputs", FloatBox, rank=3)
     if space.shape[-1] != self.filters:
       raise SpaceError(
-          f"a residual block with {self.filters} filters needs "
-          f"{self.filters} input channels", component=self.path,
-          argument="inputs", expected=f"FloatBox with shape (H, W, "
-          f"{self.filters})", received=repr(space))
+        f"a residual block with {self.filters} filters needs "
+        f"{self.filters} input channels",
+        component=self.path,
+        argument="inputs",
+        expected=f"FloatBox with shape (H, W, {self.filters})",
+        received=repr(space),
+      )
 
   @api
   def call(self, inputs):

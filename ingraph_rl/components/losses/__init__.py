@@ -5,8 +5,15 @@ mirrors) and the IMPALA loss built on it."""
 from ingraph_rl.components.losses import vtrace
 from ingraph_rl.components.losses.dqn_loss import DQNLoss
 from ingraph_rl.components.losses.impala_loss import IMPALALoss
-from ingraph_rl.components.losses.vtrace import (VTraceFromLogitsReturns,
-                                                 VTraceReturns)
+from ingraph_rl.components.losses.vtrace import (
+  VTraceFromLogitsReturns,
+  VTraceReturns,
+)
 
-__all__ = ["DQNLoss", "IMPALALoss", "vtrace", "VTraceReturns",
-           "VTraceFromLogitsReturns"]
+__all__ = [
+  "DQNLoss",
+  "IMPALALoss",
+  "vtrace",
+  "VTraceReturns",
+  "VTraceFromLogitsReturns",
+]

@@ -29,8 +29,14 @@ class DQNLoss(Component):
   With `huber_delta=None` the loss is 0.5 * td_error^2.
   """
 
-  def __init__(self, discount=0.99, n_step=1, double_q=True, huber_delta=1.0,
-               scope="dqn_loss"):
+  def __init__(
+    self,
+    discount=0.99,
+    n_step=1,
+    double_q=True,
+    huber_delta=1.0,
+    scope="dqn_loss",
+  ):
     super().__init__(scope=scope)
     if not 0.0 <= discount <= 1.0 or n_step < 1:
       raise BuildError(f"'{scope}': need 0 <= discount <= 1 and n_step >= 1")
@@ -40,27 +46,52 @@ class DQNLoss(Component):
     self.huber_delta = huber_delta
 
   @api
-  def loss(self, q_values, actions, rewards, terminals, next_q_target,
-           next_q_online, importance_weights, discounts=None):
-    return self._graph_fn_loss(q_values, actions, rewards, terminals,
-                               next_q_target, next_q_online,
-                               importance_weights, discounts)
+  def loss(
+    self,
+    q_values,
+    actions,
+    rewards,
+    terminals,
+    next_q_target,
+    next_q_online,
+    importance_weights,
+    discounts=None,
+  ):
+    return self._graph_fn_loss(
+      q_values,
+      actions,
+      rewards,
+      terminals,
+      next_q_target,
+      next_q_online,
+      importance_weights,
+      discounts,
+    )
 
   @graph_fn
-  def _graph_fn_loss(self, q_values, actions, rewards, terminals,
-                     next_q_target, next_q_online, importance_weights,
-                     discounts=None):
+  def _graph_fn_loss(
+    self,
+    q_values,
+    actions,
+    rewards,
+    terminals,
+    next_q_target,
+    next_q_online,
+    importance_weights,
+    discounts=None,
+  ):
     num_actions = tf.shape(q_values)[-1]
     q_taken = tf.reduce_sum(
-        q_values * tf.one_hot(actions, num_actions, dtype=q_values.dtype), -1)
+      q_values * tf.one_hot(actions, num_actions, dtype=q_values.dtype), -1
+    )
     chooser = next_q_online if self.double_q else next_q_target
     best = tf.argmax(chooser, axis=-1, output_type=tf.int32)
     next_value = tf.reduce_sum(
-        next_q_target * tf.one_hot(best, num_actions, dtype=q_values.dtype),
-        -1)
+      next_q_target * tf.one_hot(best, num_actions, dtype=q_values.dtype), -1
+    )
     not_done = 1.0 - tf.cast(terminals, q_values.dtype)
     if discounts is None:
-      discounts = self.discount ** self.n_step
+      discounts = self.discount**self.n_step
     else:
       discounts = tf.cast(discounts, q_values.dtype)
     target = tf.stop_gradient(rewards + not_done * discounts * next_value)
@@ -76,16 +107,24 @@ class DQNLoss(Component):
     return {"loss": loss, "td_errors": tf.stop_gradient(td)}
 
   @_graph_fn_loss.torch
-  def _graph_fn_loss(self, q_values, actions, rewards, terminals,
-                     next_q_target, next_q_online, importance_weights,
-                     discounts=None):
+  def _graph_fn_loss(
+    self,
+    q_values,
+    actions,
+    rewards,
+    terminals,
+    next_q_target,
+    next_q_online,
+    importance_weights,
+    discounts=None,
+  ):
     q_taken = q_values.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
     chooser = next_q_online if self.double_q else next_q_target
     best = chooser.argmax(-1, keepdim=True)
     next_value = next_q_target.gather(-1, best).squeeze(-1)
     not_done = 1.0 - terminals.to(q_values.dtype)
     if discounts is None:
-      discounts = self.discount ** self.n_step
+      discounts = self.discount**self.n_step
     else:
       discounts = discounts.to(q_values.dtype)
     target = (rewards + not_done * discounts * next_value).detach()
@@ -93,8 +132,8 @@ class DQNLoss(Component):
     if self.huber_delta is None:
       per_sample = 0.5 * td * td
     else:
-      per_sample = F.huber_loss(q_taken, target, reduction="none",
-                                delta=self.huber_delta)
+      per_sample = F.huber_loss(
+        q_taken, target, reduction="none", delta=self.huber_delta
+      )
     loss = (importance_weights * per_sample).mean()
     return {"loss": loss, "td_errors": td.detach()}
-

@@ -31,23 +31,29 @@ import tensorflow as tf
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.utils.lazy import F, torch
 
-VTraceReturns = collections.namedtuple("VTraceReturns",
-                                       ["vs", "pg_advantages"])
+VTraceReturns = collections.namedtuple("VTraceReturns", ["vs", "pg_advantages"])
 
 VTraceFromLogitsReturns = collections.namedtuple(
-    "VTraceFromLogitsReturns",
-    ["vs", "pg_advantages", "log_rhos", "behaviour_action_log_probs",
-     "target_action_log_probs"])
+  "VTraceFromLogitsReturns",
+  [
+    "vs",
+    "pg_advantages",
+    "log_rhos",
+    "behaviour_action_log_probs",
+    "target_action_log_probs",
+  ],
+)
 
 
 # --- checks (shared by both backends) ----------------------------------------
+
 
 def _shape_of(x):
   """Static shape as a tuple (None for unknown dims), or None if the rank
   itself is unknown (a TF graph tensor of unknown rank)."""
   shape = getattr(x, "shape", None)
   if shape is None:
-    return ()   # A Python number: rank 0.
+    return ()  # A Python number: rank 0.
   if isinstance(shape, tf.TensorShape):
     return None if shape.rank is None else tuple(shape.as_list())
   return tuple(int(d) for d in shape)
@@ -63,7 +69,7 @@ def _check_ranks(fn_name, reference, args):
   ref_name, ref, ref_desc = reference
   ref_shape = _shape_of(ref)
   if ref_shape is None:
-    return    # Unknown rank: nothing to check statically.
+    return  # Unknown rank: nothing to check statically.
   for name, x, offset, desc in args:
     shape = _shape_of(x)
     if shape is None:
@@ -71,77 +77,136 @@ def _check_ranks(fn_name, reference, args):
     want = len(ref_shape) + offset
     if len(shape) != want:
       raise SpaceError(
-          f"wrong rank in vtrace.{fn_name}()", argument=name,
-          expected=f"rank {want}: {desc} (from {ref_name} {ref_desc} of "
-                   f"shape {ref_shape})",
-          received=f"rank {len(shape)}, shape {shape}")
+        f"wrong rank in vtrace.{fn_name}()",
+        argument=name,
+        expected=f"rank {want}: {desc} (from {ref_name} {ref_desc} of "
+        f"shape {ref_shape})",
+        received=f"rank {len(shape)}, shape {shape}",
+      )
     # The leading dims this argument shares with the reference must agree
     # (bootstrap_value [B, ...] lines up with the reference's [1:]).
     ref_dims = ref_shape[1:] if offset < 0 else ref_shape
     for i, (a, b) in enumerate(zip(shape, ref_dims)):
       if a is not None and b is not None and a != b:
         raise SpaceError(
-            f"shape mismatch in vtrace.{fn_name}() (dim {i})", argument=name,
-            expected=f"{desc}, compatible with {ref_name} of shape "
-                     f"{ref_shape}",
-            received=f"shape {shape}")
+          f"shape mismatch in vtrace.{fn_name}() (dim {i})",
+          argument=name,
+          expected=f"{desc}, compatible with {ref_name} of shape {ref_shape}",
+          received=f"shape {shape}",
+        )
 
 
 def _check_min_rank(fn_name, name, x, min_rank, desc):
   shape = _shape_of(x)
   if shape is not None and len(shape) < min_rank:
-    raise SpaceError(f"wrong rank in vtrace.{fn_name}()", argument=name,
-                     expected=f"rank >= {min_rank}: {desc}",
-                     received=f"rank {len(shape)}, shape {shape}")
+    raise SpaceError(
+      f"wrong rank in vtrace.{fn_name}()",
+      argument=name,
+      expected=f"rank >= {min_rank}: {desc}",
+      received=f"rank {len(shape)}, shape {shape}",
+    )
 
 
-def _check_importance_weight_args(fn_name, log_rhos, discounts, rewards,
-                                  values, bootstrap_value, ref_name,
-                                  ref_desc):
+def _check_importance_weight_args(
+  fn_name,
+  log_rhos,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  ref_name,
+  ref_desc,
+):
   _check_min_rank(fn_name, ref_name, log_rhos, 2, f"{ref_desc}")
-  _check_ranks(fn_name, (ref_name, log_rhos, ref_desc), [
+  _check_ranks(
+    fn_name,
+    (ref_name, log_rhos, ref_desc),
+    [
       ("discounts", discounts, 0, "[T, B, ...]"),
       ("rewards", rewards, 0, "[T, B, ...]"),
       ("values", values, 0, "[T, B, ...]"),
-      ("bootstrap_value", bootstrap_value, -1, "[B, ...]")])
+      ("bootstrap_value", bootstrap_value, -1, "[B, ...]"),
+    ],
+  )
 
 
-def _check_logits_args(fn_name, behaviour_policy_logits, target_policy_logits,
-                       actions):
-  _check_min_rank(fn_name, "behaviour_policy_logits", behaviour_policy_logits,
-                  3, "[T, B, ..., NUM_ACTIONS]")
-  _check_ranks(fn_name, ("behaviour_policy_logits", behaviour_policy_logits,
-                         "[T, B, ..., NUM_ACTIONS]"), [
-      ("target_policy_logits", target_policy_logits, 0,
-       "[T, B, ..., NUM_ACTIONS]")])
+def _check_logits_args(
+  fn_name, behaviour_policy_logits, target_policy_logits, actions
+):
+  _check_min_rank(
+    fn_name,
+    "behaviour_policy_logits",
+    behaviour_policy_logits,
+    3,
+    "[T, B, ..., NUM_ACTIONS]",
+  )
+  _check_ranks(
+    fn_name,
+    (
+      "behaviour_policy_logits",
+      behaviour_policy_logits,
+      "[T, B, ..., NUM_ACTIONS]",
+    ),
+    [
+      (
+        "target_policy_logits",
+        target_policy_logits,
+        0,
+        "[T, B, ..., NUM_ACTIONS]",
+      )
+    ],
+  )
   shape, actions_shape = _shape_of(behaviour_policy_logits), _shape_of(actions)
-  if shape is not None and actions_shape is not None and (
-      len(actions_shape) != len(shape) - 1 or any(
-          a is not None and b is not None and a != b
-          for a, b in zip(actions_shape, shape[:-1]))):
+  if (
+    shape is not None
+    and actions_shape is not None
+    and (
+      len(actions_shape) != len(shape) - 1
+      or any(
+        a is not None and b is not None and a != b
+        for a, b in zip(actions_shape, shape[:-1])
+      )
+    )
+  ):
     raise SpaceError(
-        f"wrong rank or shape in vtrace.{fn_name}()", argument="actions",
-        expected=f"[T, B, ...]: the logits' shape {shape} without the "
-                 f"action axis",
-        received=f"rank {len(actions_shape)}, shape {actions_shape}")
+      f"wrong rank or shape in vtrace.{fn_name}()",
+      argument="actions",
+      expected=f"[T, B, ...]: the logits' shape {shape} without the "
+      f"action axis",
+      received=f"rank {len(actions_shape)}, shape {actions_shape}",
+    )
 
 
-def _check_settings(fn_name, clip_rho_threshold, clip_pg_rho_threshold,
-                    lambda_):
-  for name, value in (("clip_rho_threshold", clip_rho_threshold),
-                      ("clip_pg_rho_threshold", clip_pg_rho_threshold),
-                      ("lambda_", lambda_)):
+def _check_settings(
+  fn_name, clip_rho_threshold, clip_pg_rho_threshold, lambda_
+):
+  for name, value in (
+    ("clip_rho_threshold", clip_rho_threshold),
+    ("clip_pg_rho_threshold", clip_pg_rho_threshold),
+    ("lambda_", lambda_),
+  ):
     if value is not None and _shape_of(value) not in ((), None):
-      raise SpaceError(f"wrong rank in vtrace.{fn_name}()", argument=name,
-                       expected="a scalar (or None for the thresholds)",
-                       received=f"shape {_shape_of(value)}")
+      raise SpaceError(
+        f"wrong rank in vtrace.{fn_name}()",
+        argument=name,
+        expected="a scalar (or None for the thresholds)",
+        received=f"shape {_shape_of(value)}",
+      )
 
 
 # --- TensorFlow --------------------------------------------------------------
 
-def from_importance_weights(log_rhos, discounts, rewards, values,
-                            bootstrap_value, clip_rho_threshold=1.0,
-                            clip_pg_rho_threshold=1.0, lambda_=1.0):
+
+def from_importance_weights(
+  log_rhos,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  clip_rho_threshold=1.0,
+  clip_pg_rho_threshold=1.0,
+  lambda_=1.0,
+):
   """V-trace targets from log importance weights.
 
   Args:
@@ -158,17 +223,44 @@ def from_importance_weights(log_rhos, discounts, rewards, values,
   Returns:
     VTraceReturns(vs [T, B, ...], pg_advantages [T, B, ...]), no gradient.
   """
-  _check_importance_weight_args("from_importance_weights", log_rhos,
-                                discounts, rewards, values, bootstrap_value,
-                                "log_rhos", "[T, B, ...]")
-  _check_settings("from_importance_weights", clip_rho_threshold,
-                  clip_pg_rho_threshold, lambda_)
-  return _tf_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
-                    clip_rho_threshold, clip_pg_rho_threshold, lambda_)
+  _check_importance_weight_args(
+    "from_importance_weights",
+    log_rhos,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    "log_rhos",
+    "[T, B, ...]",
+  )
+  _check_settings(
+    "from_importance_weights",
+    clip_rho_threshold,
+    clip_pg_rho_threshold,
+    lambda_,
+  )
+  return _tf_vtrace(
+    log_rhos,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    clip_rho_threshold,
+    clip_pg_rho_threshold,
+    lambda_,
+  )
 
 
-def _tf_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
-               clip_rho_threshold, clip_pg_rho_threshold, lambda_):
+def _tf_vtrace(
+  log_rhos,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  clip_rho_threshold,
+  clip_pg_rho_threshold,
+  lambda_,
+):
   with tf.name_scope("vtrace"):
     # Targets only: keep the scan's while loop off any gradient tape.
     log_rhos = tf.stop_gradient(log_rhos)
@@ -179,31 +271,49 @@ def _tf_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
     bootstrap_value = tf.stop_gradient(tf.cast(bootstrap_value, dtype))
 
     rhos = tf.exp(log_rhos)
-    clipped_rhos = rhos if clip_rho_threshold is None else tf.minimum(
-        tf.cast(clip_rho_threshold, dtype), rhos)
+    clipped_rhos = (
+      rhos
+      if clip_rho_threshold is None
+      else tf.minimum(tf.cast(clip_rho_threshold, dtype), rhos)
+    )
     cs = tf.cast(lambda_, dtype) * tf.minimum(tf.ones([], dtype), rhos)
     values_tp1 = tf.concat([values[1:], bootstrap_value[tf.newaxis]], 0)
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)
 
     # v_s - V_s = delta_s + gamma_s c_s (v_{s+1} - V_{s+1}), from the end.
     vs_minus_values = tf.scan(
-        lambda acc, x: x[1] + x[0] * acc, (discounts * cs, deltas),
-        initializer=tf.zeros_like(bootstrap_value), reverse=True)
+      lambda acc, x: x[1] + x[0] * acc,
+      (discounts * cs, deltas),
+      initializer=tf.zeros_like(bootstrap_value),
+      reverse=True,
+    )
     vs = vs_minus_values + values
 
     vs_tp1 = tf.concat([vs[1:], bootstrap_value[tf.newaxis]], 0)
-    pg_rhos = rhos if clip_pg_rho_threshold is None else tf.minimum(
-        tf.cast(clip_pg_rho_threshold, dtype), rhos)
+    pg_rhos = (
+      rhos
+      if clip_pg_rho_threshold is None
+      else tf.minimum(tf.cast(clip_pg_rho_threshold, dtype), rhos)
+    )
     pg_advantages = pg_rhos * (rewards + discounts * vs_tp1 - values)
     # Targets, not functions of the parameters: no gradient through them.
-    return VTraceReturns(vs=tf.stop_gradient(vs),
-                         pg_advantages=tf.stop_gradient(pg_advantages))
+    return VTraceReturns(
+      vs=tf.stop_gradient(vs), pg_advantages=tf.stop_gradient(pg_advantages)
+    )
 
 
-def from_logits(behaviour_policy_logits, target_policy_logits, actions,
-                discounts, rewards, values, bootstrap_value,
-                clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
-                lambda_=1.0):
+def from_logits(
+  behaviour_policy_logits,
+  target_policy_logits,
+  actions,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  clip_rho_threshold=1.0,
+  clip_pg_rho_threshold=1.0,
+  lambda_=1.0,
+):
   """V-trace for softmax policies given by logits.
 
   Args:
@@ -220,49 +330,105 @@ def from_logits(behaviour_policy_logits, target_policy_logits, actions,
     behaviour_action_log_probs, target_action_log_probs), all [T, B, ...].
     `vs` and `pg_advantages` carry no gradient; the log-probabilities do.
   """
-  _check_logits_args("from_logits", behaviour_policy_logits,
-                     target_policy_logits, actions)
-  _check_importance_weight_args("from_logits", actions, discounts, rewards,
-                                values, bootstrap_value, "actions",
-                                "[T, B, ...]")
-  _check_settings("from_logits", clip_rho_threshold, clip_pg_rho_threshold,
-                  lambda_)
+  _check_logits_args(
+    "from_logits", behaviour_policy_logits, target_policy_logits, actions
+  )
+  _check_importance_weight_args(
+    "from_logits",
+    actions,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    "actions",
+    "[T, B, ...]",
+  )
+  _check_settings(
+    "from_logits", clip_rho_threshold, clip_pg_rho_threshold, lambda_
+  )
   with tf.name_scope("vtrace_from_logits"):
     actions = tf.convert_to_tensor(actions)
     behaviour = tf.convert_to_tensor(behaviour_policy_logits)
     target = tf.convert_to_tensor(target_policy_logits, behaviour.dtype)
     behaviour_log_probs = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=actions, logits=behaviour)
+      labels=actions, logits=behaviour
+    )
     target_log_probs = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=actions, logits=target)
+      labels=actions, logits=target
+    )
     log_rhos = target_log_probs - behaviour_log_probs
-    vtrace = _tf_vtrace(log_rhos, discounts, rewards, values,
-                        bootstrap_value, clip_rho_threshold,
-                        clip_pg_rho_threshold, lambda_)
+    vtrace = _tf_vtrace(
+      log_rhos,
+      discounts,
+      rewards,
+      values,
+      bootstrap_value,
+      clip_rho_threshold,
+      clip_pg_rho_threshold,
+      lambda_,
+    )
     return VTraceFromLogitsReturns(
-        vs=vtrace.vs, pg_advantages=vtrace.pg_advantages, log_rhos=log_rhos,
-        behaviour_action_log_probs=behaviour_log_probs,
-        target_action_log_probs=target_log_probs)
+      vs=vtrace.vs,
+      pg_advantages=vtrace.pg_advantages,
+      log_rhos=log_rhos,
+      behaviour_action_log_probs=behaviour_log_probs,
+      target_action_log_probs=target_log_probs,
+    )
 
 
 # --- torch mirror ------------------------------------------------------------
 
-def torch_from_importance_weights(log_rhos, discounts, rewards, values,
-                                  bootstrap_value, clip_rho_threshold=1.0,
-                                  clip_pg_rho_threshold=1.0, lambda_=1.0):
+
+def torch_from_importance_weights(
+  log_rhos,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  clip_rho_threshold=1.0,
+  clip_pg_rho_threshold=1.0,
+  lambda_=1.0,
+):
   """The torch mirror of `from_importance_weights` (same arguments, torch
   tensors; returns detached tensors)."""
-  _check_importance_weight_args("torch_from_importance_weights", log_rhos,
-                                discounts, rewards, values, bootstrap_value,
-                                "log_rhos", "[T, B, ...]")
-  _check_settings("torch_from_importance_weights", clip_rho_threshold,
-                  clip_pg_rho_threshold, lambda_)
-  return _torch_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
-                       clip_rho_threshold, clip_pg_rho_threshold, lambda_)
+  _check_importance_weight_args(
+    "torch_from_importance_weights",
+    log_rhos,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    "log_rhos",
+    "[T, B, ...]",
+  )
+  _check_settings(
+    "torch_from_importance_weights",
+    clip_rho_threshold,
+    clip_pg_rho_threshold,
+    lambda_,
+  )
+  return _torch_vtrace(
+    log_rhos,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    clip_rho_threshold,
+    clip_pg_rho_threshold,
+    lambda_,
+  )
 
 
-def _torch_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
-                  clip_rho_threshold, clip_pg_rho_threshold, lambda_):
+def _torch_vtrace(
+  log_rhos,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  clip_rho_threshold,
+  clip_pg_rho_threshold,
+  lambda_,
+):
   # Targets carry no gradient: no autograd history at all.
   with torch.no_grad():
     dtype = log_rhos.dtype
@@ -272,8 +438,11 @@ def _torch_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
     bootstrap_value = bootstrap_value.to(dtype)
 
     rhos = torch.exp(log_rhos)
-    clipped_rhos = rhos if clip_rho_threshold is None else torch.clamp(
-        rhos, max=float(clip_rho_threshold))
+    clipped_rhos = (
+      rhos
+      if clip_rho_threshold is None
+      else torch.clamp(rhos, max=float(clip_rho_threshold))
+    )
     cs = float(lambda_) * torch.clamp(rhos, max=1.0)
     values_tp1 = torch.cat([values[1:], bootstrap_value.unsqueeze(0)], 0)
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)
@@ -284,40 +453,74 @@ def _torch_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
     for t in reversed(range(log_rhos.shape[0])):
       acc = deltas[t] + discounted_cs[t] * acc
       out.append(acc)
-    vs_minus_values = torch.stack(out[::-1], 0) if out else \
-        torch.zeros_like(values)
+    vs_minus_values = (
+      torch.stack(out[::-1], 0) if out else torch.zeros_like(values)
+    )
     vs = vs_minus_values + values
 
     vs_tp1 = torch.cat([vs[1:], bootstrap_value.unsqueeze(0)], 0)
-    pg_rhos = rhos if clip_pg_rho_threshold is None else torch.clamp(
-        rhos, max=float(clip_pg_rho_threshold))
+    pg_rhos = (
+      rhos
+      if clip_pg_rho_threshold is None
+      else torch.clamp(rhos, max=float(clip_pg_rho_threshold))
+    )
     pg_advantages = pg_rhos * (rewards + discounts * vs_tp1 - values)
   return VTraceReturns(vs=vs, pg_advantages=pg_advantages)
 
 
-def torch_from_logits(behaviour_policy_logits, target_policy_logits, actions,
-                      discounts, rewards, values, bootstrap_value,
-                      clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0,
-                      lambda_=1.0):
+def torch_from_logits(
+  behaviour_policy_logits,
+  target_policy_logits,
+  actions,
+  discounts,
+  rewards,
+  values,
+  bootstrap_value,
+  clip_rho_threshold=1.0,
+  clip_pg_rho_threshold=1.0,
+  lambda_=1.0,
+):
   """The torch mirror of `from_logits`."""
-  _check_logits_args("torch_from_logits", behaviour_policy_logits,
-                     target_policy_logits, actions)
-  _check_importance_weight_args("torch_from_logits", actions, discounts,
-                                rewards, values, bootstrap_value, "actions",
-                                "[T, B, ...]")
-  _check_settings("torch_from_logits", clip_rho_threshold,
-                  clip_pg_rho_threshold, lambda_)
+  _check_logits_args(
+    "torch_from_logits", behaviour_policy_logits, target_policy_logits, actions
+  )
+  _check_importance_weight_args(
+    "torch_from_logits",
+    actions,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    "actions",
+    "[T, B, ...]",
+  )
+  _check_settings(
+    "torch_from_logits", clip_rho_threshold, clip_pg_rho_threshold, lambda_
+  )
   index = actions.long().unsqueeze(-1)
-  behaviour_log_probs = F.log_softmax(behaviour_policy_logits, -1).gather(
-      -1, index).squeeze(-1)
-  target_log_probs = F.log_softmax(
-      target_policy_logits.to(behaviour_policy_logits.dtype), -1).gather(
-          -1, index).squeeze(-1)
+  behaviour_log_probs = (
+    F.log_softmax(behaviour_policy_logits, -1).gather(-1, index).squeeze(-1)
+  )
+  target_log_probs = (
+    F.log_softmax(target_policy_logits.to(behaviour_policy_logits.dtype), -1)
+    .gather(-1, index)
+    .squeeze(-1)
+  )
   log_rhos = target_log_probs - behaviour_log_probs
-  vtrace = _torch_vtrace(log_rhos, discounts, rewards, values,
-                         bootstrap_value, clip_rho_threshold,
-                         clip_pg_rho_threshold, lambda_)
+  vtrace = _torch_vtrace(
+    log_rhos,
+    discounts,
+    rewards,
+    values,
+    bootstrap_value,
+    clip_rho_threshold,
+    clip_pg_rho_threshold,
+    lambda_,
+  )
   return VTraceFromLogitsReturns(
-      vs=vtrace.vs, pg_advantages=vtrace.pg_advantages, log_rhos=log_rhos,
-      behaviour_action_log_probs=behaviour_log_probs,
-      target_action_log_probs=target_log_probs)
+    vs=vtrace.vs,
+    pg_advantages=vtrace.pg_advantages,
+    log_rhos=log_rhos,
+    behaviour_action_log_probs=behaviour_log_probs,
+    target_action_log_probs=target_log_probs,
+  )

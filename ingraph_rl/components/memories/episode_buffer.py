@@ -65,21 +65,31 @@ class EpisodeBuffer(ReplayMemory):
 
   def create_variables(self, input_spaces):
     space = input_spaces.get("records")
-    if not isinstance(space, sp.Dict) or "terminals" not in space.keys() or \
-        not isinstance(space["terminals"], sp.BoolBox) or \
-        space["terminals"].shape != ():
+    if (
+      not isinstance(space, sp.Dict)
+      or "terminals" not in space.keys()
+      or not isinstance(space["terminals"], sp.BoolBox)
+      or space["terminals"].shape != ()
+    ):
       raise SpaceError(
-          "unsupported record space", component=self.path, api="insert",
-          argument="records",
-          expected="a Dict with a top-level 'terminals' BoolBox() leaf and a "
-                   "batch rank", received=repr(space))
+        "unsupported record space",
+        component=self.path,
+        api="insert",
+        argument="records",
+        expected="a Dict with a top-level 'terminals' BoolBox() leaf and a "
+        "batch rank",
+        received=repr(space),
+      )
     super().create_variables(input_spaces)
-    self.terminal_buffer = dict(zip(
-        [path for path, _ in space.flatten()], self.buffers))[("terminals",)]
-    self.starts = self.add_variable("episode_starts", (self.capacity,),
-                                    np.bool_, "zeros", trainable=False)
-    self.last_terminal = self.add_variable("last_terminal", (), np.bool_,
-                                           "ones", trainable=False)
+    self.terminal_buffer = dict(
+      zip([path for path, _ in space.flatten()], self.buffers)
+    )[("terminals",)]
+    self.starts = self.add_variable(
+      "episode_starts", (self.capacity,), np.bool_, "zeros", trainable=False
+    )
+    self.last_terminal = self.add_variable(
+      "last_terminal", (), np.bool_, "ones", trainable=False
+    )
 
   # --- APIs ------------------------------------------------------------------
 
@@ -102,7 +112,7 @@ class EpisodeBuffer(ReplayMemory):
     flags = tf.concat([self.last_terminal[None], records["terminals"]], 0)
     positions = self._write(records)
     keep = tf.shape(positions)[0]
-    self.starts.scatter_nd_update(positions[:, None], flags[-1 - keep:-1])
+    self.starts.scatter_nd_update(positions[:, None], flags[-1 - keep : -1])
     self.last_terminal.assign(flags[-1])
     return tf.identity(self.size)
 
@@ -113,26 +123,27 @@ class EpisodeBuffer(ReplayMemory):
 
   def _check_count(self, n, api_name, argument):
     n = tf.cast(n, tf.int32)
-    with tf.control_dependencies([tf_check(
-        n >= 0, self, api_name, argument, f"{argument} must be >= 0")]):
+    with tf.control_dependencies(
+      [tf_check(n >= 0, self, api_name, argument, f"{argument} must be >= 0")]
+    ):
       return tf.identity(n)
 
   @graph_fn
   def _graph_fn_get_recent(self, num_records):
     n = self._check_count(num_records, "get_records", "num_records")
     order = self._order()
-    return self._gather(order[tf.size(order) - tf.minimum(n, tf.size(order)):])
+    return self._gather(order[tf.size(order) - tf.minimum(n, tf.size(order)) :])
 
   @graph_fn
   def _graph_fn_get_episodes(self, num_episodes):
     n = self._check_count(num_episodes, "get_episodes", "num_episodes")
     order = self._order()
-    ends = tf.cast(tf.where(tf.gather(self.terminal_buffer, order))[:, 0],
-                   tf.int32)
+    ends = tf.cast(
+      tf.where(tf.gather(self.terminal_buffer, order))[:, 0], tf.int32
+    )
     num_ends = tf.size(ends)
     # The oldest stored episode counts only if its first step is stored.
-    head = tf.cast(tf.reduce_any(tf.gather(self.starts, order[:1])),
-                   tf.int32)
+    head = tf.cast(tf.reduce_any(tf.gather(self.starts, order[:1])), tf.int32)
     n = tf.minimum(n, tf.maximum(num_ends - 1 + head, 0))
     # Episode i (0-based among the ends) spans (ends[i-1], ends[i]].
     bounds = tf.concat([[-1], ends], 0)
@@ -153,7 +164,7 @@ class EpisodeBuffer(ReplayMemory):
     positions = self._torch_write(records)
     keep = positions.shape[0]
     with torch.no_grad():
-      self.starts[positions] = flags[flags.shape[0] - 1 - keep:-1]
+      self.starts[positions] = flags[flags.shape[0] - 1 - keep : -1]
       self.last_terminal.copy_(flags[-1])
     return self.size.clone()
 
@@ -170,7 +181,7 @@ class EpisodeBuffer(ReplayMemory):
   def _graph_fn_get_recent(self, num_records):
     n = self._torch_count(num_records, "get_records", "num_records")
     order = self._torch_order()
-    return self._torch_gather(order[len(order) - min(n, len(order)):])
+    return self._torch_gather(order[len(order) - min(n, len(order)) :])
 
   @_graph_fn_get_episodes.torch
   def _graph_fn_get_episodes(self, num_episodes):

@@ -112,18 +112,28 @@ class FrameStackReplay(ReplayMemory):
   # for time-major step records: not an API here.
   get_records = None
 
-  def __init__(self, capacity, num_streams, stack=4, seed=0,
-               episode_starts=None, scope="frame_stack_replay"):
+  def __init__(
+    self,
+    capacity,
+    num_streams,
+    stack=4,
+    seed=0,
+    episode_starts=None,
+    scope="frame_stack_replay",
+  ):
     num_streams, stack = int(num_streams), int(stack)
     if num_streams < 1 or stack < 1:
-      raise BuildError(f"'{scope}': num_streams and stack must be >= 1, got "
-                       f"{num_streams} and {stack}")
+      raise BuildError(
+        f"'{scope}': num_streams and stack must be >= 1, got "
+        f"{num_streams} and {stack}"
+      )
     per_stream = int(capacity) // num_streams
     if per_stream < stack + 1:
       raise BuildError(
-          f"'{scope}': capacity {capacity} gives {per_stream} steps per "
-          f"stream for {num_streams} streams; need >= stack + 1 = "
-          f"{stack + 1}")
+        f"'{scope}': capacity {capacity} gives {per_stream} steps per "
+        f"stream for {num_streams} streams; need >= stack + 1 = "
+        f"{stack + 1}"
+      )
     # ReplayMemory's ring length (`self.capacity`) is the steps per stream.
     super().__init__(per_stream, seed=seed, scope=scope)
     self.total_capacity = per_stream * num_streams
@@ -136,8 +146,9 @@ class FrameStackReplay(ReplayMemory):
     # Nothing to keep when the stack has no older frames.
     self.episode_starts = int(episode_starts) if stack > 1 else 0
     self._streams_reason = (
-        f"records must hold one step for each of the {num_streams} streams "
-        f"(leading dim {num_streams})")
+      f"records must hold one step for each of the {num_streams} streams "
+      f"(leading dim {num_streams})"
+    )
 
   # --- variables -------------------------------------------------------------
 
@@ -148,31 +159,44 @@ class FrameStackReplay(ReplayMemory):
     self.frame_shape = states.shape[:-1]
     self.other_keys = ("actions", "rewards", "terminals")
     # One time-major step record per insert: every leaf gets a stream dim.
-    step = {k: _with_streams(space[k], self.num_streams)
-            for k in self.other_keys}
-    step["frames"] = sp.IntBox(shape=(self.num_streams,) + self.frame_shape,
-                               dtype=states.dtype) \
-        if states.dtype.kind in "iu" else \
-        sp.FloatBox((self.num_streams,) + self.frame_shape,
-                    dtype=states.dtype)
+    step = {
+      k: _with_streams(space[k], self.num_streams) for k in self.other_keys
+    }
+    step["frames"] = (
+      sp.IntBox(
+        shape=(self.num_streams,) + self.frame_shape, dtype=states.dtype
+      )
+      if states.dtype.kind in "iu"
+      else sp.FloatBox(
+        (self.num_streams,) + self.frame_shape, dtype=states.dtype
+      )
+    )
     step["age"] = sp.IntBox(shape=(self.num_streams,))
     step["start_id"] = sp.IntBox(shape=(self.num_streams,))
     self.step_space = sp.Dict(step, add_batch_rank=True)
     super().create_variables({"records": self.step_space})
-    self.buffer_of = {path: buf for (path, _), buf in
-                      zip(self.step_space.flatten(), self.buffers)}
+    self.buffer_of = {
+      path: buf
+      for (path, _), buf in zip(self.step_space.flatten(), self.buffers)
+    }
     s = self.num_streams
     self.last_terminal = self.add_variable(
-        "last_terminal", (s,), np.bool_, "ones", trainable=False)
-    self.episode_age = self.add_variable("episode_age", (s,), np.int32,
-                                         trainable=False)
-    self.num_starts = self.add_variable("num_starts", (s,), np.int32,
-                                        trainable=False)
+      "last_terminal", (s,), np.bool_, "ones", trainable=False
+    )
+    self.episode_age = self.add_variable(
+      "episode_age", (s,), np.int32, trainable=False
+    )
+    self.num_starts = self.add_variable(
+      "num_starts", (s,), np.int32, trainable=False
+    )
     if self.episode_starts:
       self.start_frames = self.add_variable(
-          "start_frames",
-          (s, self.episode_starts, self.stack - 1) + self.frame_shape,
-          states.dtype, "zeros", trainable=False)
+        "start_frames",
+        (s, self.episode_starts, self.stack - 1) + self.frame_shape,
+        states.dtype,
+        "zeros",
+        trainable=False,
+      )
 
   def _check_record_space(self, space):
     problems = []
@@ -180,24 +204,35 @@ class FrameStackReplay(ReplayMemory):
       problems.append(f"a Dict with exactly the keys {list(_KEYS)}")
     else:
       leaves = space.flatten()
-      if any(not leaf.has_batch_rank or leaf.has_time_rank
-             for _, leaf in leaves):
+      if any(
+        not leaf.has_batch_rank or leaf.has_time_rank for _, leaf in leaves
+      ):
         problems.append("a batch rank (the streams) and no time rank")
       if any(isinstance(leaf, sp.TextBox) for _, leaf in leaves):
         problems.append("numeric leaves")
       states = space["states"]
-      if not isinstance(states, sp.BoxSpace) or states.rank < 1 or \
-          states.shape[-1] != self.stack or states.dtype.kind not in "iuf":
-        problems.append(f"'states' a numeric box of per-item shape "
-                        f"[..., {self.stack}] (the frame stack last)")
+      if (
+        not isinstance(states, sp.BoxSpace)
+        or states.rank < 1
+        or states.shape[-1] != self.stack
+        or states.dtype.kind not in "iuf"
+      ):
+        problems.append(
+          f"'states' a numeric box of per-item shape "
+          f"[..., {self.stack}] (the frame stack last)"
+        )
       terminals = space["terminals"]
       if not isinstance(terminals, sp.BoolBox) or terminals.shape != ():
         problems.append("'terminals' a BoolBox() per stream")
     if problems:
       raise SpaceError(
-          "unsupported record space", component=self.path, api="insert",
-          argument="records", expected="; ".join(problems),
-          received=repr(space))
+        "unsupported record space",
+        component=self.path,
+        api="insert",
+        argument="records",
+        expected="; ".join(problems),
+        received=repr(space),
+      )
 
   # --- APIs ------------------------------------------------------------------
 
@@ -225,19 +260,22 @@ class FrameStackReplay(ReplayMemory):
   def _graph_fn_insert(self, records):
     states = records["states"]
     ok = tf.equal(tf.shape(states)[0], self.num_streams)
-    with tf.control_dependencies([tf_check(ok, self, "insert", "records",
-                                           self._streams_reason)]):
+    with tf.control_dependencies(
+      [tf_check(ok, self, "insert", "records", self._streams_reason)]
+    ):
       starts = tf.identity(self.last_terminal)
-      age = tf.where(starts, 0,
-                     tf.minimum(self.episode_age + 1, self.stack - 1))
+      age = tf.where(
+        starts, 0, tf.minimum(self.episode_age + 1, self.stack - 1)
+      )
       start_id = self.num_starts + tf.cast(starts, tf.int32) - 1
       if self.episode_starts:
         rows = tf.cast(tf.where(starts)[:, 0], tf.int32)
         slots = tf.gather(self.num_starts, rows) % self.episode_starts
-        prefix = tf.transpose(tf.gather(states, rows)[..., :-1],
-                              self._stack_to_frames_perm(states.shape.rank))
-        self.start_frames.scatter_nd_update(tf.stack([rows, slots], 1),
-                                            prefix)
+        prefix = tf.transpose(
+          tf.gather(states, rows)[..., :-1],
+          self._stack_to_frames_perm(states.shape.rank),
+        )
+        self.start_frames.scatter_nd_update(tf.stack([rows, slots], 1), prefix)
       self.num_starts.assign(start_id + 1)
       step = {k: records[k] for k in self.other_keys}
       step.update(frames=states[..., -1], age=age, start_id=start_id)
@@ -254,8 +292,9 @@ class FrameStackReplay(ReplayMemory):
     s_b = tf.broadcast_to(streams[:, None], tf.shape(tau))
     # int64 indices: GatherNd refuses int32 ones into more than 2^31
     # elements, and 1e6 84x84 frames are 7e9.
-    frames = tf.gather_nd(self.buffer_of[("frames",)],
-                          tf.cast(tf.stack([tau, s_b], -1), tf.int64))
+    frames = tf.gather_nd(
+      self.buffer_of[("frames",)], tf.cast(tf.stack([tau, s_b], -1), tf.int64)
+    )
     at = tf.stack([slots, streams], 1)
     age = tf.gather_nd(self.buffer_of[("age",)], at)
     before_start = j[None] < (k - 1 - age)[:, None]
@@ -263,30 +302,40 @@ class FrameStackReplay(ReplayMemory):
 
     def mask(m):  # [B, k] -> [B, k, 1, ...] to select whole frames.
       return tf.reshape(m, tf.concat([tf.shape(m), extra], 0))
+
     if self.episode_starts:
       sid = tf.gather_nd(self.buffer_of[("start_id",)], at)
       alive = sid >= tf.gather(self.num_starts, streams) - self.episode_starts
-      which = tf.broadcast_to((sid % self.episode_starts)[:, None],
-                              tf.shape(tau))
+      which = tf.broadcast_to(
+        (sid % self.episode_starts)[:, None], tf.shape(tau)
+      )
       pos = tf.minimum(j[None] + age[:, None], k - 2)
-      prefix = tf.gather_nd(self.start_frames, tf.cast(
-          tf.stack([s_b, which, pos], -1), tf.int64))
+      prefix = tf.gather_nd(
+        self.start_frames, tf.cast(tf.stack([s_b, which, pos], -1), tf.int64)
+      )
       use = before_start & alive[:, None]
       frames = tf.where(mask(use), prefix, frames)
       before_start = before_start & ~use
     frames = tf.where(mask(before_start), tf.zeros_like(frames), frames)
-    return tf.transpose(frames, self._frames_to_stack_perm(
-        len(self.frame_shape) + 2))
+    return tf.transpose(
+      frames, self._frames_to_stack_perm(len(self.frame_shape) + 2)
+    )
 
   def _transitions(self, indices):
     c = self.capacity
     streams, slots = indices // c, indices % c
     at = tf.stack([slots, streams], 1)
-    out = {k: tree.unflatten_as(
+    out = {
+      k: tree.unflatten_as(
         self.step_space[k].structure(),
-        [tf.gather_nd(self.buffer_of[p], at)
-         for p, _ in self.step_space.flatten() if p[0] == k])
-           for k in self.other_keys}
+        [
+          tf.gather_nd(self.buffer_of[p], at)
+          for p, _ in self.step_space.flatten()
+          if p[0] == k
+        ],
+      )
+      for k in self.other_keys
+    }
     out["states"] = self._stack(streams, slots)
     out["next_states"] = self._stack(streams, (slots + 1) % c)
     out["indices"] = indices
@@ -295,15 +344,24 @@ class FrameStackReplay(ReplayMemory):
   @graph_fn
   def _graph_fn_sample(self, batch_size):
     size = tf.identity(self.size)
-    per_stream = tf.maximum(tf.where(size < self.capacity, size - 1,
-                                     self.capacity - self.stack), 0)
+    per_stream = tf.maximum(
+      tf.where(size < self.capacity, size - 1, self.capacity - self.stack), 0
+    )
     total = self.num_streams * per_stream
-    with tf.control_dependencies([tf_check(
-        total > 0, self, "sample", "batch_size",
-        "no transition can be sampled yet (each stream needs 2 stored "
-        "steps)")]):
-      u = self.rng.uniform([tf.cast(batch_size, tf.int32)], 0,
-                           tf.maximum(total, 1), dtype=tf.int32)
+    with tf.control_dependencies(
+      [
+        tf_check(
+          total > 0,
+          self,
+          "sample",
+          "batch_size",
+          "no transition can be sampled yet (each stream needs 2 stored steps)",
+        )
+      ]
+    ):
+      u = self.rng.uniform(
+        [tf.cast(batch_size, tf.int32)], 0, tf.maximum(total, 1), dtype=tf.int32
+      )
     n = tf.maximum(per_stream, 1)
     back = 1 + u % n
     slots = (self.index - 1 - back) % self.capacity
@@ -313,16 +371,28 @@ class FrameStackReplay(ReplayMemory):
   def _graph_fn_get_transitions(self, indices):
     indices = tf.cast(indices, tf.int32)
     size = tf.identity(self.size)
-    per_stream = tf.where(size < self.capacity, size - 1,
-                          self.capacity - self.stack)
+    per_stream = tf.where(
+      size < self.capacity, size - 1, self.capacity - self.stack
+    )
     back = (self.index - 1 - indices % self.capacity) % self.capacity
     ok = tf.reduce_all(
-        (indices >= 0) & (indices < self.num_streams * self.capacity) &
-        (back >= 1) & (back <= per_stream))
-    with tf.control_dependencies([tf_check(
-        ok, self, "get_transitions", "indices",
-        "indices must be sampleable steps (stream * capacity_per_stream + "
-        "slot, not a stream's newest step, stacks not overwritten)")]):
+      (indices >= 0)
+      & (indices < self.num_streams * self.capacity)
+      & (back >= 1)
+      & (back <= per_stream)
+    )
+    with tf.control_dependencies(
+      [
+        tf_check(
+          ok,
+          self,
+          "get_transitions",
+          "indices",
+          "indices must be sampleable steps (stream * capacity_per_stream + "
+          "slot, not a stream's newest step, stacks not overwritten)",
+        )
+      ]
+    ):
       indices = tf.identity(indices)
     return self._transitions(indices)
 
@@ -336,8 +406,9 @@ class FrameStackReplay(ReplayMemory):
   def _graph_fn_insert(self, records):
     states = records["states"]
     n = states.shape[0]
-    torch_check(n == self.num_streams, self, "insert", "records",
-                self._streams_reason)
+    torch_check(
+      n == self.num_streams, self, "insert", "records", self._streams_reason
+    )
     if n != self.num_streams:
       # Only in the torch executor's build passes (batch sizes 2 and 5,
       # value checks suspended): make rows that fit the streams.
@@ -345,16 +416,21 @@ class FrameStackReplay(ReplayMemory):
       records = tree.map_structure(lambda x: x[rows], records)
       states = records["states"]
     starts = self.last_terminal.detach().clone()
-    age = torch.where(starts, torch.zeros_like(self.episode_age),
-                      torch.clamp(self.episode_age + 1, max=self.stack - 1))
+    age = torch.where(
+      starts,
+      torch.zeros_like(self.episode_age),
+      torch.clamp(self.episode_age + 1, max=self.stack - 1),
+    )
     start_id = self.num_starts + starts.to(torch.int32) - 1
     with torch.no_grad():
       if self.episode_starts:
         rows = torch.nonzero(starts)[:, 0]
         slots = self.num_starts[rows].long() % self.episode_starts
-        self.start_frames[rows, slots] = states[rows][..., :-1].permute(
-            *self._stack_to_frames_perm(states.dim())).to(
-                self.start_frames.dtype)
+        self.start_frames[rows, slots] = (
+          states[rows][..., :-1]
+          .permute(*self._stack_to_frames_perm(states.dim()))
+          .to(self.start_frames.dtype)
+        )
       self.num_starts.copy_(start_id + 1)
       step = {k: records[k] for k in self.other_keys}
       step.update(frames=states[..., -1], age=age, start_id=start_id)
@@ -375,6 +451,7 @@ class FrameStackReplay(ReplayMemory):
 
     def mask(m):
       return m.reshape(m.shape + extra)
+
     if self.episode_starts:
       sid = self.buffer_of[("start_id",)][slots, streams].long()
       alive = sid >= self.num_starts[streams].long() - self.episode_starts
@@ -385,18 +462,27 @@ class FrameStackReplay(ReplayMemory):
       frames = torch.where(mask(use), prefix, frames)
       before_start = before_start & ~use
     frames = torch.where(mask(before_start), torch.zeros_like(frames), frames)
-    return frames.permute(*self._frames_to_stack_perm(
-        len(self.frame_shape) + 2)).detach().clone()
+    return (
+      frames.permute(*self._frames_to_stack_perm(len(self.frame_shape) + 2))
+      .detach()
+      .clone()
+    )
 
   def _torch_transitions(self, indices):
     c = self.capacity
     idx = indices.long()
     streams, slots = idx // c, idx % c
-    out = {k: tree.unflatten_as(
+    out = {
+      k: tree.unflatten_as(
         self.step_space[k].structure(),
-        [self.buffer_of[p][slots, streams].detach().clone()
-         for p, _ in self.step_space.flatten() if p[0] == k])
-           for k in self.other_keys}
+        [
+          self.buffer_of[p][slots, streams].detach().clone()
+          for p, _ in self.step_space.flatten()
+          if p[0] == k
+        ],
+      )
+      for k in self.other_keys
+    }
     out["states"] = self._torch_stack(streams, slots)
     out["next_states"] = self._torch_stack(streams, (slots + 1) % c)
     out["indices"] = indices.to(torch.int32)
@@ -406,11 +492,20 @@ class FrameStackReplay(ReplayMemory):
   def _graph_fn_sample(self, batch_size):
     per_stream = max(self._num_valid(int(self.size)), 0)
     total = self.num_streams * per_stream
-    torch_check(total > 0, self, "sample", "batch_size",
-                "no transition can be sampled yet (each stream needs 2 "
-                "stored steps)")
-    u = torch.randint(0, max(total, 1), (int(batch_size),),
-                      generator=self.rng, dtype=torch.int64)
+    torch_check(
+      total > 0,
+      self,
+      "sample",
+      "batch_size",
+      "no transition can be sampled yet (each stream needs 2 stored steps)",
+    )
+    u = torch.randint(
+      0,
+      max(total, 1),
+      (int(batch_size),),
+      generator=self.rng,
+      dtype=torch.int64,
+    )
     n = max(per_stream, 1)
     slots = (int(self.index) - 1 - (1 + u % n)) % self.capacity
     return self._torch_transitions(u // n * self.capacity + slots)
@@ -419,13 +514,23 @@ class FrameStackReplay(ReplayMemory):
   def _graph_fn_get_transitions(self, indices):
     idx = indices.long()
     back = (int(self.index) - 1 - idx % self.capacity) % self.capacity
-    ok = bool(torch.all(
-        (idx >= 0) & (idx < self.num_streams * self.capacity) &
-        (back >= 1) & (back <= self._num_valid(int(self.size)))))
-    torch_check(ok, self, "get_transitions", "indices",
-                "indices must be sampleable steps (stream * "
-                "capacity_per_stream + slot, not a stream's newest step, "
-                "stacks not overwritten)")
+    ok = bool(
+      torch.all(
+        (idx >= 0)
+        & (idx < self.num_streams * self.capacity)
+        & (back >= 1)
+        & (back <= self._num_valid(int(self.size)))
+      )
+    )
+    torch_check(
+      ok,
+      self,
+      "get_transitions",
+      "indices",
+      "indices must be sampleable steps (stream * "
+      "capacity_per_stream + slot, not a stream's newest step, "
+      "stacks not overwritten)",
+    )
     # Build passes (checks suspended) may feed any index: keep it in range.
     idx = torch.clamp(idx, 0, self.num_streams * self.capacity - 1)
     return self._torch_transitions(idx)
@@ -439,8 +544,7 @@ def _with_streams(space, num_streams):
   """`space` per stream -> the same space with a leading stream dim (no
   ranks; bounds dropped, the buffers need shapes and dtypes only)."""
   if isinstance(space, sp.Dict):
-    return sp.Dict({k: _with_streams(v, num_streams)
-                    for k, v in space.items()})
+    return sp.Dict({k: _with_streams(v, num_streams) for k, v in space.items()})
   if isinstance(space, sp.Tuple):
     return sp.Tuple(*[_with_streams(v, num_streams) for v in space])
   shape = (num_streams,) + space.shape

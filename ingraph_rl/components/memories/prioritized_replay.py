@@ -32,8 +32,9 @@ class PrioritizedReplay(ReplayMemory):
       SpaceError and change nothing.
   """
 
-  def __init__(self, capacity, alpha=0.6, beta=0.4, seed=0,
-               scope="prioritized_replay"):
+  def __init__(
+    self, capacity, alpha=0.6, beta=0.4, seed=0, scope="prioritized_replay"
+  ):
     super().__init__(capacity, seed=seed, scope=scope)
     self.alpha = float(alpha)
     self.beta = float(beta)
@@ -42,13 +43,22 @@ class PrioritizedReplay(ReplayMemory):
   def create_variables(self, input_spaces):
     super().create_variables(input_spaces)
     self.sum_tree = self.add_variable(
-        "sum_tree", (segment_tree.tree_size(self.capacity),), np.float32,
-        segment_tree.initial_tree(self.capacity, "sum"), trainable=False)
+      "sum_tree",
+      (segment_tree.tree_size(self.capacity),),
+      np.float32,
+      segment_tree.initial_tree(self.capacity, "sum"),
+      trainable=False,
+    )
     self.min_tree = self.add_variable(
-        "min_tree", (segment_tree.tree_size(self.capacity),), np.float32,
-        segment_tree.initial_tree(self.capacity, "min"), trainable=False)
-    self.max_priority = self.add_variable("max_priority", (), np.float32,
-                                          1.0, trainable=False)
+      "min_tree",
+      (segment_tree.tree_size(self.capacity),),
+      np.float32,
+      segment_tree.initial_tree(self.capacity, "min"),
+      trainable=False,
+    )
+    self.max_priority = self.add_variable(
+      "max_priority", (), np.float32, 1.0, trainable=False
+    )
 
   @api
   def sample(self, batch_size, beta=None):
@@ -63,34 +73,39 @@ class PrioritizedReplay(ReplayMemory):
   @graph_fn
   def _graph_fn_insert(self, records):
     positions = self._write(records)
-    p = tf.fill(tf.shape(positions), self.max_priority ** self.alpha)
+    p = tf.fill(tf.shape(positions), self.max_priority**self.alpha)
     segment_tree.update(self.sum_tree, positions, p, "sum")
     segment_tree.update(self.min_tree, positions, p, "min")
     return tf.identity(self.size)
 
   def _sample_space(self):
     space = super()._sample_space()
-    return Dict(**dict(space.items()),
-                weights=FloatBox(add_batch_rank=True))
+    return Dict(**dict(space.items()), weights=FloatBox(add_batch_rank=True))
 
   @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size, beta):
     beta = self.beta if beta is None else beta
-    with tf.control_dependencies([self._check_nonempty("sample",
-                                                       "batch_size")]):
+    with tf.control_dependencies(
+      [self._check_nonempty("sample", "batch_size")]
+    ):
       total = segment_tree.total(self.sum_tree)
     segment = total / tf.cast(batch_size, tf.float32)
-    masses = (tf.cast(tf.range(batch_size), tf.float32) +
-              self.rng.uniform([batch_size])) * segment
+    masses = (
+      tf.cast(tf.range(batch_size), tf.float32) + self.rng.uniform([batch_size])
+    ) * segment
     # Float rounding can carry a mass past the last stored record.
     indices = tf.minimum(
-        segment_tree.find_prefixsum_idx(self.sum_tree, masses), self.size - 1)
+      segment_tree.find_prefixsum_idx(self.sum_tree, masses), self.size - 1
+    )
     size = tf.cast(self.size, tf.float32)
     probs = tf.gather(self.sum_tree, indices + self.num_leaves) / total
     min_prob = segment_tree.min_value(self.min_tree) / total
     weights = (probs * size) ** -beta / (min_prob * size) ** -beta
-    return {"records": self._gather(indices), "indices": indices,
-            "weights": weights}
+    return {
+      "records": self._gather(indices),
+      "indices": indices,
+      "weights": weights,
+    }
 
   @graph_fn
   def _graph_fn_update_priorities(self, indices, priorities):
@@ -99,16 +114,28 @@ class PrioritizedReplay(ReplayMemory):
     ok_p = tf.reduce_all(tf.math.is_finite(priorities) & (priorities > 0))
     ok_i = tf.reduce_all((indices >= 0) & (indices < self.size))
     checks = [
-        tf_check(ok_p, self, "update_priorities", "priorities",
-                 "priorities must be finite and > 0"),
-        tf_check(ok_i, self, "update_priorities", "indices",
-                 "indices must lie in [0, size)")]
+      tf_check(
+        ok_p,
+        self,
+        "update_priorities",
+        "priorities",
+        "priorities must be finite and > 0",
+      ),
+      tf_check(
+        ok_i,
+        self,
+        "update_priorities",
+        "indices",
+        "indices must lie in [0, size)",
+      ),
+    ]
     with tf.control_dependencies(checks):
-      p = priorities ** self.alpha
+      p = priorities**self.alpha
       segment_tree.update(self.sum_tree, indices, p, "sum")
       segment_tree.update(self.min_tree, indices, p, "min")
       self.max_priority.assign(
-          tf.maximum(self.max_priority, tf.reduce_max(priorities)))
+        tf.maximum(self.max_priority, tf.reduce_max(priorities))
+      )
     return tf.identity(self.max_priority)
 
   # --- torch bodies ----------------------------------------------------------
@@ -125,35 +152,51 @@ class PrioritizedReplay(ReplayMemory):
   @_graph_fn_sample.torch
   def _graph_fn_sample(self, batch_size, beta):
     beta = self.beta if beta is None else float(beta)
-    torch_check(int(self.size) > 0, self, "sample", "batch_size",
-                "the memory is empty")
+    torch_check(
+      int(self.size) > 0, self, "sample", "batch_size", "the memory is empty"
+    )
     batch_size = int(batch_size)
     total = self.sum_tree[1]
-    masses = (torch.arange(batch_size, dtype=torch.float32) +
-              torch.rand(batch_size, generator=self.rng)) * (total / batch_size)
+    masses = (
+      torch.arange(batch_size, dtype=torch.float32)
+      + torch.rand(batch_size, generator=self.rng)
+    ) * (total / batch_size)
     indices = torch.clamp(
-        segment_tree.torch_find_prefixsum_idx(self.sum_tree, masses),
-        max=max(int(self.size) - 1, 0)).to(torch.int32)
+      segment_tree.torch_find_prefixsum_idx(self.sum_tree, masses),
+      max=max(int(self.size) - 1, 0),
+    ).to(torch.int32)
     size = float(self.size)
     probs = self.sum_tree[indices.long() + self.num_leaves] / total
     min_prob = self.min_tree[1] / total
     weights = (probs * size) ** -beta / (min_prob * size) ** -beta
-    return {"records": self._torch_gather(indices), "indices": indices,
-            "weights": weights.detach().clone()}
+    return {
+      "records": self._torch_gather(indices),
+      "indices": indices,
+      "weights": weights.detach().clone(),
+    }
 
   @_graph_fn_update_priorities.torch
   def _graph_fn_update_priorities(self, indices, priorities):
     priorities = priorities.to(torch.float32)
-    torch_check(bool(torch.all(torch.isfinite(priorities) & (priorities > 0))),
-                self, "update_priorities", "priorities",
-                "priorities must be finite and > 0")
-    torch_check(bool(torch.all((indices >= 0) & (indices < self.size))), self,
-                "update_priorities", "indices",
-                "indices must lie in [0, size)")
-    p = priorities ** self.alpha
+    torch_check(
+      bool(torch.all(torch.isfinite(priorities) & (priorities > 0))),
+      self,
+      "update_priorities",
+      "priorities",
+      "priorities must be finite and > 0",
+    )
+    torch_check(
+      bool(torch.all((indices >= 0) & (indices < self.size))),
+      self,
+      "update_priorities",
+      "indices",
+      "indices must lie in [0, size)",
+    )
+    p = priorities**self.alpha
     with torch.no_grad():
       segment_tree.torch_update(self.sum_tree, indices, p, "sum")
       segment_tree.torch_update(self.min_tree, indices, p, "min")
-      self.max_priority.fill_(max(float(self.max_priority),
-                                  float(priorities.max())))
+      self.max_priority.fill_(
+        max(float(self.max_priority), float(priorities.max()))
+      )
     return self.max_priority.detach().clone()

@@ -47,22 +47,32 @@ class ReplayMemory(Component):
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "records")
     leaves = space.flatten()
-    if any(not leaf.has_batch_rank or leaf.has_time_rank
-           for _, leaf in leaves):
-      raise SpaceError("records need a batch rank (and no time rank)",
-                       component=self.path, api="insert",
-                       argument="records", received=repr(space))
+    if any(not leaf.has_batch_rank or leaf.has_time_rank for _, leaf in leaves):
+      raise SpaceError(
+        "records need a batch rank (and no time rank)",
+        component=self.path,
+        api="insert",
+        argument="records",
+        received=repr(space),
+      )
     self.record_space = space.strip_ranks()
     self.buffers = [
-        self.add_variable("buffer." + ".".join(str(p) for p in path) if path
-                          else "buffer", (self.capacity,) + leaf.shape,
-                          leaf.dtype, "zeros", trainable=False)
-        for path, leaf in leaves]
+      self.add_variable(
+        "buffer." + ".".join(str(p) for p in path) if path else "buffer",
+        (self.capacity,) + leaf.shape,
+        leaf.dtype,
+        "zeros",
+        trainable=False,
+      )
+      for path, leaf in leaves
+    ]
     self.index = self.add_variable("index", (), np.int32, trainable=False)
     self.size = self.add_variable("size", (), np.int32, trainable=False)
     self.rng = self.add_resource(
-        "rng", tf=lambda: tf.random.Generator.from_seed(self.seed),
-        torch=lambda: torch.Generator().manual_seed(self.seed))
+      "rng",
+      tf=lambda: tf.random.Generator.from_seed(self.seed),
+      torch=lambda: torch.Generator().manual_seed(self.seed),
+    )
 
   # --- APIs ------------------------------------------------------------------
 
@@ -108,23 +118,29 @@ class ReplayMemory(Component):
     return tf.identity(self.size)
 
   def _gather(self, indices):
-    return tree.unflatten_as(self.record_space.structure(),
-                             [tf.gather(buf, indices) for buf in self.buffers])
+    return tree.unflatten_as(
+      self.record_space.structure(),
+      [tf.gather(buf, indices) for buf in self.buffers],
+    )
 
   def _check_nonempty(self, api_name, argument):
-    return tf_check(self.size > 0, self, api_name, argument,
-                    "the memory is empty")
+    return tf_check(
+      self.size > 0, self, api_name, argument, "the memory is empty"
+    )
 
   def _sample_space(self):
     """Declared: a literal batch size would make the batch dim static, and
     inference would then miss the batch rank."""
-    return Dict(records=self.record_space.with_batch_rank(),
-                indices=IntBox(self.capacity, add_batch_rank=True))
+    return Dict(
+      records=self.record_space.with_batch_rank(),
+      indices=IntBox(self.capacity, add_batch_rank=True),
+    )
 
   @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size):
-    with tf.control_dependencies([self._check_nonempty("sample",
-                                                       "batch_size")]):
+    with tf.control_dependencies(
+      [self._check_nonempty("sample", "batch_size")]
+    ):
       indices = self.rng.uniform([batch_size], 0, self.size, dtype=tf.int32)
     return {"records": self._gather(indices), "indices": indices}
 
@@ -132,9 +148,13 @@ class ReplayMemory(Component):
   def _graph_fn_get_records(self, indices):
     indices = tf.cast(indices, tf.int32)
     ok = tf.reduce_all((indices >= 0) & (indices < self.size))
-    with tf.control_dependencies([tf_check(
-        ok, self, "get_records", "indices",
-        "indices must lie in [0, size)")]):
+    with tf.control_dependencies(
+      [
+        tf_check(
+          ok, self, "get_records", "indices", "indices must lie in [0, size)"
+        )
+      ]
+    ):
       return self._gather(indices)
 
   @graph_fn
@@ -151,7 +171,7 @@ class ReplayMemory(Component):
     positions = (start + torch.arange(keep)) % self.capacity
     with torch.no_grad():
       for buf, leaf in zip(self.buffers, leaves):
-        buf[positions] = leaf[n - keep:].to(buf.dtype)
+        buf[positions] = leaf[n - keep :].to(buf.dtype)
       self.index.fill_((int(self.index) + n) % self.capacity)
       self.size.fill_(min(int(self.size) + n, self.capacity))
     return positions
@@ -163,23 +183,34 @@ class ReplayMemory(Component):
 
   def _torch_gather(self, indices):
     idx = indices.long()
-    return tree.unflatten_as(self.record_space.structure(),
-                             [buf[idx].detach().clone()
-                              for buf in self.buffers])
+    return tree.unflatten_as(
+      self.record_space.structure(),
+      [buf[idx].detach().clone() for buf in self.buffers],
+    )
 
   @_graph_fn_sample.torch
   def _graph_fn_sample(self, batch_size):
-    torch_check(int(self.size) > 0, self, "sample", "batch_size",
-                "the memory is empty")
-    indices = torch.randint(0, max(int(self.size), 1), (int(batch_size),),
-                            generator=self.rng, dtype=torch.int32)
+    torch_check(
+      int(self.size) > 0, self, "sample", "batch_size", "the memory is empty"
+    )
+    indices = torch.randint(
+      0,
+      max(int(self.size), 1),
+      (int(batch_size),),
+      generator=self.rng,
+      dtype=torch.int32,
+    )
     return {"records": self._torch_gather(indices), "indices": indices}
 
   @_graph_fn_get_records.torch
   def _graph_fn_get_records(self, indices):
-    torch_check(bool(torch.all((indices >= 0) & (indices < self.size))),
-                self, "get_records", "indices",
-                "indices must lie in [0, size)")
+    torch_check(
+      bool(torch.all((indices >= 0) & (indices < self.size))),
+      self,
+      "get_records",
+      "indices",
+      "indices must lie in [0, size)",
+    )
     return self._torch_gather(indices)
 
   @_graph_fn_get_size.torch

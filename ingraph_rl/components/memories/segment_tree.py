@@ -53,6 +53,7 @@ float32 tensor with the same layout, for the PyTorch mirror.
 
 import numpy as np
 import tensorflow as tf
+
 # Tells whether a graph is being traced for XLA (no public API for it).
 from tensorflow.python.ops import control_flow_util
 
@@ -61,17 +62,17 @@ from ingraph_rl.utils.lazy import torch
 
 OPS = ("sum", "min")
 IMPLS = ("tf", "custom_op")
-_MAX_LEAVES = 2 ** 30     # Node indices stay int32.
+_MAX_LEAVES = 2**30  # Node indices stay int32.
 
 # The implementation used when a call passes impl=None. Both paths stay
 # supported and tested for parity; `benchmarks/memory.py` decides which one
 # should win by default (set this attribute to switch at run time). Inside a
 # function compiled with XLA, impl=None always means "tf".
-DEFAULT_IMPL = "custom_op" if _ops.load_segment_tree_ops() is not None \
-    else "tf"
+DEFAULT_IMPL = "custom_op" if _ops.load_segment_tree_ops() is not None else "tf"
 
 
 # --- layout ----------------------------------------------------------------
+
 
 def num_leaves_pow2(capacity):
   """P: the next power of two >= capacity (at least 1)."""
@@ -105,8 +106,9 @@ def _num_leaves_of(tree):
   n = tree.shape[0] if tree.shape.rank == 1 else None
   if n is None or n < 2 or n & (n - 1):
     raise ValueError(
-        f"a segment tree is a 1-D array of length 2 * P, P a power of two; "
-        f"got shape {tree.shape}")
+      f"a segment tree is a 1-D array of length 2 * P, P a power of two; "
+      f"got shape {tree.shape}"
+    )
   return n // 2
 
 
@@ -120,30 +122,35 @@ def _as_tree(tree):
 def _in_xla_context():
   """Tracing a function compiled with XLA (jit_compile=True)?"""
   return control_flow_util.GraphOrParentsInXlaContext(
-      tf.compat.v1.get_default_graph())
+    tf.compat.v1.get_default_graph()
+  )
 
 
 def _resolve_impl(impl):
   if impl is None:
     impl = DEFAULT_IMPL
     if impl == "custom_op" and _in_xla_context():
-      impl = "tf"     # XLA cannot compile the custom ops.
+      impl = "tf"  # XLA cannot compile the custom ops.
   if impl not in IMPLS:
     raise ValueError(f"segment tree impl must be one of {IMPLS}, got {impl!r}")
   if impl == "custom_op":
     if _in_xla_context():
-      raise ValueError("segment tree impl='custom_op' cannot be compiled by "
-                       "XLA (jit_compile=True); use impl='tf' or impl=None")
+      raise ValueError(
+        "segment tree impl='custom_op' cannot be compiled by "
+        "XLA (jit_compile=True); use impl='tf' or impl=None"
+      )
     lib = _ops.load_segment_tree_ops()
     if lib is None:
       raise RuntimeError(
-          "segment tree impl='custom_op' but the op library is not loaded "
-          "(see the log of ingraph_rl.ops; build it with `pip install -e .`)")
+        "segment tree impl='custom_op' but the op library is not loaded "
+        "(see the log of ingraph_rl.ops; build it with `pip install -e .`)"
+      )
     return impl, lib
   return impl, None
 
 
 # --- TensorFlow ------------------------------------------------------------
+
 
 def update(tree_var, indices, values, op, impl=None):
   """Sets leaves `indices` to `values` in the variable `tree_var` and
@@ -158,30 +165,43 @@ def update(tree_var, indices, values, op, impl=None):
   _check_op(op)
   impl, lib = _resolve_impl(impl)
   if not isinstance(tree_var, tf.Variable):
-    raise TypeError(f"segment tree update needs a tf.Variable, got "
-                    f"{type(tree_var).__name__}")
+    raise TypeError(
+      f"segment tree update needs a tf.Variable, got {type(tree_var).__name__}"
+    )
   num_leaves = _num_leaves_of(tree_var)
   indices = tf.convert_to_tensor(indices)
   if indices.dtype not in (tf.int32, tf.int64):
-    raise TypeError(f"segment tree indices must be int32 or int64, "
-                    f"got {indices.dtype.name}")
+    raise TypeError(
+      f"segment tree indices must be int32 or int64, got {indices.dtype.name}"
+    )
   values = tf.convert_to_tensor(values, tf.float32)
   if indices.shape.rank not in (None, 1) or values.shape.rank not in (None, 1):
-    raise ValueError(f"segment tree update: indices and values must be 1-D, "
-                     f"got shapes {indices.shape} and {values.shape}")
+    raise ValueError(
+      f"segment tree update: indices and values must be 1-D, "
+      f"got shapes {indices.shape} and {values.shape}"
+    )
   if impl == "custom_op":
     lib.segment_tree_update(tree_var.handle, indices, values, op=op)
     return None
 
   checks = [
-      tf.debugging.Assert(
-          tf.reduce_all((indices >= 0) & (indices < num_leaves)),
-          [f"segment tree update: indices must lie in [0, {num_leaves}), "
-           f"got", indices], summarize=8),
-      tf.debugging.Assert(
-          tf.equal(tf.size(indices), tf.size(values)),
-          ["segment tree update: indices and values differ in size:",
-           tf.shape(indices), tf.shape(values)])]
+    tf.debugging.Assert(
+      tf.reduce_all((indices >= 0) & (indices < num_leaves)),
+      [
+        f"segment tree update: indices must lie in [0, {num_leaves}), got",
+        indices,
+      ],
+      summarize=8,
+    ),
+    tf.debugging.Assert(
+      tf.equal(tf.size(indices), tf.size(values)),
+      [
+        "segment tree update: indices and values differ in size:",
+        tf.shape(indices),
+        tf.shape(values),
+      ],
+    ),
+  ]
   indices = tf.cast(indices, tf.int32)
   with tf.control_dependencies(checks):
     # Last occurrence wins: sort stably by index, so that each run of equal
@@ -191,25 +211,29 @@ def update(tree_var, indices, values, op, impl=None):
     order = tf.argsort(indices, stable=True)
   size = tf.size(indices)
   nodes = tf.gather(indices, order)
-  run_starts = tf.concat(                                # [] for B = 0
-      [tf.ones_like(nodes[:1], tf.bool), nodes[1:] != nodes[:-1]], 0)
+  run_starts = tf.concat(  # [] for B = 0
+    [tf.ones_like(nodes[:1], tf.bool), nodes[1:] != nodes[:-1]], 0
+  )
   run = tf.cumsum(tf.cast(run_starts, tf.int32)) - 1
   run_end = tf.math.unsorted_segment_max(tf.range(size), run, size)
   written = tf.gather(values, tf.gather(order, tf.gather(run_end, run)))
   nodes = nodes + num_leaves
-  tf.raw_ops.ResourceScatterUpdate(resource=tree_var.handle, indices=nodes,
-                                   updates=written)
+  tf.raw_ops.ResourceScatterUpdate(
+    resource=tree_var.handle, indices=nodes, updates=written
+  )
   # Ancestors, one level per step. A parent that occurs several times is
   # recomputed from the same children each time (same value), so the batch
   # keeps its static size: no tf.unique, and the function stays
   # XLA-compilable (jit_compile=True).
   combine = tf.add if op == "sum" else tf.minimum
-  for _ in range(num_leaves.bit_length() - 1):          # log2(P) levels
+  for _ in range(num_leaves.bit_length() - 1):  # log2(P) levels
     nodes = nodes // 2
     children = tf.gather(tree_var, tf.stack([2 * nodes, 2 * nodes + 1]))
     tf.raw_ops.ResourceScatterUpdate(
-        resource=tree_var.handle, indices=nodes,
-        updates=combine(children[0], children[1]))
+      resource=tree_var.handle,
+      indices=nodes,
+      updates=combine(children[0], children[1]),
+    )
   return None
 
 
@@ -256,27 +280,34 @@ def leaf_values(tree, indices):
 
 # --- torch -----------------------------------------------------------------
 
+
 def torch_update(tree, indices, values, op):
   """`update` for a flat float32 torch tensor, in place (LAST occurrence of a
   repeated index wins). Returns None."""
   _check_op(op)
   num_leaves = tree.shape[0] // 2
   indices = torch.as_tensor(indices, device=tree.device).long().reshape(-1)
-  values = torch.as_tensor(values, dtype=tree.dtype,
-                           device=tree.device).reshape(-1)
+  values = torch.as_tensor(
+    values, dtype=tree.dtype, device=tree.device
+  ).reshape(-1)
   if indices.shape != values.shape:
-    raise ValueError(f"segment tree update: {indices.shape[0]} indices but "
-                     f"{values.shape[0]} values")
+    raise ValueError(
+      f"segment tree update: {indices.shape[0]} indices but "
+      f"{values.shape[0]} values"
+    )
   if indices.numel() == 0:
     return None
   if bool(((indices < 0) | (indices >= num_leaves)).any()):
-    raise IndexError(f"segment tree update: indices must lie in "
-                     f"[0, {num_leaves}), got {indices.tolist()}")
+    raise IndexError(
+      f"segment tree update: indices must lie in "
+      f"[0, {num_leaves}), got {indices.tolist()}"
+    )
   with torch.no_grad():
     nodes, which = torch.unique(indices, return_inverse=True)
     last = torch.full(nodes.shape, -1, dtype=torch.long, device=tree.device)
-    last.scatter_reduce_(0, which, torch.arange(indices.numel(),
-                                                device=tree.device), "amax")
+    last.scatter_reduce_(
+      0, which, torch.arange(indices.numel(), device=tree.device), "amax"
+    )
     nodes = nodes + num_leaves
     tree[nodes] = values[last]
     combine = torch.add if op == "sum" else torch.minimum

@@ -3,14 +3,29 @@
 from ingraph_rl.components.networks.neural_network import NeuralNetwork
 
 NATURE_DQN_SPEC = (
-    {"type": "conv2d", "filters": 32, "kernel_size": 8, "strides": 4,
-     "activation": "relu"},
-    {"type": "conv2d", "filters": 64, "kernel_size": 4, "strides": 2,
-     "activation": "relu"},
-    {"type": "conv2d", "filters": 64, "kernel_size": 3, "strides": 1,
-     "activation": "relu"},
-    {"type": "flatten"},
-    {"type": "dense", "units": 512, "activation": "relu"},
+  {
+    "type": "conv2d",
+    "filters": 32,
+    "kernel_size": 8,
+    "strides": 4,
+    "activation": "relu",
+  },
+  {
+    "type": "conv2d",
+    "filters": 64,
+    "kernel_size": 4,
+    "strides": 2,
+    "activation": "relu",
+  },
+  {
+    "type": "conv2d",
+    "filters": 64,
+    "kernel_size": 3,
+    "strides": 1,
+    "activation": "relu",
+  },
+  {"type": "flatten"},
+  {"type": "dense", "units": 512, "activation": "relu"},
 )
 
 

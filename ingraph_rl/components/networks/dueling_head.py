@@ -21,18 +21,37 @@ class DuelingHead(Component):
       "advantages": [..., A]}.
   """
 
-  def __init__(self, num_actions, units=None,
-               kernel_initializer="glorot_uniform", scope="dueling_head"):
+  def __init__(
+    self,
+    num_actions,
+    units=None,
+    kernel_initializer="glorot_uniform",
+    scope="dueling_head",
+  ):
     super().__init__(scope=scope)
     self.num_actions = int(num_actions)
     self.units = units
 
     def stream(out_units, name):
-      layers = [] if units is None else [
-          Dense(units, activation="relu",
-                kernel_initializer=kernel_initializer, scope="dense_0")]
-      layers.append(Dense(out_units, kernel_initializer=kernel_initializer,
-                          scope=f"dense_{len(layers)}"))
+      layers = (
+        []
+        if units is None
+        else [
+          Dense(
+            units,
+            activation="relu",
+            kernel_initializer=kernel_initializer,
+            scope="dense_0",
+          )
+        ]
+      )
+      layers.append(
+        Dense(
+          out_units,
+          kernel_initializer=kernel_initializer,
+          scope=f"dense_{len(layers)}",
+        )
+      )
       return NeuralNetwork(layers, scope=name)
 
     self.value_stream = stream(1, "value")
@@ -44,17 +63,20 @@ class DuelingHead(Component):
 
   @api
   def streams(self, inputs):
-    return self._graph_fn_combine(self.value_stream.call(inputs),
-                                  self.advantage_stream.call(inputs))
+    return self._graph_fn_combine(
+      self.value_stream.call(inputs), self.advantage_stream.call(inputs)
+    )
 
   @graph_fn
   def _graph_fn_combine(self, value, advantages):
     q = value + advantages - tf.reduce_mean(advantages, -1, keepdims=True)
-    return {"q_values": q, "value": tf.squeeze(value, -1),
-            "advantages": advantages}
+    return {
+      "q_values": q,
+      "value": tf.squeeze(value, -1),
+      "advantages": advantages,
+    }
 
   @_graph_fn_combine.torch
   def _graph_fn_combine(self, value, advantages):
     q = value + advantages - advantages.mean(-1, keepdim=True)
-    return {"q_values": q, "value": value.squeeze(-1),
-            "advantages": advantages}
+    return {"q_values": q, "value": value.squeeze(-1), "advantages": advantages}

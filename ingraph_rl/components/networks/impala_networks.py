@@ -8,8 +8,14 @@ reward and the one-hot last action into the LSTM; these networks do not
 
 import tensorflow as tf
 
-from ingraph_rl.components.layers import (LSTM, Conv2D, Dense, Flatten,
-                                          MaxPool2D, ResidualBlock)
+from ingraph_rl.components.layers import (
+  LSTM,
+  Conv2D,
+  Dense,
+  Flatten,
+  MaxPool2D,
+  ResidualBlock,
+)
 from ingraph_rl.components.networks.neural_network import NeuralNetwork
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.utils.lazy import F
@@ -26,14 +32,27 @@ class ImpalaSmallNetwork(NeuralNetwork):
 
   def __init__(self, scope="impala_small"):
     relu = {"activation": "relu", "kernel_initializer": "he_uniform"}
-    super().__init__([
-        {"type": "conv2d", "filters": 16, "kernel_size": 8, "strides": 4,
-         **relu},
-        {"type": "conv2d", "filters": 32, "kernel_size": 4, "strides": 2,
-         **relu},
+    super().__init__(
+      [
+        {
+          "type": "conv2d",
+          "filters": 16,
+          "kernel_size": 8,
+          "strides": 4,
+          **relu,
+        },
+        {
+          "type": "conv2d",
+          "filters": 32,
+          "kernel_size": 4,
+          "strides": 2,
+          **relu,
+        },
         {"type": "flatten"},
         {"type": "dense", "units": 256, **relu},
-    ], scope=scope)
+      ],
+      scope=scope,
+    )
 
 
 # (filters, residual blocks) per stage of the deep network.
@@ -48,12 +67,19 @@ def _deep_torso_parts(stages, units):
     layers.append(Conv2D(filters, 3, padding="same", scope=f"conv2d_{i}"))
     layers.append(MaxPool2D(3, 2, "same", scope=f"max_pool2d_{i + 1}"))
     for _ in range(blocks):
-      layers.append(ResidualBlock(filters,
-                                  scope=f"residual_block_{len(layers)}"))
-  return (NeuralNetwork(layers, scope="stages"),
-          NeuralNetwork([Flatten(scope="flatten_0"),
-                         Dense(units, activation="relu", scope="dense_1")],
-                        scope="head"))
+      layers.append(
+        ResidualBlock(filters, scope=f"residual_block_{len(layers)}")
+      )
+  return (
+    NeuralNetwork(layers, scope="stages"),
+    NeuralNetwork(
+      [
+        Flatten(scope="flatten_0"),
+        Dense(units, activation="relu", scope="dense_1"),
+      ],
+      scope="head",
+    ),
+  )
 
 
 class ImpalaDeepTorso(Component):
@@ -95,8 +121,9 @@ class ImpalaLargeNetwork(ImpalaDeepTorso):
     zero_state(batch_size) -> {"c", "h"} zeros [batch_size, lstm_units].
   """
 
-  def __init__(self, stages=IMPALA_STAGES, units=256, lstm_units=256,
-               scope="impala_large"):
+  def __init__(
+    self, stages=IMPALA_STAGES, units=256, lstm_units=256, scope="impala_large"
+  ):
     super().__init__(stages, units, scope=scope)
     self.lstm = LSTM(lstm_units, scope="lstm")
 

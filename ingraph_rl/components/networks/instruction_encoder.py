@@ -43,9 +43,15 @@ class InstructionTokenizer(Component):
     return self._graph_fn_tokenize(instructions)
 
   def _output_space(self):
-    return Dict(tokens=IntBox(self.num_buckets, dtype=np.int64,
-                              add_batch_rank=True, add_time_rank=True),
-                lengths=IntBox(None, dtype=np.int32, add_batch_rank=True))
+    return Dict(
+      tokens=IntBox(
+        self.num_buckets,
+        dtype=np.int64,
+        add_batch_rank=True,
+        add_time_rank=True,
+      ),
+      lengths=IntBox(None, dtype=np.int32, add_batch_rank=True),
+    )
 
   @graph_fn(output_space=lambda self: self._output_space())
   def _graph_fn_tokenize(self, instructions):
@@ -72,14 +78,17 @@ class InstructionEncoder(Component):
       gives). Padding after the last token cannot change that output.
   """
 
-  def __init__(self, num_buckets=NUM_HASH_BUCKETS,
-               embedding_size=EMBEDDING_SIZE, lstm_units=LSTM_UNITS,
-               scope="instruction_encoder"):
+  def __init__(
+    self,
+    num_buckets=NUM_HASH_BUCKETS,
+    embedding_size=EMBEDDING_SIZE,
+    lstm_units=LSTM_UNITS,
+    scope="instruction_encoder",
+  ):
     super().__init__(scope=scope)
     self.lstm_units = int(lstm_units)
     self.tokenizer = InstructionTokenizer(num_buckets, scope="tokenizer")
-    self.embedding = Embedding(num_buckets, embedding_size,
-                               scope="embedding")
+    self.embedding = Embedding(num_buckets, embedding_size, scope="embedding")
     self.lstm = LSTM(lstm_units, scope="lstm")
 
   @api
@@ -89,8 +98,9 @@ class InstructionEncoder(Component):
 
   @api
   def encode(self, tokens, lengths):
-    out = self.lstm.call(self.embedding.call(tokens),
-                         self._graph_fn_zero_state(tokens))
+    out = self.lstm.call(
+      self.embedding.call(tokens), self._graph_fn_zero_state(tokens)
+    )
     return self._graph_fn_last(out["outputs"], lengths)
 
   def _state_space(self):
@@ -107,8 +117,9 @@ class InstructionEncoder(Component):
     zeros = torch.zeros((tokens.shape[0], self.lstm_units))
     return {"c": zeros, "h": zeros.clone()}
 
-  @graph_fn(output_space=lambda self: FloatBox((self.lstm_units,),
-                                               add_batch_rank=True))
+  @graph_fn(
+    output_space=lambda self: FloatBox((self.lstm_units,), add_batch_rank=True)
+  )
   def _graph_fn_last(self, outputs, lengths):
     # Clipped to the padded length too (the torch build feeds random ones).
     index = tf.clip_by_value(lengths - 1, 0, tf.shape(outputs)[1] - 1)

@@ -11,13 +11,16 @@ def layer_from_spec(spec, index):
   if isinstance(spec, Component):
     return spec
   if not isinstance(spec, dict) or "type" not in spec:
-    raise AssemblyError(f"layer spec {index} must be a component or a dict "
-                        f"with a 'type'; got {spec!r}")
+    raise AssemblyError(
+      f"layer spec {index} must be a component or a dict "
+      f"with a 'type'; got {spec!r}"
+    )
   kwargs = dict(spec)
   kind = kwargs.pop("type")
   if kind not in LAYER_TYPES:
-    raise AssemblyError(f"layer spec {index}: unknown type {kind!r}; known: "
-                        f"{sorted(LAYER_TYPES)}")
+    raise AssemblyError(
+      f"layer spec {index}: unknown type {kind!r}; known: {sorted(LAYER_TYPES)}"
+    )
   kwargs.setdefault("scope", f"{kind}_{index}")
   return LAYER_TYPES[kind](**kwargs)
 

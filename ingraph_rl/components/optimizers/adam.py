@@ -13,8 +13,15 @@ class Adam(Optimizer):
 
   slot_names = ("m", "v")
 
-  def __init__(self, learning_rate=1e-3, beta1=0.9, beta2=0.999,
-               epsilon=1e-7, clip_global_norm=None, scope="adam"):
+  def __init__(
+    self,
+    learning_rate=1e-3,
+    beta1=0.9,
+    beta2=0.999,
+    epsilon=1e-7,
+    clip_global_norm=None,
+    scope="adam",
+  ):
     super().__init__(learning_rate, clip_global_norm, scope)
     self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
 
@@ -22,18 +29,21 @@ class Adam(Optimizer):
     m, v = slots
     t = tf.cast(step, var.dtype)
     tf.raw_ops.ResourceApplyAdam(
-        var=var.handle, m=m.handle, v=v.handle,
-        beta1_power=tf.pow(tf.cast(self.beta1, var.dtype), t),
-        beta2_power=tf.pow(tf.cast(self.beta2, var.dtype), t),
-        lr=lr,
-        beta1=tf.cast(self.beta1, var.dtype),
-        beta2=tf.cast(self.beta2, var.dtype),
-        epsilon=tf.cast(self.epsilon, var.dtype), grad=grad)
+      var=var.handle,
+      m=m.handle,
+      v=v.handle,
+      beta1_power=tf.pow(tf.cast(self.beta1, var.dtype), t),
+      beta2_power=tf.pow(tf.cast(self.beta2, var.dtype), t),
+      lr=lr,
+      beta1=tf.cast(self.beta1, var.dtype),
+      beta2=tf.cast(self.beta2, var.dtype),
+      epsilon=tf.cast(self.epsilon, var.dtype),
+      grad=grad,
+    )
 
   def _torch_apply(self, var, grad, slots, step, lr):
     m, v = (torch_layout(s, var) for s in slots)
     m.mul_(self.beta1).add_((1 - self.beta1) * grad)
     v.mul_(self.beta2).add_((1 - self.beta2) * grad * grad)
-    lr_t = (lr * (1 - self.beta2 ** step) ** 0.5 /
-            (1 - self.beta1 ** step))
+    lr_t = lr * (1 - self.beta2**step) ** 0.5 / (1 - self.beta1**step)
     var.sub_(lr_t * m / (v.sqrt() + self.epsilon))

@@ -60,19 +60,30 @@ class Optimizer(Component):
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "variables", Dict)
     self.paths = sorted(space.keys())
-    self.iterations = self.add_variable("iterations", (), np.int64,
-                                        trainable=False)
+    self.iterations = self.add_variable(
+      "iterations", (), np.int64, trainable=False
+    )
     # Slots keep the variable's TF-layout shape in both backends.
     self.slots = {
-        name: [self.add_variable(f"{name}.{p.replace('/', '.')}",
-                                 space[p].shape, space[p].dtype,
-                                 trainable=False) for p in self.paths]
-        for name in self.slot_names}
+      name: [
+        self.add_variable(
+          f"{name}.{p.replace('/', '.')}",
+          space[p].shape,
+          space[p].dtype,
+          trainable=False,
+        )
+        for p in self.paths
+      ]
+      for name in self.slot_names
+    }
 
   @api
   def step(self, loss, variables):
-    lr = self.learning_rate if self.lr_schedule is None else \
-        self.lr_schedule.value(self._graph_fn_iterations())
+    lr = (
+      self.learning_rate
+      if self.lr_schedule is None
+      else self.lr_schedule.value(self._graph_fn_iterations())
+    )
     return self._graph_fn_step(loss, variables, lr)
 
   @graph_fn
@@ -96,8 +107,13 @@ class Optimizer(Component):
       grads, _ = tf.clip_by_global_norm(grads, self.clip_global_norm, norm)
     step = self.iterations.assign_add(1)
     for i, grad in zip(used, grads):
-      self._tf_apply(params[i], grad, [s[i] for s in self.slots.values()],
-                     step, tf.cast(lr, params[i].dtype))
+      self._tf_apply(
+        params[i],
+        grad,
+        [s[i] for s in self.slots.values()],
+        step,
+        tf.cast(lr, params[i].dtype),
+      )
     return {"grad_norm": norm}
 
   def _tf_apply(self, var, grad, slots, step, lr):
@@ -111,12 +127,16 @@ class Optimizer(Component):
     grads = torch_gradients(loss, params)
     used = [i for i, g in enumerate(grads) if g is not None]
     grads = [grads[i] for i in used]
-    norm = torch.sqrt(sum(torch.sum(g * g) for g in grads)) if grads else \
-        torch.tensor(0.0)
+    norm = (
+      torch.sqrt(sum(torch.sum(g * g) for g in grads))
+      if grads
+      else torch.tensor(0.0)
+    )
     if self.clip_global_norm is not None:
       clip = self.clip_global_norm
-      grads = [g * clip / torch.maximum(norm, torch.tensor(clip))
-               for g in grads]
+      grads = [
+        g * clip / torch.maximum(norm, torch.tensor(clip)) for g in grads
+      ]
     if in_build_pass():
       # The build runs this body twice on sample losses; updating between
       # the two would invalidate the second pass's autograd graph.
@@ -126,8 +146,13 @@ class Optimizer(Component):
       step = int(self.iterations)
       lr = float(lr)
       for i, grad in zip(used, grads):
-        self._torch_apply(params[i], grad.to(params[i].dtype),
-                          [s[i] for s in self.slots.values()], step, lr)
+        self._torch_apply(
+          params[i],
+          grad.to(params[i].dtype),
+          [s[i] for s in self.slots.values()],
+          step,
+          lr,
+        )
     return {"grad_norm": norm.detach()}
 
   def _torch_apply(self, var, grad, slots, step, lr):

@@ -17,23 +17,33 @@ class RMSProp(Optimizer):
 
   slot_names = ("ms", "mom")
 
-  def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10,
-               clip_global_norm=None, scope="rmsprop"):
+  def __init__(
+    self,
+    learning_rate,
+    decay=0.9,
+    momentum=0.0,
+    epsilon=1e-10,
+    clip_global_norm=None,
+    scope="rmsprop",
+  ):
     super().__init__(learning_rate, clip_global_norm, scope)
     self.decay, self.momentum, self.epsilon = decay, momentum, epsilon
 
   def _tf_apply(self, var, grad, slots, step, lr):
     ms, mom = slots
     tf.raw_ops.ResourceApplyRMSProp(
-        var=var.handle, ms=ms.handle, mom=mom.handle,
-        lr=lr,
-        rho=tf.cast(self.decay, var.dtype),
-        momentum=tf.cast(self.momentum, var.dtype),
-        epsilon=tf.cast(self.epsilon, var.dtype), grad=grad)
+      var=var.handle,
+      ms=ms.handle,
+      mom=mom.handle,
+      lr=lr,
+      rho=tf.cast(self.decay, var.dtype),
+      momentum=tf.cast(self.momentum, var.dtype),
+      epsilon=tf.cast(self.epsilon, var.dtype),
+      grad=grad,
+    )
 
   def _torch_apply(self, var, grad, slots, step, lr):
     ms, mom = (torch_layout(s, var) for s in slots)
     ms.mul_(self.decay).add_((1 - self.decay) * grad * grad)
-    mom.mul_(self.momentum).add_(
-        lr * grad / (ms + self.epsilon).sqrt())
+    mom.mul_(self.momentum).add_(lr * grad / (ms + self.epsilon).sqrt())
     var.sub_(mom)

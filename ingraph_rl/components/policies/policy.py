@@ -24,11 +24,21 @@ class Policy(Component):
       ['action_adapter', 'categorical', 'network', 'value_head']
   """
 
-  def __init__(self, network, num_actions, value_head=True,
-               deterministic=False, seed=0, scope="policy"):
+  def __init__(
+    self,
+    network,
+    num_actions,
+    value_head=True,
+    deterministic=False,
+    seed=0,
+    scope="policy",
+  ):
     super().__init__(scope=scope)
-    self.network = NeuralNetwork(network, scope="network") if isinstance(
-        network, (list, tuple)) else network
+    self.network = (
+      NeuralNetwork(network, scope="network")
+      if isinstance(network, (list, tuple))
+      else network
+    )
     self.action_adapter = Dense(num_actions, scope="action_adapter")
     self.value_head = Dense(1, scope="value_head") if value_head else None
     self.distribution = Categorical(seed=seed)
@@ -38,10 +48,16 @@ class Policy(Component):
   def get_action(self, states):
     features = self.network.call(states)
     logits = self.action_adapter.call(features)
-    action = self.distribution.deterministic(logits) if self.deterministic \
-        else self.distribution.sample(logits)
-    out = {"action": action, "logits": logits,
-           "log_prob": self.distribution.log_prob(logits, action)}
+    action = (
+      self.distribution.deterministic(logits)
+      if self.deterministic
+      else self.distribution.sample(logits)
+    )
+    out = {
+      "action": action,
+      "logits": logits,
+      "log_prob": self.distribution.log_prob(logits, action),
+    }
     if self.value_head is not None:
       out["value"] = self._graph_fn_squeeze(self.value_head.call(features))
     return out

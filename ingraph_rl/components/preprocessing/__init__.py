@@ -9,14 +9,26 @@ from ingraph_rl.components.preprocessing.frame_stack import FrameStack
 from ingraph_rl.components.preprocessing.grayscale import Grayscale
 from ingraph_rl.components.preprocessing.normalize import Divide, Normalize
 from ingraph_rl.components.preprocessing.resize import Resize
-from ingraph_rl.components.preprocessing.reward_clipping import \
-    RewardClipping
-from ingraph_rl.components.preprocessing.stack import (AtariPreprocessor,
-                                                       PreprocessorStack,
-                                                       atari_frame_preprocessor,
-                                                       atari_preprocessor)
+from ingraph_rl.components.preprocessing.reward_clipping import RewardClipping
+from ingraph_rl.components.preprocessing.stack import (
+  AtariPreprocessor,
+  PreprocessorStack,
+  atari_frame_preprocessor,
+  atari_preprocessor,
+)
 
-__all__ = ["AtariPreprocessor", "Cast", "Clip", "Crop", "Divide",
-           "FrameStack", "Grayscale", "Normalize", "PreprocessorStack",
-           "Resize", "RewardClipping", "atari_frame_preprocessor",
-           "atari_preprocessor"]
+__all__ = [
+  "AtariPreprocessor",
+  "Cast",
+  "Clip",
+  "Crop",
+  "Divide",
+  "FrameStack",
+  "Grayscale",
+  "Normalize",
+  "PreprocessorStack",
+  "Resize",
+  "RewardClipping",
+  "atari_frame_preprocessor",
+  "atari_preprocessor",
+]

@@ -6,8 +6,16 @@ from ingraph_rl.errors import SpaceError
 from ingraph_rl.spaces import BoxSpace
 
 
-def check_inputs(component, input_spaces, arg="inputs", api="call",
-                 kinds="fiu", ranks=None, time_rank=True, last_dim=None):
+def check_inputs(
+  component,
+  input_spaces,
+  arg="inputs",
+  api="call",
+  kinds="fiu",
+  ranks=None,
+  time_rank=True,
+  last_dim=None,
+):
   """The space of `arg`: a single tensor with a batch rank (and a time rank
   only where `time_rank`), a dtype of one of the numpy `kinds`, a per-item
   rank in `ranks` (None: any) and, when given, last dim `last_dim`. Raises
@@ -31,13 +39,17 @@ def check_inputs(component, input_spaces, arg="inputs", api="call",
     problem = f"unsupported dtype {space.dtype}"
   elif ranks is not None and space.rank not in ranks:
     problem = f"unsupported per-item rank {space.rank}"
-  elif last_dim is not None and (space.rank < 1 or
-                                 space.shape[-1] != last_dim):
+  elif last_dim is not None and (space.rank < 1 or space.shape[-1] != last_dim):
     problem = f"last dim must be {last_dim}"
   if problem is not None:
-    raise SpaceError(problem, component=component.path, api=api,
-                     argument=arg, expected=", ".join(want),
-                     received=repr(space))
+    raise SpaceError(
+      problem,
+      component=component.path,
+      api=api,
+      argument=arg,
+      expected=", ".join(want),
+      received=repr(space),
+    )
   return space
 
 
@@ -51,4 +63,5 @@ def float_dtype(dtype):
 def torch_dtype(dtype):
   """The torch dtype of a numpy dtype."""
   from ingraph_rl.utils.lazy import torch
+
   return torch.from_numpy(np.zeros((), np.dtype(dtype))).dtype

@@ -3,8 +3,10 @@
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.components.preprocessing._common import (check_inputs,
-                                                         torch_dtype)
+from ingraph_rl.components.preprocessing._common import (
+  check_inputs,
+  torch_dtype,
+)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.lazy import torch
@@ -19,12 +21,13 @@ class Cast(Component):
   for uint8. Integer -> integer saturates too. Other casts are plain.
   """
 
-  def __init__(self, dtype, round=True, scope="cast"):  # pylint: disable=redefined-builtin
+  def __init__(self, dtype, round=True, scope="cast"):
     super().__init__(scope=scope)
     self.dtype = np.dtype(dtype)
     if self.dtype.kind not in "fiu":
-      raise BuildError(f"'{scope}': cast to float or integer dtypes only, "
-                       f"got {self.dtype}")
+      raise BuildError(
+        f"'{scope}': cast to float or integer dtypes only, got {self.dtype}"
+      )
     self.round = bool(round)
 
   def create_variables(self, input_spaces):
@@ -50,8 +53,10 @@ class Cast(Component):
       x = tf.round(x) if self.round else x
       return tf.saturate_cast(x, self.dtype)
     lo, hi = self.bounds
-    return tf.cast(tf.clip_by_value(x, tf.constant(lo, x.dtype),
-                                    tf.constant(hi, x.dtype)), self.dtype)
+    return tf.cast(
+      tf.clip_by_value(x, tf.constant(lo, x.dtype), tf.constant(hi, x.dtype)),
+      self.dtype,
+    )
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):

@@ -23,8 +23,10 @@ class Clip(Component):
     if self.dtype.kind in "iu":
       info = np.iinfo(self.dtype)
       if self.low < info.min or self.high > info.max:
-        raise BuildError(f"'{self.path}': bounds [{self.low}, {self.high}] "
-                         f"do not fit {self.dtype}")
+        raise BuildError(
+          f"'{self.path}': bounds [{self.low}, {self.high}] "
+          f"do not fit {self.dtype}"
+        )
 
   @api
   def call(self, inputs):
@@ -32,8 +34,11 @@ class Clip(Component):
 
   @graph_fn
   def _graph_fn_call(self, inputs):
-    return tf.clip_by_value(inputs, tf.constant(self.low, inputs.dtype),
-                            tf.constant(self.high, inputs.dtype))
+    return tf.clip_by_value(
+      inputs,
+      tf.constant(self.low, inputs.dtype),
+      tf.constant(self.high, inputs.dtype),
+    )
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):

@@ -15,17 +15,17 @@ class Crop(Component):
     self.top, self.left = int(top), int(left)
     self.height, self.width = int(height), int(width)
     if min(self.top, self.left) < 0 or min(self.height, self.width) < 1:
-      raise BuildError(f"'{scope}': need top, left >= 0 and height, width "
-                       f">= 1")
+      raise BuildError(f"'{scope}': need top, left >= 0 and height, width >= 1")
 
   def create_variables(self, input_spaces):
     space = check_inputs(self, input_spaces, kinds="fiub", ranks=(2, 3))
     h, w = space.shape[:2]
     if self.top + self.height > h or self.left + self.width > w:
       raise BuildError(
-          f"'{self.path}': window rows {self.top}:{self.top + self.height}, "
-          f"columns {self.left}:{self.left + self.width} exceeds the "
-          f"{h}x{w} input")
+        f"'{self.path}': window rows {self.top}:{self.top + self.height}, "
+        f"columns {self.left}:{self.left + self.width} exceeds the "
+        f"{h}x{w} input"
+      )
     self.has_channels = space.rank == 3
 
   @api

@@ -13,8 +13,11 @@ from ingraph_rl.utils.lazy import torch
 
 def _output_space(component):
   kind = sp.FloatBox if component.dtype.kind == "f" else sp.IntBox
-  kwargs = dict(shape=component.frame_shape + (component.num_frames,),
-                dtype=component.dtype, add_batch_rank=True)
+  kwargs = dict(
+    shape=component.frame_shape + (component.num_frames,),
+    dtype=component.dtype,
+    add_batch_rank=True,
+  )
   return kind(**kwargs)
 
 
@@ -45,29 +48,48 @@ class FrameStack(Component):
     super().__init__(scope=scope)
     self.num_frames, self.num_envs = int(num_frames), int(num_envs)
     if self.num_frames < 1 or self.num_envs < 1:
-      raise BuildError(f"'{scope}': num_frames and num_envs must be >= 1, "
-                       f"got {num_frames} and {num_envs}")
+      raise BuildError(
+        f"'{scope}': num_frames and num_envs must be >= 1, "
+        f"got {num_frames} and {num_envs}"
+      )
 
   def create_variables(self, input_spaces):
-    space = check_inputs(self, input_spaces, kinds="fiu", ranks=(2, 3),
-                         time_rank=False)
+    space = check_inputs(
+      self, input_spaces, kinds="fiu", ranks=(2, 3), time_rank=False
+    )
     if space.rank == 3 and space.shape[-1] != 1:
-      raise SpaceError("frames must be [H, W] or [H, W, 1]",
-                       component=self.path, api="call", argument="inputs",
-                       received=repr(space))
+      raise SpaceError(
+        "frames must be [H, W] or [H, W, 1]",
+        component=self.path,
+        api="call",
+        argument="inputs",
+        received=repr(space),
+      )
     resets = input_spaces.get("resets")
-    if not (isinstance(resets, sp.BoolBox) and resets.has_batch_rank and
-            not resets.has_time_rank and resets.rank == 0):
-      raise SpaceError("resets must be a bool per environment",
-                       component=self.path, api="call", argument="resets",
-                       expected="BoolBox(shape=(), batch)",
-                       received=repr(resets))
+    if not (
+      isinstance(resets, sp.BoolBox)
+      and resets.has_batch_rank
+      and not resets.has_time_rank
+      and resets.rank == 0
+    ):
+      raise SpaceError(
+        "resets must be a bool per environment",
+        component=self.path,
+        api="call",
+        argument="resets",
+        expected="BoolBox(shape=(), batch)",
+        received=repr(resets),
+      )
     self.frame_shape = tuple(space.shape[:2])
     self.has_channel = space.rank == 3
     self.dtype = np.dtype(space.dtype)
     self.stack = self.add_variable(
-        "stack", (self.num_envs,) + self.frame_shape + (self.num_frames,),
-        self.dtype, "zeros", trainable=False)
+      "stack",
+      (self.num_envs,) + self.frame_shape + (self.num_frames,),
+      self.dtype,
+      "zeros",
+      trainable=False,
+    )
 
   @api
   def call(self, inputs, resets):
@@ -76,12 +98,21 @@ class FrameStack(Component):
   @graph_fn(output_space=_output_space)
   def _graph_fn_call(self, inputs, resets):
     frames = inputs[..., 0] if self.has_channel else inputs
-    ok = tf.logical_and(tf.equal(tf.shape(frames)[0], self.num_envs),
-                        tf.equal(tf.shape(resets)[0], self.num_envs))
-    with tf.control_dependencies([tf_check(
-        ok, self, "call", "inputs",
-        f"inputs and resets need a leading dim of num_envs="
-        f"{self.num_envs}")]):
+    ok = tf.logical_and(
+      tf.equal(tf.shape(frames)[0], self.num_envs),
+      tf.equal(tf.shape(resets)[0], self.num_envs),
+    )
+    with tf.control_dependencies(
+      [
+        tf_check(
+          ok,
+          self,
+          "call",
+          "inputs",
+          f"inputs and resets need a leading dim of num_envs={self.num_envs}",
+        )
+      ]
+    ):
       frames = tf.identity(frames)
     new = frames[..., None]
     shifted = tf.concat([self.stack[..., 1:], new], axis=-1)
@@ -95,9 +126,13 @@ class FrameStack(Component):
     frames = inputs[..., 0] if self.has_channel else inputs
     n = frames.shape[0]
     ok = n == self.num_envs and resets.shape[0] == self.num_envs
-    torch_check(ok, self, "call", "inputs",
-                f"inputs and resets need a leading dim of num_envs="
-                f"{self.num_envs}")
+    torch_check(
+      ok,
+      self,
+      "call",
+      "inputs",
+      f"inputs and resets need a leading dim of num_envs={self.num_envs}",
+    )
     new = frames[..., None]
     filled = new.expand(-1, -1, -1, self.num_frames)
     if not ok:

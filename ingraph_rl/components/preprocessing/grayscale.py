@@ -3,9 +3,11 @@
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.components.preprocessing._common import (check_inputs,
-                                                         float_dtype,
-                                                         torch_dtype)
+from ingraph_rl.components.preprocessing._common import (
+  check_inputs,
+  float_dtype,
+  torch_dtype,
+)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.utils.lazy import torch
 

@@ -3,9 +3,11 @@
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.components.preprocessing._common import (check_inputs,
-                                                         float_dtype,
-                                                         torch_dtype)
+from ingraph_rl.components.preprocessing._common import (
+  check_inputs,
+  float_dtype,
+  torch_dtype,
+)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.lazy import torch
@@ -35,7 +37,8 @@ class Divide(Component):
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
     return inputs.to(torch_dtype(self.dtype)) / torch.tensor(
-        self.divisor, dtype=torch_dtype(self.dtype))
+      self.divisor, dtype=torch_dtype(self.dtype)
+    )
 
 
 class Normalize(Component):
@@ -56,9 +59,11 @@ class Normalize(Component):
     self.dtype = float_dtype(space.dtype)
     for name, v in (("mean", self.mean), ("std", self.std)):
       if v.ndim == 1 and (space.rank < 1 or space.shape[-1] != v.shape[0]):
-        raise BuildError(f"'{self.path}': {name} has {v.shape[0]} entries, "
-                         f"the inputs' last dim is "
-                         f"{space.shape[-1] if space.rank else None}")
+        raise BuildError(
+          f"'{self.path}': {name} has {v.shape[0]} entries, "
+          f"the inputs' last dim is "
+          f"{space.shape[-1] if space.rank else None}"
+        )
 
   @api
   def call(self, inputs):

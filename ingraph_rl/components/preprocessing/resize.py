@@ -24,9 +24,11 @@ INTER_NEAREST_EXACT, torch's "nearest-exact").
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.components.preprocessing._common import (check_inputs,
-                                                         float_dtype,
-                                                         torch_dtype)
+from ingraph_rl.components.preprocessing._common import (
+  check_inputs,
+  float_dtype,
+  torch_dtype,
+)
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.lazy import F, torch
@@ -60,8 +62,9 @@ class Resize(Component):
   def __init__(self, height, width, method="bilinear", scope="resize"):
     super().__init__(scope=scope)
     if method not in METHODS:
-      raise BuildError(f"'{scope}': method must be one of {METHODS}, got "
-                       f"{method!r}")
+      raise BuildError(
+        f"'{scope}': method must be one of {METHODS}, got {method!r}"
+      )
     self.height, self.width, self.method = int(height), int(width), method
     if self.height < 1 or self.width < 1:
       raise BuildError(f"'{scope}': height and width must be >= 1")
@@ -74,8 +77,9 @@ class Resize(Component):
     if self.method == "area":
       if self.height > h or self.width > w:
         raise BuildError(
-            f"'{self.path}': method 'area' only shrinks; got {h}x{w} -> "
-            f"{self.height}x{self.width}")
+          f"'{self.path}': method 'area' only shrinks; got {h}x{w} -> "
+          f"{self.height}x{self.width}"
+        )
       self.wy = area_weights(h, self.height).astype(self.dtype)
       self.wx = area_weights(w, self.width).astype(self.dtype)
 
@@ -94,10 +98,12 @@ class Resize(Component):
     else:
       lead = tf.shape(x)[:-3]
       folded = tf.reshape(x, tf.concat([[-1], tf.shape(x)[-3:]], 0))
-      out = tf.image.resize(folded, (self.height, self.width),
-                            method=self.method, antialias=False)
-      out = tf.reshape(tf.cast(out, self.dtype),
-                       tf.concat([lead, tf.shape(out)[1:]], 0))
+      out = tf.image.resize(
+        folded, (self.height, self.width), method=self.method, antialias=False
+      )
+      out = tf.reshape(
+        tf.cast(out, self.dtype), tf.concat([lead, tf.shape(out)[1:]], 0)
+      )
     return out if self.has_channels else out[..., 0]
 
   @_graph_fn_call.torch
@@ -113,7 +119,8 @@ class Resize(Component):
       folded = x.reshape((-1,) + tuple(x.shape[-3:])).permute(0, 3, 1, 2)
       mode = "bilinear" if self.method == "bilinear" else "nearest-exact"
       kwargs = dict(align_corners=False) if mode == "bilinear" else {}
-      out = F.interpolate(folded, size=(self.height, self.width), mode=mode,
-                          **kwargs).permute(0, 2, 3, 1)
+      out = F.interpolate(
+        folded, size=(self.height, self.width), mode=mode, **kwargs
+      ).permute(0, 2, 3, 1)
       out = out.reshape(lead + tuple(out.shape[1:]))
     return out if self.has_channels else out[..., 0]

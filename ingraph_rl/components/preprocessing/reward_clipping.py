@@ -20,8 +20,7 @@ class RewardClipping(Component):
   def __init__(self, mode="abs_one", scope="reward_clipping"):
     super().__init__(scope=scope)
     if mode not in MODES:
-      raise BuildError(f"'{scope}': mode must be one of {MODES}, got "
-                       f"{mode!r}")
+      raise BuildError(f"'{scope}': mode must be one of {MODES}, got {mode!r}")
     self.mode = mode
 
   def create_variables(self, input_spaces):

@@ -24,8 +24,9 @@ class PreprocessorStack(Component):
     seen = set()
     for i, p in enumerate(preprocessors):
       if not isinstance(p, Component):
-        raise AssemblyError(f"'{scope}': preprocessor {i} is {p!r}, not a "
-                            f"Component")
+        raise AssemblyError(
+          f"'{scope}': preprocessor {i} is {p!r}, not a Component"
+        )
       if p.scope in seen and p.parent is None:
         p.scope = f"{p.scope}_{i}"
       seen.add(p.scope)
@@ -53,8 +54,9 @@ class AtariPreprocessor(Component):
   API `call(inputs, resets)`: see `FrameStack`.
   """
 
-  def __init__(self, num_envs=1, size=84, num_frames=4,
-               scope="atari_preprocessor"):
+  def __init__(
+    self, num_envs=1, size=84, num_frames=4, scope="atari_preprocessor"
+  ):
     super().__init__(scope=scope)
     self.frames = atari_frame_preprocessor(size)
     self.frame_stack = FrameStack(num_frames, num_envs)
@@ -68,11 +70,14 @@ def atari_frame_preprocessor(size=84):
   """The per-frame part of the Atari stack: RGB uint8 [..., 210, 160, 3]
   -> grayscale uint8 [..., size, size] (stateless; any batch/time ranks)."""
   return PreprocessorStack(
-      Grayscale(keepdims=False), Cast(np.uint8, scope="cast_gray"),
-      Resize(size, size, method="area"), Cast(np.uint8), scope="frames")
+    Grayscale(keepdims=False),
+    Cast(np.uint8, scope="cast_gray"),
+    Resize(size, size, method="area"),
+    Cast(np.uint8),
+    scope="frames",
+  )
 
 
 def atari_preprocessor(num_envs=1, size=84, num_frames=4):
   """The Atari preprocessing stack (see `AtariPreprocessor`)."""
-  return AtariPreprocessor(num_envs=num_envs, size=size,
-                           num_frames=num_frames)
+  return AtariPreprocessor(num_envs=num_envs, size=size, num_frames=num_frames)

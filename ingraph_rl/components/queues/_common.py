@@ -49,12 +49,16 @@ def validate_record_space(space, scope, per_item):
   per_item: the space must have no batch/time rank (FIFOQueue records).
   Every leaf needs a fully known per-item shape.
   """
+
   def fail(reason, received):
-    raise SpaceError(reason, component=scope, argument="record_space",
-                     expected="a Space (Box, or Dict/Tuple of boxes) with "
-                     "fully known shapes" +
-                     (" and no batch/time rank" if per_item else ""),
-                     received=received)
+    raise SpaceError(
+      reason,
+      component=scope,
+      argument="record_space",
+      expected="a Space (Box, or Dict/Tuple of boxes) with "
+      "fully known shapes" + (" and no batch/time rank" if per_item else ""),
+      received=received,
+    )
 
   if not isinstance(space, Space):
     fail("record_space is not a Space", repr(space))
@@ -64,9 +68,12 @@ def validate_record_space(space, scope, per_item):
   for path, leaf in leaves:
     where = f"leaf {list(path)}" if path else "record_space"
     if per_item and leaf.num_leading_ranks:
-      fail(f"{where} has a {'/'.join(leaf.leading_rank_names())} rank; give "
-           f"the space of ONE record (enqueue_many/dequeue_many add the "
-           f"batch rank)", repr(space))
+      fail(
+        f"{where} has a {'/'.join(leaf.leading_rank_names())} rank; give "
+        f"the space of ONE record (enqueue_many/dequeue_many add the "
+        f"batch rank)",
+        repr(space),
+      )
     if any(d is None for d in leaf.shape):
       fail(f"{where} has an unknown dim in shape {leaf.shape}", repr(space))
   return space
@@ -79,8 +86,9 @@ def check_value(component, space, value, api, argument):
   try:
     space.check(value)
   except SpaceError as e:
-    raise e.with_context(component=component.path, api=api,
-                         argument=argument) from None
+    raise e.with_context(
+      component=component.path, api=api, argument=argument
+    ) from None
 
 
 def leading_size(space, flip):
@@ -108,6 +116,7 @@ def torch_zeros(space, size_of):
   def leaf(s):
     value = s.zeros(size_of(s))
     return value if isinstance(s, TextBox) else torch.from_numpy(value)
+
   return tree.map_structure(leaf, space.structure())
 
 
@@ -121,6 +130,7 @@ def copy_leaf(x):
 
 def stack_leaves(*xs):
   import torch
+
   if hasattr(xs[0], "clone"):
     return torch.stack(xs)
   return np.stack(xs)

@@ -22,7 +22,6 @@ from ingraph_rl.executors.checks import tf_check
 from ingraph_rl.executors.tf_spaces import tf_dtype
 from ingraph_rl.utils.lazy import torch
 
-
 # --- errors of the torch mirror ----------------------------------------------
 
 
@@ -66,8 +65,12 @@ class _TFQueueResource(tf.saved_model.experimental.TrackableResource):
 
   def _create_resource(self):
     return tf.raw_ops.FIFOQueueV2(
-        component_types=self._dtypes, shapes=self._shapes,
-        capacity=self._capacity, container="", shared_name=self._shared_name)
+      component_types=self._dtypes,
+      shapes=self._shapes,
+      capacity=self._capacity,
+      container="",
+      shared_name=self._shared_name,
+    )
 
   def _destroy_resource(self):
     # Traced into the SavedModel's `_destroy_resource` function: a no-op
@@ -88,10 +91,10 @@ class _Attempt:
   __slots__ = ("kind", "records", "placed", "n", "got", "done", "error")
 
   def __init__(self, kind, records=(), n=0):
-    self.kind = kind          # "enqueue", "close" or "dequeue".
-    self.records = records    # To enqueue.
+    self.kind = kind  # "enqueue", "close" or "dequeue".
+    self.records = records  # To enqueue.
     self.placed = 0
-    self.n = n                # To dequeue.
+    self.n = n  # To dequeue.
     self.got = []
     self.done = False
     self.error = None
@@ -129,7 +132,7 @@ class PythonFIFOQueue:
   def __init__(self, capacity, name="fifo_queue", signature=None):
     self.capacity = int(capacity)
     self.name = name
-    self.signature = signature     # What a shared queue must match.
+    self.signature = signature  # What a shared queue must match.
     self._items = collections.deque()
     self._cond = threading.Condition()
     self._closed = False
@@ -147,9 +150,10 @@ class PythonFIFOQueue:
         _SHARED_MIRRORS[shared_name] = q
       elif (q.capacity, q.signature) != (int(capacity), signature):
         raise BuildError(
-            f"shared queue '{shared_name}' exists with capacity {q.capacity} "
-            f"and records {q.signature}; requested capacity {capacity} and "
-            f"records {signature}")
+          f"shared queue '{shared_name}' exists with capacity {q.capacity} "
+          f"and records {q.signature}; requested capacity {capacity} and "
+          f"records {signature}"
+        )
       return q
 
   @property
@@ -168,8 +172,9 @@ class PythonFIFOQueue:
       a = self._enqueues[0]
       if a.kind == "close":
         if self._closed:
-          a.finish(QueueCancelledError(
-              f"queue '{self.name}' is already closed"))
+          a.finish(
+            QueueCancelledError(f"queue '{self.name}' is already closed")
+          )
         else:
           self._closed = True
           a.finish()
@@ -194,9 +199,12 @@ class PythonFIFOQueue:
       if self._closed and len(self._items) < a.n - len(a.got):
         self._items.extendleft(reversed(a.got))
         a.got = []
-        a.finish(QueueOutOfRangeError(
+        a.finish(
+          QueueOutOfRangeError(
             f"queue '{self.name}' is closed and has insufficient elements "
-            f"(requested {a.n}, current size {len(self._items)})"))
+            f"(requested {a.n}, current size {len(self._items)})"
+          )
+        )
       else:
         while len(a.got) < a.n and self._items:
           a.got.append(self._items.popleft())
@@ -257,9 +265,12 @@ class PythonFIFOQueue:
     with self._cond:
       self._closed = True
       while self._enqueues:
-        self._enqueues.popleft().finish(QueueCancelledError(
+        self._enqueues.popleft().finish(
+          QueueCancelledError(
             f"pending operation on queue '{self.name}' was cancelled by "
-            f"close(cancel_pending_enqueues=True)"))
+            f"close(cancel_pending_enqueues=True)"
+          )
+        )
       self._flush()
       return len(self._items)
 
@@ -343,21 +354,30 @@ class FIFOQueue(Component):
   # The queue depends on `record_space` only: it is made at once.
   variable_args = ()
 
-  def __init__(self, record_space, capacity, shared_name=None,
-               scope="fifo_queue"):
+  def __init__(
+    self, record_space, capacity, shared_name=None, scope="fifo_queue"
+  ):
     super().__init__(scope=scope)
     self.record_space = _common.validate_record_space(
-        record_space, scope, per_item=True)
+      record_space, scope, per_item=True
+    )
     self.batch_space = record_space.with_batch_rank()
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or \
-        capacity < 1:
-      raise BuildError(f"'{scope}': capacity must be an int >= 1, got "
-                       f"{capacity!r}")
+    if (
+      isinstance(capacity, bool)
+      or not isinstance(capacity, int)
+      or capacity < 1
+    ):
+      raise BuildError(
+        f"'{scope}': capacity must be an int >= 1, got {capacity!r}"
+      )
     self.capacity = capacity
     if shared_name is not None and (
-        not isinstance(shared_name, str) or not shared_name):
-      raise BuildError(f"'{scope}': shared_name must be a non-empty str or "
-                       f"None, got {shared_name!r}")
+      not isinstance(shared_name, str) or not shared_name
+    ):
+      raise BuildError(
+        f"'{scope}': shared_name must be a non-empty str or "
+        f"None, got {shared_name!r}"
+      )
     self.shared_name = shared_name
     leaves = [s for _, s in self.record_space.flatten()]
     self._shapes = [tuple(s.shape) for s in leaves]
@@ -370,14 +390,19 @@ class FIFOQueue(Component):
     self.resource_name = name
 
     def make_tf():
-      res = _TFQueueResource([tf_dtype(s) for s in self._leaves()],
-                             self._shapes, self.capacity, name,
-                             destroy=self.shared_name is None)
+      res = _TFQueueResource(
+        [tf_dtype(s) for s in self._leaves()],
+        self._shapes,
+        self.capacity,
+        name,
+        destroy=self.shared_name is None,
+      )
       try:
         _ = res.resource_handle  # Makes the queue now, to fail here.
       except tf.errors.InvalidArgumentError as e:
-        raise BuildError(f"'{self.path}': cannot make queue '{name}': "
-                         f"{e.message}") from None
+        raise BuildError(
+          f"'{self.path}': cannot make queue '{name}': {e.message}"
+        ) from None
       return res
 
     def make_torch():
@@ -424,29 +449,33 @@ class FIFOQueue(Component):
 
   @graph_fn
   def _graph_fn_enqueue(self, records):
-    _common.check_value(self, self.record_space, records, "enqueue",
-                        "records")
+    _common.check_value(self, self.record_space, records, "enqueue", "records")
     op = tf.raw_ops.QueueEnqueueV2(
-        handle=self.queue.resource_handle, components=tree.flatten(records),
-        timeout_ms=-1)
+      handle=self.queue.resource_handle,
+      components=tree.flatten(records),
+      timeout_ms=-1,
+    )
     with tf.control_dependencies([op]):
       return self._tf_size()
 
   @graph_fn
   def _graph_fn_enqueue_many(self, batch):
-    _common.check_value(self, self.batch_space, batch, "enqueue_many",
-                        "batch")
+    _common.check_value(self, self.batch_space, batch, "enqueue_many", "batch")
     op = tf.raw_ops.QueueEnqueueManyV2(
-        handle=self.queue.resource_handle, components=tree.flatten(batch),
-        timeout_ms=-1)
+      handle=self.queue.resource_handle,
+      components=tree.flatten(batch),
+      timeout_ms=-1,
+    )
     with tf.control_dependencies([op]):
       return self._tf_size()
 
   @graph_fn(output_space=lambda self: self.record_space)
   def _graph_fn_dequeue(self):
     leaves = tf.raw_ops.QueueDequeueV2(
-        handle=self.queue.resource_handle,
-        component_types=[tf_dtype(s) for s in self._leaves()], timeout_ms=-1)
+      handle=self.queue.resource_handle,
+      component_types=[tf_dtype(s) for s in self._leaves()],
+      timeout_ms=-1,
+    )
     for t, shape in zip(leaves, self._shapes):
       t.set_shape(shape)
     return self.record_space.unflatten_value(leaves)
@@ -460,13 +489,22 @@ class FIFOQueue(Component):
       deps = []
     else:
       n = tf.cast(num_records, tf.int32)
-      deps = [tf_check(n >= 0, self, "dequeue_many", "num_records",
-                       "num_records must be >= 0")]
+      deps = [
+        tf_check(
+          n >= 0,
+          self,
+          "dequeue_many",
+          "num_records",
+          "num_records must be >= 0",
+        )
+      ]
     with tf.control_dependencies(deps):
       leaves = tf.raw_ops.QueueDequeueManyV2(
-          handle=self.queue.resource_handle, n=n,
-          component_types=[tf_dtype(s) for s in self._leaves()],
-          timeout_ms=-1)
+        handle=self.queue.resource_handle,
+        n=n,
+        component_types=[tf_dtype(s) for s in self._leaves()],
+        timeout_ms=-1,
+      )
     for t, shape in zip(leaves, self._shapes):
       # A batch rank, also for a Python int (the op leaves the dim unknown).
       t.set_shape((None,) + shape)
@@ -481,15 +519,19 @@ class FIFOQueue(Component):
     handle = self.queue.resource_handle
 
     def close(cancel):
-      op = tf.raw_ops.QueueCloseV2(handle=handle,
-                                   cancel_pending_enqueues=cancel)
+      op = tf.raw_ops.QueueCloseV2(
+        handle=handle, cancel_pending_enqueues=cancel
+      )
       with tf.control_dependencies([op]):
         return self._tf_size()
 
     if isinstance(cancel_pending_enqueues, bool):
       return close(cancel_pending_enqueues)
-    return tf.cond(tf.cast(cancel_pending_enqueues, tf.bool),
-                   lambda: close(True), lambda: close(False))
+    return tf.cond(
+      tf.cast(cancel_pending_enqueues, tf.bool),
+      lambda: close(True),
+      lambda: close(False),
+    )
 
   # --- torch bodies -----------------------------------------------------
 
@@ -504,22 +546,29 @@ class FIFOQueue(Component):
   @_graph_fn_enqueue.torch
   def _graph_fn_enqueue(self, records):
     if _common.in_torch_build_pass():
-      _common.check_value(self, self.record_space, records, "enqueue",
-                          "records")
+      _common.check_value(
+        self, self.record_space, records, "enqueue", "records"
+      )
       return self._int32(0)
-    return self._int32(self.queue.enqueue(
-        tree.map_structure(_common.copy_leaf, records)))
+    return self._int32(
+      self.queue.enqueue(tree.map_structure(_common.copy_leaf, records))
+    )
 
   @_graph_fn_enqueue_many.torch
   def _graph_fn_enqueue_many(self, batch):
     if _common.in_torch_build_pass():
-      _common.check_value(self, self.batch_space, batch, "enqueue_many",
-                          "batch")
+      _common.check_value(
+        self, self.batch_space, batch, "enqueue_many", "batch"
+      )
       return self._int32(0)
     leaves = tree.flatten(batch)
     n = len(leaves[0])
-    records = [self.record_space.unflatten_value(
-        [_common.copy_leaf(x[i]) for x in leaves]) for i in range(n)]
+    records = [
+      self.record_space.unflatten_value(
+        [_common.copy_leaf(x[i]) for x in leaves]
+      )
+      for i in range(n)
+    ]
     return self._int32(self.queue.enqueue_many(records))
 
   @_graph_fn_dequeue.torch
@@ -554,6 +603,11 @@ class FIFOQueue(Component):
 
 
 def _negative(component, n):
-  return SpaceError("num_records must be >= 0", component=component.path,
-                    api="dequeue_many", argument="num_records",
-                    expected="an int >= 0", received=repr(n))
+  return SpaceError(
+    "num_records must be >= 0",
+    component=component.path,
+    api="dequeue_many",
+    argument="num_records",
+    expected="an int >= 0",
+    received=repr(n),
+  )

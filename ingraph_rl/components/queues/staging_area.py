@@ -31,8 +31,12 @@ class _TFStagingBuffer:
     self.shared_name = shared_name
 
   def attrs(self):
-    return dict(capacity=self.capacity, memory_limit=0, container="",
-                shared_name=self.shared_name)
+    return dict(
+      capacity=self.capacity,
+      memory_limit=0,
+      container="",
+      shared_name=self.shared_name,
+    )
 
   def __repr__(self):
     return f"_TFStagingBuffer({self.shared_name!r})"
@@ -134,11 +138,17 @@ class StagingArea(Component):
   def __init__(self, record_space, capacity=1, scope="staging_area"):
     super().__init__(scope=scope)
     self.record_space = _common.validate_record_space(
-        record_space, scope, per_item=False)
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or \
-        capacity < 0:
-      raise BuildError(f"'{scope}': capacity must be an int >= 0 (0: "
-                       f"unbounded), got {capacity!r}")
+      record_space, scope, per_item=False
+    )
+    if (
+      isinstance(capacity, bool)
+      or not isinstance(capacity, int)
+      or capacity < 0
+    ):
+      raise BuildError(
+        f"'{scope}': capacity must be an int >= 0 (0: "
+        f"unbounded), got {capacity!r}"
+      )
     self.capacity = capacity
     self._leaf_spaces = [s for _, s in self.record_space.flatten()]
     self._build_flip = False
@@ -149,10 +159,12 @@ class StagingArea(Component):
     name = _common.unique_shared_name(self.path)
     self.resource_name = name
     self.buffer = self.add_resource(
-        "buffer",
-        tf=lambda: _TFStagingBuffer([tf_dtype(s) for s in self._leaf_spaces],
-                                    self.capacity, name),
-        torch=lambda: PythonStagingArea(self.capacity))
+      "buffer",
+      tf=lambda: _TFStagingBuffer(
+        [tf_dtype(s) for s in self._leaf_spaces], self.capacity, name
+      ),
+      torch=lambda: PythonStagingArea(self.capacity),
+    )
 
   # --- API -------------------------------------------------------------
 
@@ -171,21 +183,22 @@ class StagingArea(Component):
   # --- TF bodies -------------------------------------------------------
 
   def _tf_size(self):
-    return tf.raw_ops.StageSize(dtypes=self.buffer.dtypes,
-                                **self.buffer.attrs())
+    return tf.raw_ops.StageSize(
+      dtypes=self.buffer.dtypes, **self.buffer.attrs()
+    )
 
   @graph_fn
   def _graph_fn_put(self, records):
     _common.check_value(self, self.record_space, records, "put", "records")
-    op = tf.raw_ops.Stage(values=tree.flatten(records),
-                          **self.buffer.attrs())
+    op = tf.raw_ops.Stage(values=tree.flatten(records), **self.buffer.attrs())
     with tf.control_dependencies([op]):
       return self._tf_size()
 
   @graph_fn(output_space=lambda self: self.record_space)
   def _graph_fn_get(self):
-    leaves = tf.raw_ops.Unstage(dtypes=self.buffer.dtypes,
-                                **self.buffer.attrs())
+    leaves = tf.raw_ops.Unstage(
+      dtypes=self.buffer.dtypes, **self.buffer.attrs()
+    )
     for t, s in zip(leaves, self._leaf_spaces):
       t.set_shape(tensor_spec(s).shape)
     return self.record_space.unflatten_value(leaves)
@@ -199,12 +212,12 @@ class StagingArea(Component):
   @_graph_fn_put.torch
   def _graph_fn_put(self, records):
     if _common.in_torch_build_pass():
-      _common.check_value(self, self.record_space, records, "put",
-                          "records")
+      _common.check_value(self, self.record_space, records, "put", "records")
       return torch.tensor(0, dtype=torch.int32)
     return torch.tensor(
-        self.buffer.put(tree.map_structure(_common.copy_leaf, records)),
-        dtype=torch.int32)
+      self.buffer.put(tree.map_structure(_common.copy_leaf, records)),
+      dtype=torch.int32,
+    )
 
   @_graph_fn_get.torch
   def _graph_fn_get(self):

@@ -22,44 +22,75 @@ def test_config_checks_name_every_problem():
   with pytest.raises(BuildError) as e:
     DQNConfig(num_actions=1, discount=1.5, batch_size=0, n_step=0)
   msg = str(e.value)
-  for part in ("num_actions must be >= 2", "discount must lie in [0, 1]",
-               "n_step must be >= 1", "batch_size"):
+  for part in (
+    "num_actions must be >= 2",
+    "discount must lie in [0, 1]",
+    "n_step must be >= 1",
+    "batch_size",
+  ):
     assert part in msg
 
 
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_apis_and_output_spaces(prioritized):
-  builder = DQNBuilder(DQNConfig(num_actions=3, prioritized=prioritized,
-                                 batch_size=8, learning_starts=8))
+  builder = DQNBuilder(
+    DQNConfig(
+      num_actions=3, prioritized=prioritized, batch_size=8, learning_starts=8
+    )
+  )
   ex = builder.make_agent(OBS).build()
-  assert set(ex.apis) == {"get_actions", "observe", "update", "sync_target",
-                          "get_weights", "get_train_step"}
+  assert set(ex.apis) == {
+    "get_actions",
+    "observe",
+    "update",
+    "sync_target",
+    "get_weights",
+    "get_train_step",
+  }
   out = ex.apis["get_actions"].output_space
   assert out["actions"].num_categories == 3
   states = FloatBox((4,), add_batch_rank=True).sample(16, seed=0)
   actions = np.arange(16) % 3
-  ex.execute("observe", states, actions, np.ones(16, np.float32), states,
-             np.zeros(16, bool))
+  ex.execute(
+    "observe",
+    states,
+    actions,
+    np.ones(16, np.float32),
+    states,
+    np.zeros(16, bool),
+  )
   assert int(ex.execute("get_train_step")) == 0
   stats = {k: float(v) for k, v in ex.execute("update").items()}
   assert set(stats) == {"loss", "grad_norm", "mean_q"}
   assert int(ex.execute("get_train_step")) == 1
   weights = ex.execute("get_weights")
-  assert set(weights) == {k[len("dqn/online/"):] for k in ex.get_weights()
-                          if k.startswith("dqn/online/")}
+  assert set(weights) == {
+    k[len("dqn/online/") :]
+    for k in ex.get_weights()
+    if k.startswith("dqn/online/")
+  }
   assert np.isfinite(list(stats.values())).all()
   assert bool(ex.execute("sync_target"))
 
 
 def test_bad_input_is_named():
   ex = DQNBuilder(DQNConfig(num_actions=2)).make_agent(OBS).build()
-  with pytest.raises(SpaceError, match="component 'dqn', API method "
-                     "'get_actions', argument 'states': shape mismatch"):
+  with pytest.raises(
+    SpaceError,
+    match="component 'dqn', API method "
+    "'get_actions', argument 'states': shape mismatch",
+  ):
     ex.execute("get_actions", np.zeros((2, 5), np.float32), True)
   with pytest.raises(SpaceError, match="argument 'actions': dtype mismatch"):
     s = np.zeros((2, 4), np.float32)
-    ex.execute("observe", s, np.zeros(2, np.int32), np.zeros(2, np.float32),
-               s, np.zeros(2, bool))
+    ex.execute(
+      "observe",
+      s,
+      np.zeros(2, np.int32),
+      np.zeros(2, np.float32),
+      s,
+      np.zeros(2, bool),
+    )
 
 
 def test_greedy_actions_match_between_backends():
@@ -70,8 +101,7 @@ def test_greedy_actions_match_between_backends():
   states = FloatBox((4,), add_batch_rank=True).sample(32, seed=1)
   a = to_numpy(tf_ex.execute("get_actions", states, False))
   b = to_numpy(torch_ex.execute("get_actions", states, False))
-  np.testing.assert_allclose(b["q_values"], a["q_values"], rtol=1e-5,
-                             atol=1e-6)
+  np.testing.assert_allclose(b["q_values"], a["q_values"], rtol=1e-5, atol=1e-6)
   np.testing.assert_array_equal(b["actions"], a["actions"])
   np.testing.assert_array_equal(a["actions"], a["q_values"].argmax(-1))
 
@@ -79,17 +109,26 @@ def test_greedy_actions_match_between_backends():
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_in_graph_loop_bookkeeping(backend):
   env = GymnasiumVectorEnv("CartPole-v1", num_envs=2, seed=3)
-  config = DQNConfig(num_actions=2, batch_size=16, learning_starts=40,
-                     target_sync_every=7)
+  config = DQNConfig(
+    num_actions=2, batch_size=16, learning_starts=40, target_sync_every=7
+  )
   ex = DQNBuilder(config).make_agent(env=env).build(backend)
   ex.execute("reset_env", 3)
-  stats = {k: int(v) if "sum" not in k else float(v)
-           for k, v in ex.execute("train", 60).items()}
+  stats = {
+    k: int(v) if "sum" not in k else float(v)
+    for k, v in ex.execute("train", 60).items()
+  }
   assert stats["env_steps"] == 120
   # Updates once 40 env steps (20 vector steps) are in: steps 20..60.
   assert stats["updates"] == 41
-  assert int(ex.execute("get_actions", np.zeros((1, 4), np.float32),
-                        False)["actions"].shape[0]) == 1
+  assert (
+    int(
+      ex.execute("get_actions", np.zeros((1, 4), np.float32), False)[
+        "actions"
+      ].shape[0]
+    )
+    == 1
+  )
   # CartPole pays 1 per step: finished returns equal finished lengths.
   assert stats["return_sum"] == stats["length_sum"] > 0
   assert stats["episodes"] >= 1
@@ -114,8 +153,14 @@ class RecordingEnv(VectorEnv):
 
   def step(self, actions):
     result = self.env.step(actions)
-    self.steps.append((np.array(actions), result._replace(
-        obs=result.obs.copy(), final_obs=result.final_obs.copy())))
+    self.steps.append(
+      (
+        np.array(actions),
+        result._replace(
+          obs=result.obs.copy(), final_obs=result.final_obs.copy()
+        ),
+      )
+    )
     return result
 
   def close(self):
@@ -140,35 +185,63 @@ def recompute_n_step(env, n, discount):
   rows = []
   for i in range(env.num_envs):
     for t in range(num_t):
-      m = next((k + 1 for k in range(n) if t + k < num_t and
-                (term[t + k][i] or trunc[t + k][i])), n)
+      m = next(
+        (
+          k + 1
+          for k in range(n)
+          if t + k < num_t and (term[t + k][i] or trunc[t + k][i])
+        ),
+        n,
+      )
       last = t + m - 1
       if last >= num_t:
         continue
-      rows.append((last, i, t, dict(
-          states=states[t][i], actions=actions[t][i],
-          rewards=sum(discount ** k * float(rewards[t + k][i])
-                      for k in range(m)),
-          next_states=final[last][i], terminals=bool(term[last][i]),
-          discounts=discount ** m)))
+      rows.append(
+        (
+          last,
+          i,
+          t,
+          dict(
+            states=states[t][i],
+            actions=actions[t][i],
+            rewards=sum(
+              discount**k * float(rewards[t + k][i]) for k in range(m)
+            ),
+            next_states=final[last][i],
+            terminals=bool(term[last][i]),
+            discounts=discount**m,
+          ),
+        )
+      )
   rows.sort(key=lambda r: r[:3])
-  return {k: np.array([r[3][k] for r in rows]) for k in rows[0][3]}, \
-      np.array(term).sum(), np.array(trunc & ~np.array(term)).sum()
+  return (
+    {k: np.array([r[3][k] for r in rows]) for k in rows[0][3]},
+    np.array(term).sum(),
+    np.array(trunc & ~np.array(term)).sum(),
+  )
 
 
-@pytest.mark.parametrize("backend,prioritized", [("tf", False),
-                                                 ("tf", True),
-                                                 ("torch", False),
-                                                 ("torch", True)])
+@pytest.mark.parametrize(
+  "backend,prioritized",
+  [("tf", False), ("tf", True), ("torch", False), ("torch", True)],
+)
 def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
   """3-step in-graph training on CartPole with a 15-step time limit (so
   episodes end both ways); the memory holds exactly the n-step transitions
   recomputed from the recorded steps, rewards and discounts included."""
-  env = RecordingEnv(GymnasiumVectorEnv("CartPole-v1", num_envs=3, seed=5,
-                                        max_episode_steps=15))
-  config = DQNConfig(num_actions=2, n_step=3, discount=0.9, batch_size=16,
-                     learning_starts=64, replay_capacity=1000,
-                     prioritized=prioritized, target_sync_every=50)
+  env = RecordingEnv(
+    GymnasiumVectorEnv("CartPole-v1", num_envs=3, seed=5, max_episode_steps=15)
+  )
+  config = DQNConfig(
+    num_actions=2,
+    n_step=3,
+    discount=0.9,
+    batch_size=16,
+    learning_starts=64,
+    replay_capacity=1000,
+    prioritized=prioritized,
+    target_sync_every=50,
+  )
   ex = DQNBuilder(config).make_agent(env=env).build(backend)
   ex.execute("reset_env", 5)
   stats = to_numpy(ex.execute("train", 200))
@@ -179,34 +252,67 @@ def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
   size = int(w["dqn/memory/size"])
   assert size == len(want["rewards"]) > 500
   for k in want:
-    np.testing.assert_allclose(w[f"dqn/memory/buffer.{k}"][:size], want[k],
-                               rtol=1e-5, err_msg=k)
+    np.testing.assert_allclose(
+      w[f"dqn/memory/buffer.{k}"][:size], want[k], rtol=1e-5, err_msg=k
+    )
   assert set(np.round(want["discounts"], 6)) == {0.9, 0.81, 0.729}
   # What is still pending: at most n - 1 = 2 steps per env.
   assert len(want["rewards"]) + w["dqn/n_step/pending"].sum() == 600
 
 
 def test_n_step_user_api():
-  config = DQNConfig(num_actions=3, n_step=2, num_envs=4, batch_size=8,
-                     learning_starts=8)
+  config = DQNConfig(
+    num_actions=3, n_step=2, num_envs=4, batch_size=8, learning_starts=8
+  )
   ex = DQNBuilder(config).make_agent(OBS).build()
   assert list(ex.apis["observe"].arg_spaces) == [
-      "states", "actions", "rewards", "next_states", "terminals",
-      "truncated"]
+    "states",
+    "actions",
+    "rewards",
+    "next_states",
+    "terminals",
+    "truncated",
+  ]
   states = FloatBox((4,), add_batch_rank=True).sample(4, seed=0)
   actions = np.arange(4) % 3
   no = np.zeros(4, bool)
-  sizes = [int(ex.execute("observe", states, actions, np.ones(4, np.float32),
-                          states, no, no)) for _ in range(3)]
+  sizes = [
+    int(
+      ex.execute(
+        "observe", states, actions, np.ones(4, np.float32), states, no, no
+      )
+    )
+    for _ in range(3)
+  ]
   assert sizes == [0, 4, 8]
   truncated = np.array([False, True, False, False])
-  assert int(ex.execute("observe", states, actions, np.ones(4, np.float32),
-                        states, no, truncated)) == 8 + 4 + 1
+  assert (
+    int(
+      ex.execute(
+        "observe",
+        states,
+        actions,
+        np.ones(4, np.float32),
+        states,
+        no,
+        truncated,
+      )
+    )
+    == 8 + 4 + 1
+  )
   assert np.isfinite(float(ex.execute("update")["loss"]))
-  with pytest.raises(SpaceError, match="n-step accumulation keeps 4 "
-                     "environment streams"):
-    ex.execute("observe", states[:2], actions[:2], np.ones(2, np.float32),
-               states[:2], no[:2], no[:2])
+  with pytest.raises(
+    SpaceError, match="n-step accumulation keeps 4 environment streams"
+  ):
+    ex.execute(
+      "observe",
+      states[:2],
+      actions[:2],
+      np.ones(2, np.float32),
+      states[:2],
+      no[:2],
+      no[:2],
+    )
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
@@ -214,10 +320,17 @@ def test_n_step_update_bootstraps_with_the_stored_discount(backend):
   """Every step truncated: all 2-step transitions shrink to 1 step, so the
   target must use discount^1 (the stored one), not discount^2. With one
   repeated transition the loss does not depend on which rows are sampled."""
-  config = DQNConfig(num_actions=2, n_step=2, num_envs=2, discount=0.5,
-                     huber_delta=None, batch_size=8, learning_starts=8)
+  config = DQNConfig(
+    num_actions=2,
+    n_step=2,
+    num_envs=2,
+    discount=0.5,
+    huber_delta=None,
+    batch_size=8,
+    learning_starts=8,
+  )
   ex = DQNBuilder(config).make_agent(OBS).build(backend)
-  ex.execute("sync_target")                # Target = online.
+  ex.execute("sync_target")  # Target = online.
   s = np.full((2, 4), 3.0, np.float32)
   s2 = np.full((2, 4), -2.0, np.float32)
   actions, yes = np.array([1, 1]), np.ones(2, bool)
@@ -226,9 +339,9 @@ def test_n_step_update_bootstraps_with_the_stored_discount(backend):
   q = to_numpy(ex.execute("get_actions", s, False)["q_values"])[0]
   q2 = to_numpy(ex.execute("get_actions", s2, False)["q_values"])[0]
   td = 1.0 + 0.5 * q2.max() - q[1]
-  assert abs((1.0 + 0.25 * q2.max() - q[1]) ** 2 - td ** 2) > 1e-3
+  assert abs((1.0 + 0.25 * q2.max() - q[1]) ** 2 - td**2) > 1e-3
   loss = float(to_numpy(ex.execute("update")["loss"]))
-  np.testing.assert_allclose(loss, 0.5 * td ** 2, rtol=1e-4)
+  np.testing.assert_allclose(loss, 0.5 * td**2, rtol=1e-4)
 
 
 def test_n_step_settings_are_checked():
@@ -238,26 +351,37 @@ def test_n_step_settings_are_checked():
   with pytest.raises(BuildError, match="config.num_envs=2 but the env has 4"):
     DQNAgent(DQNConfig(num_actions=2, n_step=3, num_envs=2), env)
   with pytest.raises(BuildError, match="learning_starts must exceed"):
-    DQNAgent(DQNConfig(num_actions=2, n_step=3, batch_size=8,
-                       learning_starts=8), env)
+    DQNAgent(
+      DQNConfig(num_actions=2, n_step=3, batch_size=8, learning_starts=8), env
+    )
 
 
 def evaluate(executor, episodes, seed):
   return mean_greedy_return(
-      lambda obs: to_numpy(executor.execute("get_actions", obs, False)[
-          "actions"]), "CartPole-v1", episodes, seed)
+    lambda obs: to_numpy(
+      executor.execute("get_actions", obs, False)["actions"]
+    ),
+    "CartPole-v1",
+    episodes,
+    seed,
+  )
 
 
 def learn_cartpole(seed, max_rounds=10, n_step=1):
   """Best greedy 20-episode mean return, evaluated every 8k env steps."""
   env = GymnasiumVectorEnv("CartPole-v1", num_envs=4, seed=seed)
-  config = DQNConfig(num_actions=2, learning_rate=2.5e-4,
-                     target_sync_every=500, epsilon_steps=10_000, seed=seed,
-                     n_step=n_step)
+  config = DQNConfig(
+    num_actions=2,
+    learning_rate=2.5e-4,
+    target_sync_every=500,
+    epsilon_steps=10_000,
+    seed=seed,
+    n_step=n_step,
+  )
   ex = DQNBuilder(config).make_agent(env=env).build()
   ex.execute("reset_env", seed)
   best = 0.0
-  for _ in range(max_rounds):       # Each round: 2000 vector steps = 8k env steps.
+  for _ in range(max_rounds):  # Each round: 2000 vector steps = 8k env steps.
     for _ in range(4):
       ex.execute("train", 500)
     best = max(best, evaluate(ex, 20, seed=1000))

@@ -19,10 +19,11 @@ class Background:
     def target():
       try:
         self.result = fn()
-      except BaseException as e:  # pylint: disable=broad-except
+      except BaseException as e:
         self.error = e
       finally:
         self.done.set()
+
     self.thread = threading.Thread(target=target, daemon=True)
     self.thread.start()
 

@@ -23,9 +23,17 @@ from ingraph_rl.testing.queues import (
   unique_queue_name,
 )
 
-OBS = FloatBox((4,))      # CartPole's observation shape.
-LOSS_KEYS = ("loss", "pg_loss", "baseline_loss", "entropy_loss", "mean_vs",
-             "mean_pg_advantage", "mean_entropy", "mean_rho")
+OBS = FloatBox((4,))  # CartPole's observation shape.
+LOSS_KEYS = (
+  "loss",
+  "pg_loss",
+  "baseline_loss",
+  "entropy_loss",
+  "mean_vs",
+  "mean_pg_advantage",
+  "mean_entropy",
+  "mean_rho",
+)
 
 
 def queue_name():
@@ -54,49 +62,63 @@ def actor_and_learner(config, num_envs, seed=0, **make_kwargs):
 
 
 ACTOR_CONFIGS = {
-    "mlp": dict(),
-    # Short episodes: resets inside the rollouts, so the learner has to
-    # zero the LSTM state where the actor did.
-    "lstm": dict(lstm_units=6),
-    "lstm_no_reward_action": dict(lstm_units=6, feed_reward_action=False,
-                                  bootstrap_on_truncation=False),
+  "mlp": dict(),
+  # Short episodes: resets inside the rollouts, so the learner has to
+  # zero the LSTM state where the actor did.
+  "lstm": dict(lstm_units=6),
+  "lstm_no_reward_action": dict(
+    lstm_units=6, feed_reward_action=False, bootstrap_on_truncation=False
+  ),
 }
 
 
 @pytest.mark.parametrize("kind", list(ACTOR_CONFIGS))
 def test_importance_weights_are_one_exactly_when_weights_agree(kind):
   """No staging, one actor unroll = one learner batch:
-    synced -> update 1: mean_rho == 1 (target logits == behaviour logits);
-    actor NOT synced -> update 2 trains on logits of the old weights;
-    synced again -> update 3: mean_rho == 1, and the actor's network
-      variables equal the learner's."""
+  synced -> update 1: mean_rho == 1 (target logits == behaviour logits);
+  actor NOT synced -> update 2 trains on logits of the old weights;
+  synced again -> update 3: mean_rho == 1, and the actor's network
+    variables equal the learner's."""
   # A large learning rate: one update moves the policy visibly.
-  config = IMPALAConfig(num_actions=2, unroll_length=7, batch_size=4,
-                        queue_capacity=8, use_staging=False,
-                        learning_rate=0.05, **ACTOR_CONFIGS[kind])
-  actor, learner, env = actor_and_learner(config, 4, seed=3,
-                                          max_episode_steps=5)
+  config = IMPALAConfig(
+    num_actions=2,
+    unroll_length=7,
+    batch_size=4,
+    queue_capacity=8,
+    use_staging=False,
+    learning_rate=0.05,
+    **ACTOR_CONFIGS[kind],
+  )
+  actor, learner, env = actor_and_learner(
+    config, 4, seed=3, max_episode_steps=5
+  )
   try:
     actor.execute("set_weights", learner.execute("get_weights"))
     stats = to_numpy(actor.execute("unroll"))
     assert int(stats["queue_size"]) == 4
-    assert int(stats["episodes"]) > 0            # Episode ends inside.
+    assert int(stats["episodes"]) > 0  # Episode ends inside.
     first = scalars(learner.execute("update"))
     assert abs(first["mean_rho"] - 1.0) < 1e-5
 
-    actor.execute("unroll")                      # Stale weights.
+    actor.execute("unroll")  # Stale weights.
     stale = scalars(learner.execute("update"))
     assert abs(stale["mean_rho"] - 1.0) > 1e-3
 
     weights = numpy_weights(learner)
     prefix = "actor/environment_stepper/policy/impala_network/"
-    before = {k[len(prefix):]: v.numpy()
-              for k, v in actor.variables().items() if k.startswith(prefix)}
+    before = {
+      k[len(prefix) :]: v.numpy()
+      for k, v in actor.variables().items()
+      if k.startswith(prefix)
+    }
     assert set(before) == set(weights)
     assert all(not np.array_equal(before[k], weights[k]) for k in weights)
     actor.execute("set_weights", learner.execute("get_weights"))
-    after = {k[len(prefix):]: v.numpy()
-             for k, v in actor.variables().items() if k.startswith(prefix)}
+    after = {
+      k[len(prefix) :]: v.numpy()
+      for k, v in actor.variables().items()
+      if k.startswith(prefix)
+    }
     for k in weights:
       np.testing.assert_array_equal(after[k], weights[k], err_msg=k)
 
@@ -114,25 +136,27 @@ def test_act_names_a_bad_argument():
   config = IMPALAConfig(num_actions=2, unroll_length=3)
   env = GymnasiumVectorEnv("CartPole-v1", 2, seed=0)
   actor = IMPALABuilder(config).make_actor(env, queue_name()).build()
-  state = {"c": np.zeros((2, 0), np.float32),
-           "h": np.zeros((2, 0), np.float32)}
+  state = {"c": np.zeros((2, 0), np.float32), "h": np.zeros((2, 0), np.float32)}
   resets = np.zeros((2, 1), bool)
   rewards, actions = np.zeros((2, 1), np.float32), np.zeros((2, 1), np.int64)
   good = np.zeros((2, 1, 4), np.float32)
   out = to_numpy(actor.execute("act", good, state, resets, rewards, actions))
   assert out["greedy_action"].shape == (2, 1)
   with pytest.raises(SpaceError) as e:
-    actor.execute("act", np.zeros((2, 1, 5), np.float32), state, resets,
-                  rewards, actions)
+    actor.execute(
+      "act", np.zeros((2, 1, 5), np.float32), state, resets, rewards, actions
+    )
   assert "argument 'observations'" in str(e.value)
   assert "API method 'act'" in str(e.value)
   with pytest.raises(SpaceError) as e:
-    actor.execute("act", good, state, np.zeros((2, 1), np.float32), rewards,
-                  actions)
+    actor.execute(
+      "act", good, state, np.zeros((2, 1), np.float32), rewards, actions
+    )
   assert "argument 'resets'" in str(e.value)
   with pytest.raises(SpaceError) as e:
-    actor.execute("act", good, state, resets, rewards,
-                  actions.astype(np.float32))
+    actor.execute(
+      "act", good, state, resets, rewards, actions.astype(np.float32)
+    )
   assert "argument 'last_actions'" in str(e.value)
   env.close()
 
@@ -143,8 +167,9 @@ def test_act_names_a_bad_argument():
 def feeder(config, name):
   """An executor of a FIFOQueue with the learner's shared_name: rollouts
   enqueued here are what the learner dequeues."""
-  return queue_feeder(IMPALABuilder(config).record_space(OBS),
-                      config.queue_capacity, name)
+  return queue_feeder(
+    IMPALABuilder(config).record_space(OBS), config.queue_capacity, name
+  )
 
 
 def hand_made(config, seed):
@@ -156,27 +181,40 @@ def sigmoid(x):
   return 1.0 / (1.0 + np.exp(-x))
 
 
-def numpy_network(w, observations, initial_state, resets, last_rewards=None,
-                  last_actions=None, num_actions=None):
+def numpy_network(
+  w,
+  observations,
+  initial_state,
+  resets,
+  last_rewards=None,
+  last_actions=None,
+  num_actions=None,
+):
   """The default MLP torso (2 x 64 tanh), beside it (with `last_rewards`)
   the last reward clipped to [-1, 1] and the one-hot last action, the
   optional LSTM (gates i, f, g, o; state zeroed before a step where resets
   is True), policy and value heads; float64, batch-major [B, T, ...]."""
   w = {k: np.asarray(v, np.float64) for k, v in w.items()}
-  h = np.tanh(observations @ w["torso/dense_0/kernel"] +
-              w["torso/dense_0/bias"])
+  h = np.tanh(
+    observations @ w["torso/dense_0/kernel"] + w["torso/dense_0/bias"]
+  )
   h = np.tanh(h @ w["torso/dense_1/kernel"] + w["torso/dense_1/bias"])
   if last_rewards is not None:
-    h = np.concatenate([h, np.clip(last_rewards, -1.0, 1.0)[..., None],
-                        np.eye(num_actions)[last_actions]], -1)
+    h = np.concatenate(
+      [
+        h,
+        np.clip(last_rewards, -1.0, 1.0)[..., None],
+        np.eye(num_actions)[last_actions],
+      ],
+      -1,
+    )
   if "lstm/kernel" in w:
     c, hh = (np.asarray(initial_state[k], np.float64) for k in ("c", "h"))
     outs = []
     for t in range(h.shape[1]):
       keep = 1.0 - resets[:, t, None]
       c, hh = c * keep, hh * keep
-      z = np.concatenate([h[:, t], hh], -1) @ w["lstm/kernel"] + \
-          w["lstm/bias"]
+      z = np.concatenate([h[:, t], hh], -1) @ w["lstm/kernel"] + w["lstm/bias"]
       i, f, g, o = np.split(z, 4, -1)
       c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
       hh = sigmoid(o) * np.tanh(c)
@@ -192,9 +230,18 @@ def log_softmax(z):
   return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def numpy_impala_loss(target_logits, behaviour_logits, actions, rewards,
-                      dones, values, bootstrap_value, discounting,
-                      baseline_cost, entropy_cost):
+def numpy_impala_loss(
+  target_logits,
+  behaviour_logits,
+  actions,
+  rewards,
+  dones,
+  values,
+  bootstrap_value,
+  discounting,
+  baseline_cost,
+  entropy_cost,
+):
   """Copied from tests/components/losses/test_impala_loss.py (clip
   thresholds 1, lambda 1): V-trace by its recursion from the end, every
   term summed over time and batch; time-major inputs."""
@@ -206,9 +253,13 @@ def numpy_impala_loss(target_logits, behaviour_logits, actions, rewards,
   next_v, next_vs = bootstrap_value, bootstrap_value
   for t in reversed(range(len(values))):
     delta = np.minimum(1.0, rhos[t]) * (
-        rewards[t] + discounts[t] * next_v - values[t])
-    vs[t] = values[t] + delta + discounts[t] * np.minimum(1.0, rhos[t]) * (
-        next_vs - next_v)
+      rewards[t] + discounts[t] * next_v - values[t]
+    )
+    vs[t] = (
+      values[t]
+      + delta
+      + discounts[t] * np.minimum(1.0, rhos[t]) * (next_vs - next_v)
+    )
     next_v, next_vs = values[t], vs[t]
   next_vs = np.concatenate([vs[1:], bootstrap_value[None]])
   pg_adv = np.minimum(1.0, rhos) * (rewards + discounts * next_vs - values)
@@ -217,11 +268,16 @@ def numpy_impala_loss(target_logits, behaviour_logits, actions, rewards,
   pg_loss = np.sum(-target_lp * pg_adv)
   baseline_loss = baseline_cost * 0.5 * np.sum((vs - values) ** 2)
   entropy_loss = entropy_cost * np.sum(-entropy)
-  return {"loss": pg_loss + baseline_loss + entropy_loss,
-          "pg_loss": pg_loss, "baseline_loss": baseline_loss,
-          "entropy_loss": entropy_loss, "mean_vs": vs.mean(),
-          "mean_pg_advantage": pg_adv.mean(), "mean_entropy": entropy.mean(),
-          "mean_rho": rhos.mean()}
+  return {
+    "loss": pg_loss + baseline_loss + entropy_loss,
+    "pg_loss": pg_loss,
+    "baseline_loss": baseline_loss,
+    "entropy_loss": entropy_loss,
+    "mean_vs": vs.mean(),
+    "mean_pg_advantage": pg_adv.mean(),
+    "mean_entropy": entropy.mean(),
+    "mean_rho": rhos.mean(),
+  }
 
 
 def expected_results(config, weights, batch):
@@ -232,11 +288,18 @@ def expected_results(config, weights, batch):
   the value at T bootstraps; a truncation at t + 1 adds discounting * its
   bootstrap value to the (clipped) reward."""
   state = batch.get("initial_state")
-  feed = (batch["rewards"].astype(np.float64), batch["actions"],
-          config.num_actions) if config.feed_reward_action else ()
+  feed = (
+    (batch["rewards"].astype(np.float64), batch["actions"], config.num_actions)
+    if config.feed_reward_action
+    else ()
+  )
   logits, values = numpy_network(
-      weights, batch["observations"].astype(np.float64), state,
-      batch["dones"].astype(np.float64), *feed)
+    weights,
+    batch["observations"].astype(np.float64),
+    state,
+    batch["dones"].astype(np.float64),
+    *feed,
+  )
   tm = lambda x: np.swapaxes(x, 0, 1)
   rewards = batch["rewards"].astype(np.float64)
   if config.reward_clipping == "abs_one":
@@ -245,40 +308,59 @@ def expected_results(config, weights, batch):
     assert config.reward_clipping == "none"
   if config.bootstrap_on_truncation:
     rewards = rewards + config.discounting * np.where(
-        batch["truncated"], batch["bootstrap_value"], 0.0)
+      batch["truncated"], batch["bootstrap_value"], 0.0
+    )
   out = numpy_impala_loss(
-      tm(logits)[:-1], tm(batch["logits"].astype(np.float64))[1:],
-      tm(batch["actions"])[1:], tm(rewards)[1:],
-      tm(batch["dones"].astype(np.float64))[1:], tm(values)[:-1],
-      values[:, -1], config.discounting, config.baseline_cost,
-      config.entropy_cost)
+    tm(logits)[:-1],
+    tm(batch["logits"].astype(np.float64))[1:],
+    tm(batch["actions"])[1:],
+    tm(rewards)[1:],
+    tm(batch["dones"].astype(np.float64))[1:],
+    tm(values)[:-1],
+    values[:, -1],
+    config.discounting,
+    config.baseline_cost,
+    config.entropy_cost,
+  )
   out["frames"] = config.batch_size * config.unroll_length
   return out
 
 
 def assert_results(got, expected, what):
   for k in list(LOSS_KEYS) + ["frames"]:
-    np.testing.assert_allclose(got[k], expected[k], rtol=2e-5, atol=2e-5,
-                               err_msg=f"{what}: {k}")
+    np.testing.assert_allclose(
+      got[k], expected[k], rtol=2e-5, atol=2e-5, err_msg=f"{what}: {k}"
+    )
 
 
-HAND_CONFIG = dict(num_actions=3, unroll_length=5, batch_size=3,
-                   queue_capacity=12, discounting=0.9, entropy_cost=0.01,
-                   baseline_cost=0.4, learning_rate=0.01)
+HAND_CONFIG = dict(
+  num_actions=3,
+  unroll_length=5,
+  batch_size=3,
+  queue_capacity=12,
+  discounting=0.9,
+  entropy_cost=0.01,
+  baseline_cost=0.4,
+  learning_rate=0.01,
+)
 
 
 UPDATE_CONFIGS = {
-    "mlp": dict(),
-    "lstm": dict(lstm_units=4),
-    "lstm_no_reward_action": dict(lstm_units=4, feed_reward_action=False),
-    "no_bootstrap": dict(bootstrap_on_truncation=False),
+  "mlp": dict(),
+  "lstm": dict(lstm_units=4),
+  "lstm_no_reward_action": dict(lstm_units=4, feed_reward_action=False),
+  "no_bootstrap": dict(bootstrap_on_truncation=False),
 }
 
 
 @pytest.mark.parametrize("kind", list(UPDATE_CONFIGS))
 def test_update_matches_numpy_recomputation(kind):
-  config = IMPALAConfig(use_staging=False, reward_clipping="abs_one",
-                        **UPDATE_CONFIGS[kind], **HAND_CONFIG)
+  config = IMPALAConfig(
+    use_staging=False,
+    reward_clipping="abs_one",
+    **UPDATE_CONFIGS[kind],
+    **HAND_CONFIG,
+  )
   name = queue_name()
   learner = IMPALABuilder(config).make_learner(OBS, name).build()
   feed = feeder(config, name)
@@ -302,8 +384,7 @@ def test_update_matches_numpy_recomputation(kind):
 
 
 def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
-  config = IMPALAConfig(use_staging=True, reward_clipping="none",
-                        **HAND_CONFIG)
+  config = IMPALAConfig(use_staging=True, reward_clipping="none", **HAND_CONFIG)
   b = config.batch_size
   name = queue_name()
   learner = IMPALABuilder(config).make_learner(OBS, name).build()
@@ -314,15 +395,16 @@ def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
     for batch in batches[:3]:
       feed.execute("enqueue_many", batch)
     assert size() == 3 * b
-    assert int(learner.execute("prime")) == 1       # One batch staged.
+    assert int(learner.execute("prime")) == 1  # One batch staged.
     assert size() == 2 * b
     for k in range(2):
       weights = numpy_weights(learner)
       got = scalars(learner.execute("update"))
       # Batch k trains while batch k + 1 is staged from the queue.
       assert size() == (1 - k) * b
-      assert_results(got, expected_results(config, weights, batches[k]),
-                     f"update {k + 1}")
+      assert_results(
+        got, expected_results(config, weights, batches[k]), f"update {k + 1}"
+      )
       other = expected_results(config, weights, batches[k + 1])
       assert abs(got["loss"] - other["loss"]) > 1e-2
     # The queue is empty, so update 3 (on batch 2, staged) waits until the
@@ -333,21 +415,26 @@ def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
     feed.execute("enqueue_many", batches[3])
     got = update.finish()
     assert size() == 0
-    assert_results(got, expected_results(config, weights, batches[2]),
-                   "update 3")
+    assert_results(
+      got, expected_results(config, weights, batches[2]), "update 3"
+    )
     assert got["train_step"] == 3
   finally:
     learner.execute("close_queue")
 
 
-@pytest.mark.parametrize("config", [
-    dict(unroll_length=3),                      # Observation size 4.
-    dict(unroll_length=7, lstm_units=8),        # LSTM size 8.
-], ids=["obs_size", "lstm_size"])
-def test_learner_builds_when_a_feature_size_equals_the_rollout_length(
-    config):
-  IMPALABuilder(IMPALAConfig(num_actions=2, batch_size=2, **config)) \
-      .make_learner(OBS, queue_name()).build()
+@pytest.mark.parametrize(
+  "config",
+  [
+    dict(unroll_length=3),  # Observation size 4.
+    dict(unroll_length=7, lstm_units=8),  # LSTM size 8.
+  ],
+  ids=["obs_size", "lstm_size"],
+)
+def test_learner_builds_when_a_feature_size_equals_the_rollout_length(config):
+  IMPALABuilder(
+    IMPALAConfig(num_actions=2, batch_size=2, **config)
+  ).make_learner(OBS, queue_name()).build()
 
 
 # --- Dict observations with instructions --------------------------------------
@@ -359,19 +446,30 @@ def test_dict_observations_with_instructions_end_to_end():
   the actor's act and unroll, the queue and the staging area (string
   components), the learner's unroll (rho == 1 on the batch collected with
   its weights) and gradients that reach the instruction encoder."""
-  config = IMPALAConfig(num_actions=3, torso="small", lstm_units=16,
-                        unroll_length=6, batch_size=4, queue_capacity=12,
-                        use_staging=True, learning_rate=0.05, seed=2)
-  env = InstructionVectorEnv(4, seed=5, frame_shape=(36, 48, 3),
-                             max_episode_steps=4)
+  config = IMPALAConfig(
+    num_actions=3,
+    torso="small",
+    lstm_units=16,
+    unroll_length=6,
+    batch_size=4,
+    queue_capacity=12,
+    use_staging=True,
+    learning_rate=0.05,
+    seed=2,
+  )
+  env = InstructionVectorEnv(
+    4, seed=5, frame_shape=(36, 48, 3), max_episode_steps=4
+  )
   name = queue_name()
   builder = IMPALABuilder(config)
   learner = builder.make_learner(env.observation_space, name).build()
   actor = builder.make_actor(env, name).build()
   try:
     weights = numpy_weights(learner)
-    assert weights["instruction_encoder/embedding/embeddings"].shape == \
-        (1000, 20)
+    assert weights["instruction_encoder/embedding/embeddings"].shape == (
+      1000,
+      20,
+    )
     assert weights["lstm/kernel"].shape[0] == 256 + 1 + 3 + 64 + 16
     actor.execute("set_weights", learner.execute("get_weights"))
 
@@ -379,10 +477,16 @@ def test_dict_observations_with_instructions_end_to_end():
     frames = np.zeros((3, 1, 36, 48, 3), np.uint8)
     text = np.array([["go left"], ["go right"], [""]], object)
     zero = np.zeros((3, 16), np.float32)
-    out = to_numpy(actor.execute(
-        "act", {"RGB_INTERLEAVED": frames, "INSTR": text},
-        {"c": zero, "h": zero}, np.ones((3, 1), bool),
-        np.zeros((3, 1), np.float32), np.zeros((3, 1), np.int64)))
+    out = to_numpy(
+      actor.execute(
+        "act",
+        {"RGB_INTERLEAVED": frames, "INSTR": text},
+        {"c": zero, "h": zero},
+        np.ones((3, 1), bool),
+        np.zeros((3, 1), np.float32),
+        np.zeros((3, 1), np.int64),
+      )
+    )
     assert out["logits"].shape == (3, 1, 3)
     assert np.abs(out["logits"][0] - out["logits"][1]).max() > 1e-4
 
@@ -390,14 +494,17 @@ def test_dict_observations_with_instructions_end_to_end():
     stats = to_numpy(actor.execute("unroll"))
     assert stats["episodes"] == 4 and stats["queue_size"] == 4
     np.testing.assert_array_equal(stats["episodes_per_env"], 1)
-    assert int(learner.execute("prime")) == 1        # Staged: strings too.
+    assert int(learner.execute("prime")) == 1  # Staged: strings too.
     actor.execute("unroll")
-    first = scalars(learner.execute("update"))       # The staged batch.
+    first = scalars(learner.execute("update"))  # The staged batch.
     assert abs(first["mean_rho"] - 1.0) < 1e-5
-    assert int(learner.execute("queue_size")) == 0   # The next is staged.
+    assert int(learner.execute("queue_size")) == 0  # The next is staged.
     new = numpy_weights(learner)
-    for path in ("instruction_encoder/embedding/embeddings",
-                 "instruction_encoder/lstm/kernel", "torso/conv2d_0/kernel"):
+    for path in (
+      "instruction_encoder/embedding/embeddings",
+      "instruction_encoder/lstm/kernel",
+      "torso/conv2d_0/kernel",
+    ):
       assert not np.array_equal(new[path], weights[path]), path
   finally:
     learner.execute("close_queue")

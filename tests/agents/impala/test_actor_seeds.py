@@ -9,9 +9,10 @@ from ingraph_rl.runners.driver import ActorLearnerDriver
 
 def test_actors_sample_differently_from_the_same_inputs():
   driver = ActorLearnerDriver(
-      IMPALABuilder(IMPALAConfig(num_actions=2, unroll_length=5,
-                                 batch_size=2)),
-      lambda i: make_vector_env("CartPole-v1", 2, seed=0), 2)
+    IMPALABuilder(IMPALAConfig(num_actions=2, unroll_length=5, batch_size=2)),
+    lambda i: make_vector_env("CartPole-v1", 2, seed=0),
+    2,
+  )
   try:
     weights = driver.learner_executor.execute("get_weights")
     obs = np.zeros((64, 1, 4), np.float32)
@@ -25,8 +26,10 @@ def test_actors_sample_differently_from_the_same_inputs():
       actions.append(out["action"].numpy())
       # Same weights and inputs: the same logits.
       assert out["logits"].numpy().std() < 1.0
-    logits = [e.execute("act", obs, state, resets, *last)["logits"].numpy()
-              for e in driver.actor_executors]
+    logits = [
+      e.execute("act", obs, state, resets, *last)["logits"].numpy()
+      for e in driver.actor_executors
+    ]
     np.testing.assert_array_equal(logits[0], logits[1])
     assert (actions[0] != actions[1]).any()
     names = driver.actor_executors[0].get_weights()

@@ -15,21 +15,29 @@ from ingraph_rl.environments import make_vector_env
 from ingraph_rl.runners.driver import ActorLearnerDriver, EpisodeTotals
 from ingraph_rl.runners.evaluation import evaluate
 
-STOP_S = 10.0         # What any shutdown may take.
+STOP_S = 10.0  # What any shutdown may take.
 
 
 def small_driver(num_envs=4, num_actors=2, **config):
-  config = IMPALAConfig(**dict(dict(num_actions=2, unroll_length=5,
-                                    batch_size=4, queue_capacity=8),
-                               **config))
+  config = IMPALAConfig(
+    **dict(
+      dict(num_actions=2, unroll_length=5, batch_size=4, queue_capacity=8),
+      **config,
+    )
+  )
   return ActorLearnerDriver(
-      IMPALABuilder(config),
-      lambda i: make_vector_env("CartPole-v1", num_envs, seed=i), num_actors)
+    IMPALABuilder(config),
+    lambda i: make_vector_env("CartPole-v1", num_envs, seed=i),
+    num_actors,
+  )
 
 
 def impala_threads():
-  return [t.name for t in threading.enumerate()
-          if t.name.startswith("impala-") and t.is_alive()]
+  return [
+    t.name
+    for t in threading.enumerate()
+    if t.name.startswith("impala-") and t.is_alive()
+  ]
 
 
 def wait_until(predicate, what, timeout=20.0):
@@ -45,7 +53,8 @@ def timed_stop(driver, background):
   Returns (names of threads left alive, seconds taken)."""
   start = time.monotonic()
   alive = background(lambda: driver.stop(timeout_s=STOP_S)).finish(
-      timeout=STOP_S + 5.0)
+    timeout=STOP_S + 5.0
+  )
   return alive, time.monotonic() - start
 
 
@@ -56,17 +65,17 @@ def test_stop_ends_actors_blocked_on_a_full_queue(background):
   queue_size = lambda: int(driver.learner_executor.execute("queue_size"))
   driver.start()
   wait_until(lambda: queue_size() == 4, "the queue is full")
-  time.sleep(0.5)                     # Both actors reach their enqueue.
-  assert driver.totals.unrolls == 1   # Only the first unroll got in.
+  time.sleep(0.5)  # Both actors reach their enqueue.
+  assert driver.totals.unrolls == 1  # Only the first unroll got in.
   assert all(t.is_alive() for t in driver._threads)
   alive, took = timed_stop(driver, background)
   assert alive == [] and took < STOP_S
-  assert driver.actor_errors == []    # A cancelled enqueue is no error.
+  assert driver.actor_errors == []  # A cancelled enqueue is no error.
   assert impala_threads() == []
 
 
 def test_stop_ends_a_learner_blocked_on_an_empty_queue(background):
-  driver = small_driver()             # No actors started: nothing queued.
+  driver = small_driver()  # No actors started: nothing queued.
   update = background(driver.update)
   assert update.still_blocked()
   alive, took = timed_stop(driver, background)
@@ -82,8 +91,9 @@ def test_stop_ends_a_learner_blocked_on_an_empty_queue(background):
 def test_run_returns_when_stopped_from_outside(background):
   driver = small_driver()
   updates = []
-  run = background(lambda: driver.run(10 ** 9, lambda out, frames:
-                                      updates.append(frames)))
+  run = background(
+    lambda: driver.run(10**9, lambda out, frames: updates.append(frames))
+  )
   wait_until(lambda: len(updates) >= 3, "three updates")
   alive, took = timed_stop(driver, background)
   frames = run.finish(timeout=STOP_S)
@@ -95,15 +105,21 @@ def test_run_returns_when_stopped_from_outside(background):
 def test_run_stops_at_its_frame_budget(background):
   driver = small_driver()
   updates = []
-  frames = background(lambda: driver.run(1000, lambda out, frames: (
-      updates.append((frames, int(out["train_step"])))))).finish(timeout=60)
-  per_update = 4 * 5                  # batch_size * unroll_length.
+  frames = background(
+    lambda: driver.run(
+      1000, lambda out, frames: updates.append((frames, int(out["train_step"])))
+    )
+  ).finish(timeout=60)
+  per_update = 4 * 5  # batch_size * unroll_length.
   assert 1000 <= frames < 1000 + per_update
   assert [u[0] for u in updates] == [
-      per_update * k for k in range(1, len(updates) + 1)]
+    per_update * k for k in range(1, len(updates) + 1)
+  ]
   assert updates[-1] == (frames, frames // per_update)
-  assert int(driver.learner_executor.execute("get_train_step")) == \
-      frames // per_update
+  assert (
+    int(driver.learner_executor.execute("get_train_step"))
+    == frames // per_update
+  )
   assert not any(t.is_alive() for t in driver._threads)
   assert impala_threads() == []
   assert driver.totals.unrolls > 0 and driver.actor_errors == []
@@ -114,11 +130,15 @@ def test_episode_totals_per_env():
   totals = EpisodeTotals()
 
   def stats(episodes, returns, lengths):
-    return {"episodes": sum(episodes), "return_sum": sum(returns),
-            "length_sum": sum(lengths), "env_steps": 6,
-            "episodes_per_env": np.array(episodes, np.int64),
-            "return_sum_per_env": np.array(returns, np.float32),
-            "length_sum_per_env": np.array(lengths, np.int64)}
+    return {
+      "episodes": sum(episodes),
+      "return_sum": sum(returns),
+      "length_sum": sum(lengths),
+      "env_steps": 6,
+      "episodes_per_env": np.array(episodes, np.int64),
+      "return_sum_per_env": np.array(returns, np.float32),
+      "length_sum_per_env": np.array(lengths, np.int64),
+    }
 
   totals.add(stats([1, 0, 2], [3.0, 0.0, 5.5], [4, 0, 9]), actor=0)
   totals.add(stats([0, 1, 1], [0.0, -1.0, 2.0], [0, 7, 3]), actor=0)
@@ -137,18 +157,31 @@ def test_episode_totals_groups_per_unroll_and_env():
   episodes, taken together."""
   totals = EpisodeTotals()
   per_env = lambda k, r, n: {
-      "episodes": sum(k), "return_sum": sum(r), "length_sum": sum(n),
-      "env_steps": 6, "episodes_per_env": np.array(k, np.int64),
-      "return_sum_per_env": np.array(r, np.float32),
-      "length_sum_per_env": np.array(n, np.int64)}
+    "episodes": sum(k),
+    "return_sum": sum(r),
+    "length_sum": sum(n),
+    "env_steps": 6,
+    "episodes_per_env": np.array(k, np.int64),
+    "return_sum_per_env": np.array(r, np.float32),
+    "length_sum_per_env": np.array(n, np.int64),
+  }
   totals.add(per_env([1, 0, 2], [3.0, 0.0, 5.5], [4, 0, 9]), actor=1)
   totals.add(per_env([0, 1, 1], [0.0, -1.0, 2.0], [0, 7, 3]), actor=0)
   # Without per-env stats: in the totals, in no group.
-  totals.add({"episodes": 1, "return_sum": 4.0, "length_sum": 2,
-              "env_steps": 6})
-  assert totals.take_episodes() == (6, 13.5, 25, [
-      (1, 0, 1, 3.0, 4), (1, 2, 2, 5.5, 9), (0, 1, 1, -1.0, 7),
-      (0, 2, 1, 2.0, 3)])
+  totals.add(
+    {"episodes": 1, "return_sum": 4.0, "length_sum": 2, "env_steps": 6}
+  )
+  assert totals.take_episodes() == (
+    6,
+    13.5,
+    25,
+    [
+      (1, 0, 1, 3.0, 4),
+      (1, 2, 2, 5.5, 9),
+      (0, 1, 1, -1.0, 7),
+      (0, 2, 1, 2.0, 3),
+    ],
+  )
   assert totals.take_episodes() == (0, 0.0, 0, [])
   assert totals.take() == (0, 0.0, 0)
   # Untaken groups are bounded: the newest are kept.
@@ -162,9 +195,13 @@ def test_run_stops_after_max_seconds(background):
   driver = small_driver()
   updates = []
   start = time.monotonic()
-  frames = background(lambda: driver.run(
-      10 ** 9, lambda out, frames: updates.append(time.monotonic()),
-      max_seconds=2.0)).finish(timeout=60)
+  frames = background(
+    lambda: driver.run(
+      10**9,
+      lambda out, frames: updates.append(time.monotonic()),
+      max_seconds=2.0,
+    )
+  ).finish(timeout=60)
   took = time.monotonic() - start
   assert 2.0 <= took < 2.0 + STOP_S, took
   assert frames == len(updates) * 4 * 5 and len(updates) >= 3
@@ -176,11 +213,12 @@ def test_run_stops_after_max_seconds(background):
 def test_actor_unrolls_report_per_env_stats(background):
   driver = small_driver(num_envs=3, num_actors=1)
   updates = []
-  background(lambda: driver.run(400, lambda out, frames: updates.append(
-      frames))).finish(timeout=60)
+  background(
+    lambda: driver.run(400, lambda out, frames: updates.append(frames))
+  ).finish(timeout=60)
   per_env = driver.totals.take_per_env()
   assert set(per_env) == {0} and per_env[0]["episodes"].shape == (3,)
-  assert (per_env[0]["episodes"] > 0).all()      # CartPole ends often.
+  assert (per_env[0]["episodes"] > 0).all()  # CartPole ends often.
   assert impala_threads() == []
 
 
@@ -208,20 +246,30 @@ def test_learns_cartpole(background):
     0, 1, 3, 5, 6): a late collapse, hence the decay;
   - batch 8, lr 1e-3, no decay: 161-500 at 400k and 174-500 at 600k.
   """
-  config = IMPALAConfig(num_actions=2, unroll_length=20, batch_size=16,
-                        queue_capacity=64, learning_rate=2e-3,
-                        lr_decay_steps=FRAMES // (16 * 20),
-                        entropy_cost=0.01, epsilon=0.01,
-                        reward_clipping="none", seed=LEARN_SEED)
+  config = IMPALAConfig(
+    num_actions=2,
+    unroll_length=20,
+    batch_size=16,
+    queue_capacity=64,
+    learning_rate=2e-3,
+    lr_decay_steps=FRAMES // (16 * 20),
+    entropy_cost=0.01,
+    epsilon=0.01,
+    reward_clipping="none",
+    seed=LEARN_SEED,
+  )
   driver = ActorLearnerDriver(
-      IMPALABuilder(config), lambda i: make_vector_env(
-          "CartPole-v1", 8, seed=100 * LEARN_SEED + i),
-      2, seed=LEARN_SEED)
+    IMPALABuilder(config),
+    lambda i: make_vector_env("CartPole-v1", 8, seed=100 * LEARN_SEED + i),
+    2,
+    seed=LEARN_SEED,
+  )
   frames = background(lambda: driver.run(FRAMES)).finish(timeout=240)
   assert frames >= FRAMES
   assert driver.actor_errors == [] and impala_threads() == []
   weights = driver.learner_executor.execute("get_weights")
-  returns = evaluate(IMPALABuilder(config), weights, "CartPole-v1", 20,
-                     seed=1000 + LEARN_SEED)
+  returns = evaluate(
+    IMPALABuilder(config), weights, "CartPole-v1", 20, seed=1000 + LEARN_SEED
+  )
   assert returns.shape == (20,)
   assert np.mean(returns) >= 150.0, returns

@@ -8,8 +8,12 @@ from ingraph_rl.environments import WorkerVectorEnv, make_vector_env
 from ingraph_rl.runners.evaluation import make_eval_envs
 from ingraph_rl.spaces import IntBox
 
-FAKE = dict(lab_module="ingraph_rl.testing.fake_deepmind_lab", width=16,
-            height=12, config={"episodeLengthFrames": "20"})
+FAKE = dict(
+  lab_module="ingraph_rl.testing.fake_deepmind_lab",
+  width=16,
+  height=12,
+  config={"episodeLengthFrames": "20"},
+)
 
 
 def test_dmlab_eval_envs_are_worker_envs_seeded_seed_plus_i():

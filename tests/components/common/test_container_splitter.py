@@ -13,14 +13,22 @@ from ingraph_rl.testing import ComponentTest, assert_parity
 BATCH = dict(add_batch_rank=True)
 BATCH_TIME = dict(add_batch_rank=True, add_time_rank=True)
 TIME_MAJOR = dict(add_batch_rank=True, add_time_rank=True, time_major=True)
-RANKS = {"batch": (BATCH, (3,)), "batch_time": (BATCH_TIME, (2, 3)),
-         "time_major": (TIME_MAJOR, (3, 2))}
+RANKS = {
+  "batch": (BATCH, (3,)),
+  "batch_time": (BATCH_TIME, (2, 3)),
+  "time_major": (TIME_MAJOR, (3, 2)),
+}
 BACKENDS = ["tf", "torch"]
 
 
 def dict_space(**ranks):
-  return Dict(obs=FloatBox((4,)), action=IntBox(3), reward=FloatBox(),
-              nested=Dict(a=FloatBox((2, 2)), b=IntBox(5, (3,))), **ranks)
+  return Dict(
+    obs=FloatBox((4,)),
+    action=IntBox(3),
+    reward=FloatBox(),
+    nested=Dict(a=FloatBox((2, 2)), b=IntBox(5, (3,))),
+    **ranks,
+  )
 
 
 def tuple_space(**ranks):
@@ -64,34 +72,55 @@ class Merge(Component):
 
 
 @pytest.mark.parametrize("ranks", list(RANKS))
-@pytest.mark.parametrize("keys", [("obs",), ("action", "obs"),
-                                  ("nested", "reward", "obs")], ids=str)
+@pytest.mark.parametrize(
+  "keys", [("obs",), ("action", "obs"), ("nested", "reward", "obs")], ids=str
+)
 def test_parity_split_dict(ranks, keys):
   kwargs, lead = RANKS[ranks]
-  tf_out, _ = assert_parity(ContainerSplitter(*keys),
-                            {"inputs": dict_space(**kwargs)}, ["split"],
-                            size=lead, rtol=0, atol=0)
+  tf_out, _ = assert_parity(
+    ContainerSplitter(*keys),
+    {"inputs": dict_space(**kwargs)},
+    ["split"],
+    size=lead,
+    rtol=0,
+    atol=0,
+  )
   assert isinstance(tf_out[0], tuple) and len(tf_out[0]) == len(keys)
 
 
 @pytest.mark.parametrize("ranks", list(RANKS))
 def test_parity_split_tuple(ranks):
   kwargs, lead = RANKS[ranks]
-  assert_parity(ContainerSplitter(2, 0), {"inputs": tuple_space(**kwargs)},
-                ["split"], size=lead, rtol=0, atol=0)
+  assert_parity(
+    ContainerSplitter(2, 0),
+    {"inputs": tuple_space(**kwargs)},
+    ["split"],
+    size=lead,
+    rtol=0,
+    atol=0,
+  )
 
 
 @pytest.mark.parametrize("ranks", list(RANKS))
 def test_parity_split_merge(ranks):
   kwargs, lead = RANKS[ranks]
-  assert_parity(SplitMerge(), {"inputs": dict_space(**kwargs)},
-                ["split_merge", "swap"], size=lead, rtol=0, atol=0)
+  assert_parity(
+    SplitMerge(),
+    {"inputs": dict_space(**kwargs)},
+    ["split_merge", "swap"],
+    size=lead,
+    rtol=0,
+    atol=0,
+  )
 
 
 @pytest.mark.parametrize("keys", [("c", "a", "b"), ()], ids=["dict", "tuple"])
 def test_parity_merge(keys):
-  spaces = {"a": FloatBox((2,), **BATCH), "b": IntBox(4, **BATCH),
-            "c": dict_space(**BATCH)}
+  spaces = {
+    "a": FloatBox((2,), **BATCH),
+    "b": IntBox(4, **BATCH),
+    "c": dict_space(**BATCH),
+  }
   assert_parity(Merge(*keys), spaces, ["merge3"], size=3, rtol=0, atol=0)
 
 
@@ -103,11 +132,13 @@ def test_parity_merge(keys):
 def test_split_dict_is_indexing(backend, ranks):
   kwargs, lead = RANKS[ranks]
   space = dict_space(**kwargs)
-  test = ComponentTest(ContainerSplitter("reward", "nested", "obs"),
-                       {"inputs": space}, backend)
+  test = ComponentTest(
+    ContainerSplitter("reward", "nested", "obs"), {"inputs": space}, backend
+  )
   x = space.sample(lead, seed=11)
-  out = test.test("split", x, expected=(x["reward"], x["nested"], x["obs"]),
-                  rtol=0, atol=0)
+  out = test.test(
+    "split", x, expected=(x["reward"], x["nested"], x["obs"]), rtol=0, atol=0
+  )
   assert out[1]["b"].dtype == np.int32
   assert out[0].shape == lead
 
@@ -115,8 +146,7 @@ def test_split_dict_is_indexing(backend, ranks):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_split_tuple_is_indexing(backend):
   space = tuple_space(**BATCH)
-  test = ComponentTest(ContainerSplitter(2, 0, 1), {"inputs": space},
-                       backend)
+  test = ComponentTest(ContainerSplitter(2, 0, 1), {"inputs": space}, backend)
   x = space.sample(5, seed=12)
   test.test("split", x, expected=(x[2], x[0], x[1]), rtol=0, atol=0)
 
@@ -124,8 +154,7 @@ def test_split_tuple_is_indexing(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_split_single_key_gives_1_tuple(backend):
   space = dict_space(**BATCH)
-  test = ComponentTest(ContainerSplitter("action"), {"inputs": space},
-                       backend)
+  test = ComponentTest(ContainerSplitter("action"), {"inputs": space}, backend)
   x = space.sample(4, seed=13)
   out = test.test("split", x)
   assert isinstance(out, tuple) and len(out) == 1
@@ -139,19 +168,24 @@ def test_split_merge_is_indexing(backend, ranks):
   space = dict_space(**kwargs)
   test = ComponentTest(SplitMerge(), {"inputs": space}, backend)
   x = space.sample(lead, seed=14)
-  test.test("split_merge", x, expected={"x": x["obs"], "a": x["action"]},
-            rtol=0, atol=0)
+  test.test(
+    "split_merge", x, expected={"x": x["obs"], "a": x["action"]}, rtol=0, atol=0
+  )
   test.test("swap", x, expected=(x["action"], x["obs"]), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_merge_keys_follow_argument_order(backend):
-  spaces = {"a": FloatBox((2,), **BATCH), "b": IntBox(4, **BATCH),
-            "c": dict_space(**BATCH)}
+  spaces = {
+    "a": FloatBox((2,), **BATCH),
+    "b": IntBox(4, **BATCH),
+    "c": dict_space(**BATCH),
+  }
   test = ComponentTest(Merge("z", "y", "x"), spaces, backend)
   a, b, c = test.sample("merge3", size=3, seed=15)
-  out = test.test("merge3", a, b, c, expected={"z": a, "y": b, "x": c},
-                  rtol=0, atol=0)
+  out = test.test(
+    "merge3", a, b, c, expected={"z": a, "y": b, "x": c}, rtol=0, atol=0
+  )
   # Not only the same leaves: each key holds its own argument.
   np.testing.assert_array_equal(out["z"], a)
   np.testing.assert_array_equal(out["x"]["nested"]["b"], c["nested"]["b"])
@@ -164,7 +198,6 @@ def test_merge_keys_follow_argument_order(backend):
 
 
 class _Agent(Component):
-
   def __init__(self, *keys):
     super().__init__(scope="agent")
     self.preprocess = ContainerSplitter(*keys, scope="pre")
@@ -175,14 +208,23 @@ class _Agent(Component):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("keys,space,missing", [
+@pytest.mark.parametrize(
+  "keys,space,missing",
+  [
     (("obs", "goal"), dict_space(**BATCH), "['goal']"),
     (("a",), dict_space(**BATCH), "['a']"),
     ((0, 3), tuple_space(**BATCH), "[3]"),
     (("obs",), tuple_space(**BATCH), "['obs']"),
     ((0,), dict_space(**BATCH), "[0]"),
-], ids=["dict-missing", "dict-nested-key", "tuple-index", "tuple-str",
-        "dict-int"])
+  ],
+  ids=[
+    "dict-missing",
+    "dict-nested-key",
+    "tuple-index",
+    "tuple-str",
+    "dict-int",
+  ],
+)
 def test_missing_key(backend, keys, space, missing):
   with pytest.raises(SpaceError) as info:
     ComponentTest(_Agent(*keys), {"obs": space}, backend)
@@ -210,7 +252,6 @@ def test_splitter_needs_keys():
 
 
 class _BadMerge(Component):
-
   def __init__(self):
     super().__init__(scope="root")
     self.merger = ContainerMerger("a", "b", "c", scope="merger")
@@ -249,8 +290,9 @@ def test_output_spaces(backend, ranks):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_split_output_space(backend):
   space = dict_space(**TIME_MAJOR)
-  test = ComponentTest(ContainerSplitter("nested", "reward"),
-                       {"inputs": space}, backend)
+  test = ComponentTest(
+    ContainerSplitter("nested", "reward"), {"inputs": space}, backend
+  )
   out = test.executor.apis["split"].output_space
   assert isinstance(out, tuple) and len(out) == 2
   assert out[0]["a"] == FloatBox((2, 2), **TIME_MAJOR)
@@ -263,5 +305,6 @@ def test_split_output_space(backend):
 
 def test_merger_refuses_repeated_keys():
   from ingraph_rl.errors import AssemblyError
+
   with pytest.raises(AssemblyError, match=r"merge keys repeat: \['a', 'a'\]"):
     ContainerMerger("a", "a")

@@ -15,18 +15,28 @@ BACKENDS = ["tf", "torch"]
 BATCH = dict(add_batch_rank=True)
 BATCH_TIME = dict(add_batch_rank=True, add_time_rank=True)
 
-MLP = [{"type": "dense", "units": 5, "activation": "relu"},
-       {"type": "dense", "units": 2}]
-CONV = [{"type": "conv2d", "filters": 2, "kernel_size": 3, "strides": 2,
-         "padding": "same", "activation": "relu"},
-        {"type": "flatten"},
-        {"type": "dense", "units": 4, "activation": "tanh"},
-        {"type": "dense", "units": 2}]
+MLP = [
+  {"type": "dense", "units": 5, "activation": "relu"},
+  {"type": "dense", "units": 2},
+]
+CONV = [
+  {
+    "type": "conv2d",
+    "filters": 2,
+    "kernel_size": 3,
+    "strides": 2,
+    "padding": "same",
+    "activation": "relu",
+  },
+  {"type": "flatten"},
+  {"type": "dense", "units": 4, "activation": "tanh"},
+  {"type": "dense", "units": 2},
+]
 # (spec, input space, leading dims of test values).
 CASES = {
-    "mlp": (MLP, FloatBox((3,), **BATCH), (4,)),
-    "conv": (CONV, FloatBox((5, 6, 2), **BATCH), (3,)),
-    "mlp_batch_time": (MLP, FloatBox((3,), **BATCH_TIME), (2, 3)),
+  "mlp": (MLP, FloatBox((3,), **BATCH), (4,)),
+  "conv": (CONV, FloatBox((5, 6, 2), **BATCH), (3,)),
+  "mlp_batch_time": (MLP, FloatBox((3,), **BATCH_TIME), (2, 3)),
 }
 
 
@@ -61,10 +71,16 @@ class Agent(Component):
 
 def _split(weights):
   """{relative path: array} of the online and target networks."""
-  online = {p[len("agent/online/"):]: v for p, v in weights.items()
-            if p.startswith("agent/online/")}
-  target = {p[len("agent/target/"):]: v for p, v in weights.items()
-            if p.startswith("agent/target/")}
+  online = {
+    p[len("agent/online/") :]: v
+    for p, v in weights.items()
+    if p.startswith("agent/online/")
+  }
+  target = {
+    p[len("agent/target/") :]: v
+    for p, v in weights.items()
+    if p.startswith("agent/target/")
+  }
   assert len(online) + len(target) == len(weights)
   return online, target
 
@@ -79,8 +95,11 @@ def _build(case, backend, seed=0):
     if path.endswith("/bias"):
       w[path] = rng.normal(size=value.shape).astype(value.dtype)
   test.set_weights(w)
-  x = np.random.default_rng(seed + 7).normal(
-      size=lead + space.shape).astype(np.float32)
+  x = (
+    np.random.default_rng(seed + 7)
+    .normal(size=lead + space.shape)
+    .astype(np.float32)
+  )
   return test, x
 
 
@@ -116,8 +135,11 @@ def test_sync_is_repeatable(backend):
   test.test("sync")
   w = test.get_weights()
   rng = np.random.default_rng(1)
-  new_online = {p: rng.normal(size=v.shape).astype(v.dtype)
-                for p, v in w.items() if p.startswith("agent/online/")}
+  new_online = {
+    p: rng.normal(size=v.shape).astype(v.dtype)
+    for p, v in w.items()
+    if p.startswith("agent/online/")
+  }
   w.update(new_online)
   test.set_weights(w)
   online_out = test.test("call_online", x)
@@ -126,7 +148,8 @@ def test_sync_is_repeatable(backend):
   test.test("call_target", x, expected=online_out, rtol=1e-6, atol=1e-6)
   for p, v in new_online.items():
     np.testing.assert_array_equal(
-        test.get_weights()[p.replace("/online/", "/target/")], v)
+      test.get_weights()[p.replace("/online/", "/target/")], v
+    )
 
 
 # --- soft sync ----------------------------------------------------------------
@@ -140,19 +163,23 @@ def test_soft_sync_averages(backend, case):
   test.test("soft_sync")
   online_after, target_after = _split(test.get_weights())
   for path in online_w:
-    expected = 0.5 * (online_w[path].astype(np.float64) +
-                      target_w[path].astype(np.float64))
-    np.testing.assert_allclose(target_after[path], expected, rtol=1e-6,
-                               atol=1e-7, err_msg=path)
+    expected = 0.5 * (
+      online_w[path].astype(np.float64) + target_w[path].astype(np.float64)
+    )
+    np.testing.assert_allclose(
+      target_after[path], expected, rtol=1e-6, atol=1e-7, err_msg=path
+    )
     np.testing.assert_array_equal(online_after[path], online_w[path])
   # Twice: the average of online and the first average.
   test.test("soft_sync")
   _, target_twice = _split(test.get_weights())
   for path in online_w:
-    expected = 0.75 * online_w[path].astype(np.float64) + \
-        0.25 * target_w[path].astype(np.float64)
-    np.testing.assert_allclose(target_twice[path], expected, rtol=1e-6,
-                               atol=1e-6, err_msg=path)
+    expected = 0.75 * online_w[path].astype(np.float64) + 0.25 * target_w[
+      path
+    ].astype(np.float64)
+    np.testing.assert_allclose(
+      target_twice[path], expected, rtol=1e-6, atol=1e-6, err_msg=path
+    )
   # The target network computes with the averaged weights.
   outputs = test.test("call_target", x)
   assert not np.allclose(outputs, test.test("call_online", x), atol=1e-4)
@@ -172,29 +199,44 @@ def test_soft_sync_with_tau_input(backend):
   # Regression: the TF body used `tau == 1.0` as a Python bool, which fails
   # in a TF graph when tau is a tensor (torch accepted it).
   spec, space, _ = CASES["mlp"]
-  test = ComponentTest(AgentWithTau(spec),
-                       {"inputs": space, "tau": FloatBox()}, backend)
+  test = ComponentTest(
+    AgentWithTau(spec), {"inputs": space, "tau": FloatBox()}, backend
+  )
   online_w, target_w = _split(test.get_weights())
   for tau, done in [(0.25, 0.25), (1.0, 1.0)]:
     test.test("blend", np.float32(tau))
     online_after, target_after = _split(test.get_weights())
     for path in online_w:
-      expected = done * online_w[path].astype(np.float64) + \
-          (1 - done) * target_w[path]
-      np.testing.assert_allclose(target_after[path], expected, rtol=1e-6,
-                                 atol=1e-6, err_msg=f"tau={tau} {path}")
+      expected = (
+        done * online_w[path].astype(np.float64) + (1 - done) * target_w[path]
+      )
+      np.testing.assert_allclose(
+        target_after[path],
+        expected,
+        rtol=1e-6,
+        atol=1e-6,
+        err_msg=f"tau={tau} {path}",
+      )
       np.testing.assert_array_equal(online_after[path], online_w[path])
 
 
 def test_parity_tau_input():
   spec, space, lead = CASES["mlp"]
-  x = np.random.default_rng(4).normal(size=lead + space.shape).astype(
-      np.float32)
+  x = (
+    np.random.default_rng(4).normal(size=lead + space.shape).astype(np.float32)
+  )
   tf_out, _ = assert_parity(
-      AgentWithTau(spec), {"inputs": space, "tau": FloatBox()},
-      [("call_target", [x]), ("blend", [np.float32(0.3)]),
-       ("call_target", [x]), ("blend", [np.float32(0.9)]),
-       ("call_target", [x]), ("call_online", [x])])
+    AgentWithTau(spec),
+    {"inputs": space, "tau": FloatBox()},
+    [
+      ("call_target", [x]),
+      ("blend", [np.float32(0.3)]),
+      ("call_target", [x]),
+      ("blend", [np.float32(0.9)]),
+      ("call_target", [x]),
+      ("call_online", [x]),
+    ],
+  )
   assert not np.allclose(tf_out[0], tf_out[2])
   assert not np.allclose(tf_out[2], tf_out[4])
 
@@ -205,12 +247,21 @@ def test_parity_tau_input():
 @pytest.mark.parametrize("case", list(CASES))
 def test_parity_call_sequence(case):
   spec, space, lead = CASES[case]
-  x = np.random.default_rng(3).normal(size=lead + space.shape).astype(
-      np.float32)
+  x = (
+    np.random.default_rng(3).normal(size=lead + space.shape).astype(np.float32)
+  )
   tf_out, _ = assert_parity(
-      Agent(spec), {"inputs": space},
-      [("call_online", [x]), ("call_target", [x]), ("soft_sync", []),
-       ("call_target", [x]), ("sync", []), ("call_target", [x])])
+    Agent(spec),
+    {"inputs": space},
+    [
+      ("call_online", [x]),
+      ("call_target", [x]),
+      ("soft_sync", []),
+      ("call_target", [x]),
+      ("sync", []),
+      ("call_target", [x]),
+    ],
+  )
   assert not np.allclose(tf_out[1], tf_out[3])
   np.testing.assert_allclose(tf_out[5], tf_out[0], rtol=1e-6, atol=1e-6)
 
@@ -219,18 +270,38 @@ def test_parity_call_sequence(case):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("target_spec,what", [
-    ([{"type": "dense", "units": 6, "activation": "relu"},
-      {"type": "dense", "units": 2}], "layer size"),
-    ([{"type": "dense", "units": 5, "activation": "relu"},
-      {"type": "dense", "units": 2, "use_bias": False}], "missing bias"),
-    ([{"type": "dense", "units": 5, "activation": "relu", "scope": "hidden"},
-      {"type": "dense", "units": 2}], "other scope"),
-], ids=["size", "bias", "scope"])
+@pytest.mark.parametrize(
+  "target_spec,what",
+  [
+    (
+      [
+        {"type": "dense", "units": 6, "activation": "relu"},
+        {"type": "dense", "units": 2},
+      ],
+      "layer size",
+    ),
+    (
+      [
+        {"type": "dense", "units": 5, "activation": "relu"},
+        {"type": "dense", "units": 2, "use_bias": False},
+      ],
+      "missing bias",
+    ),
+    (
+      [
+        {"type": "dense", "units": 5, "activation": "relu", "scope": "hidden"},
+        {"type": "dense", "units": 2},
+      ],
+      "other scope",
+    ),
+  ],
+  ids=["size", "bias", "scope"],
+)
 def test_structure_mismatch(backend, target_spec, what):
   with pytest.raises(SpaceError) as info:
-    ComponentTest(Agent(MLP, target_spec), {"inputs": FloatBox((3,), **BATCH)},
-                  backend)
+    ComponentTest(
+      Agent(MLP, target_spec), {"inputs": FloatBox((3,), **BATCH)}, backend
+    )
   msg = str(info.value)
   assert "'sync'" in msg, what
   assert "component 'agent/target'" in msg

@@ -7,8 +7,11 @@ import doctest
 import numpy as np
 import pytest
 
-from ingraph_rl.components.distributions import (Categorical, DiagGaussian,
-                                                 Normal)
+from ingraph_rl.components.distributions import (
+  Categorical,
+  DiagGaussian,
+  Normal,
+)
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.executors.torch import TorchExecutor
@@ -21,20 +24,32 @@ B = dict(add_batch_rank=True)
 K, D = 5, 3
 LOG_2PI = np.log(2.0 * np.pi)
 
-CAT_SPACES = {"parameters": FloatBox((K,), **B),
-              "other_parameters": FloatBox((K,), **B),
-              "values": IntBox(K, **B)}
+CAT_SPACES = {
+  "parameters": FloatBox((K,), **B),
+  "other_parameters": FloatBox((K,), **B),
+  "values": IntBox(K, **B),
+}
 # Gaussian parameters bounded so exp(log_std) stays moderate.
 FLAT = FloatBox((2 * D,), low=-2.0, high=2.0, **B)
-PAIR = Tuple(FloatBox((D,), low=-2.0, high=2.0),
-             FloatBox((D,), low=-2.0, high=2.0), **B)
-GAUSS_SPACES = {"flat": {"parameters": FLAT, "other_parameters": FLAT,
-                         "values": FloatBox((D,), **B)},
-                "pair": {"parameters": PAIR, "other_parameters": PAIR,
-                         "values": FloatBox((D,), **B)}}
+PAIR = Tuple(
+  FloatBox((D,), low=-2.0, high=2.0), FloatBox((D,), low=-2.0, high=2.0), **B
+)
+GAUSS_SPACES = {
+  "flat": {
+    "parameters": FLAT,
+    "other_parameters": FLAT,
+    "values": FloatBox((D,), **B),
+  },
+  "pair": {
+    "parameters": PAIR,
+    "other_parameters": PAIR,
+    "values": FloatBox((D,), **B),
+  },
+}
 
 
 # --- NumPy references (float64) ---------------------------------------------
+
 
 def log_softmax(logits):
   z = logits - logits.max(-1, keepdims=True)
@@ -42,8 +57,7 @@ def log_softmax(logits):
 
 
 def cat_log_prob(logits, values):
-  return np.take_along_axis(log_softmax(logits), values[..., None],
-                            -1)[..., 0]
+  return np.take_along_axis(log_softmax(logits), values[..., None], -1)[..., 0]
 
 
 def cat_entropy(logits):
@@ -77,7 +91,7 @@ def normal_kl(p, q):
   mp, log_sp = split(p)
   mq, log_sq = split(q)
   sp, sq = np.exp(log_sp), np.exp(log_sq)
-  return log_sq - log_sp + (sp ** 2 + (mp - mq) ** 2) / (2 * sq ** 2) - 0.5
+  return log_sq - log_sp + (sp**2 + (mp - mq) ** 2) / (2 * sq**2) - 0.5
 
 
 def sample_inputs(spaces, n, seed):
@@ -87,31 +101,45 @@ def sample_inputs(spaces, n, seed):
 
 # --- Categorical --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_categorical_matches_numpy(executor):
   ex = executor(Categorical(), CAT_SPACES)
   x = sample_inputs(CAT_SPACES, 16, 0)
-  x["parameters"] = x["parameters"] * 3.0    # Sharper than N(0, 1) logits.
+  x["parameters"] = x["parameters"] * 3.0  # Sharper than N(0, 1) logits.
   p, q, v = x["parameters"], x["other_parameters"], x["values"]
-  np.testing.assert_allclose(to_numpy(ex.execute("log_prob", p, v)),
-                             cat_log_prob(np.float64(p), v), rtol=1e-5,
-                             atol=1e-6)
-  np.testing.assert_allclose(to_numpy(ex.execute("entropy", p)),
-                             cat_entropy(np.float64(p)), rtol=1e-5, atol=1e-6)
-  np.testing.assert_allclose(to_numpy(ex.execute("kl", p, q)),
-                             cat_kl(np.float64(p), np.float64(q)), rtol=1e-5,
-                             atol=1e-6)
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("log_prob", p, v)),
+    cat_log_prob(np.float64(p), v),
+    rtol=1e-5,
+    atol=1e-6,
+  )
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("entropy", p)),
+    cat_entropy(np.float64(p)),
+    rtol=1e-5,
+    atol=1e-6,
+  )
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("kl", p, q)),
+    cat_kl(np.float64(p), np.float64(q)),
+    rtol=1e-5,
+    atol=1e-6,
+  )
   det = to_numpy(ex.execute("deterministic", p))
   assert det.dtype == np.int64
   np.testing.assert_array_equal(det, p.argmax(-1))
   # KL of a distribution with itself is 0.
-  np.testing.assert_allclose(to_numpy(ex.execute("kl", p, p)), 0.0,
-                             atol=1e-6)
+  np.testing.assert_allclose(to_numpy(ex.execute("kl", p, p)), 0.0, atol=1e-6)
 
 
 def test_categorical_parity():
-  assert_parity(Categorical(), CAT_SPACES,
-                ["deterministic", "log_prob", "entropy", "kl"], size=32)
+  assert_parity(
+    Categorical(),
+    CAT_SPACES,
+    ["deterministic", "log_prob", "entropy", "kl"],
+    size=32,
+  )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -125,7 +153,7 @@ def test_categorical_sample_frequencies(executor):
   assert draws.min() >= 0 and draws.max() < K
   counts = np.bincount(draws, minlength=K)
   chi2 = ((counts - n * probs) ** 2 / (n * probs)).sum()
-  assert chi2 < 18.47   # 99.9% quantile of chi2 with 4 degrees of freedom.
+  assert chi2 < 18.47  # 99.9% quantile of chi2 with 4 degrees of freedom.
   # The generator advances: the next draw differs.
   again = to_numpy(ex.execute("sample", logits))
   assert not np.array_equal(draws, again)
@@ -134,12 +162,15 @@ def test_categorical_sample_frequencies(executor):
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_sampling_is_reproducible_per_seed(executor):
   logits = np.zeros((200, K), np.float32)
-  a = to_numpy(executor(Categorical(seed=1), CAT_SPACES).execute(
-      "sample", logits))
-  b = to_numpy(executor(Categorical(seed=1), CAT_SPACES).execute(
-      "sample", logits))
-  c = to_numpy(executor(Categorical(seed=2), CAT_SPACES).execute(
-      "sample", logits))
+  a = to_numpy(
+    executor(Categorical(seed=1), CAT_SPACES).execute("sample", logits)
+  )
+  b = to_numpy(
+    executor(Categorical(seed=1), CAT_SPACES).execute("sample", logits)
+  )
+  c = to_numpy(
+    executor(Categorical(seed=2), CAT_SPACES).execute("sample", logits)
+  )
   np.testing.assert_array_equal(a, b)
   assert not np.array_equal(a, c)
 
@@ -151,6 +182,7 @@ def test_categorical_output_spaces_carry_the_bound():
 
 
 # --- Normal and DiagGaussian ------------------------------------------------
+
 
 def _gaussian_inputs(spaces, n=16, seed=0):
   x = sample_inputs(spaces, n, seed)
@@ -167,14 +199,17 @@ def test_normal_matches_numpy(executor, form):
   p, q, v = x["parameters"], x["other_parameters"], x["values"]
   tol = dict(rtol=1e-5, atol=1e-5)
   lp = to_numpy(ex.execute("log_prob", p, v))
-  assert lp.shape == (16, D)     # Elementwise: nothing summed.
+  assert lp.shape == (16, D)  # Elementwise: nothing summed.
   np.testing.assert_allclose(lp, normal_log_prob(p, v), **tol)
-  np.testing.assert_allclose(to_numpy(ex.execute("entropy", p)),
-                             normal_entropy(p), **tol)
-  np.testing.assert_allclose(to_numpy(ex.execute("kl", p, q)),
-                             normal_kl(p, q), **tol)
-  np.testing.assert_allclose(to_numpy(ex.execute("deterministic", p)),
-                             split(p)[0], **tol)
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("entropy", p)), normal_entropy(p), **tol
+  )
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("kl", p, q)), normal_kl(p, q), **tol
+  )
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("deterministic", p)), split(p)[0], **tol
+  )
 
 
 @pytest.mark.parametrize("form", ["flat", "pair"])
@@ -186,21 +221,28 @@ def test_diag_gaussian_matches_numpy(executor, form):
   p, q, v = x["parameters"], x["other_parameters"], x["values"]
   tol = dict(rtol=1e-5, atol=1e-5)
   lp = to_numpy(ex.execute("log_prob", p, v))
-  assert lp.shape == (16,)       # Summed over the event axis.
+  assert lp.shape == (16,)  # Summed over the event axis.
   np.testing.assert_allclose(lp, normal_log_prob(p, v).sum(-1), **tol)
-  np.testing.assert_allclose(to_numpy(ex.execute("entropy", p)),
-                             normal_entropy(p).sum(-1), **tol)
-  np.testing.assert_allclose(to_numpy(ex.execute("kl", p, q)),
-                             normal_kl(p, q).sum(-1), **tol)
-  np.testing.assert_allclose(to_numpy(ex.execute("deterministic", p)),
-                             split(p)[0], **tol)
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("entropy", p)), normal_entropy(p).sum(-1), **tol
+  )
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("kl", p, q)), normal_kl(p, q).sum(-1), **tol
+  )
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("deterministic", p)), split(p)[0], **tol
+  )
 
 
 @pytest.mark.parametrize("cls", [Normal, DiagGaussian])
 @pytest.mark.parametrize("form", ["flat", "pair"])
 def test_gaussian_parity(cls, form):
-  assert_parity(cls(), GAUSS_SPACES[form],
-                ["deterministic", "log_prob", "entropy", "kl"], size=32)
+  assert_parity(
+    cls(),
+    GAUSS_SPACES[form],
+    ["deterministic", "log_prob", "entropy", "kl"],
+    size=32,
+  )
 
 
 @pytest.mark.parametrize("cls", [Normal, DiagGaussian])
@@ -215,10 +257,12 @@ def test_gaussian_sample_moments(executor, cls):
   assert draws.shape == (n, D)
   # 5 standard errors: the sample mean's is std / sqrt(n), the sample
   # std's about std / sqrt(2 n).
-  np.testing.assert_array_less(np.abs(draws.mean(0) - mean),
-                               5 * std / np.sqrt(n))
-  np.testing.assert_array_less(np.abs(draws.std(0) - std),
-                               5 * std / np.sqrt(2 * n))
+  np.testing.assert_array_less(
+    np.abs(draws.mean(0) - mean), 5 * std / np.sqrt(n)
+  )
+  np.testing.assert_array_less(
+    np.abs(draws.std(0) - std), 5 * std / np.sqrt(2 * n)
+  )
   # Independent dimensions: correlations near 0 (standard error 1/sqrt(n)).
   corr = np.corrcoef(draws.T)
   assert np.abs(corr[np.triu_indices(D, 1)]).max() < 5 / np.sqrt(n)
@@ -228,14 +272,14 @@ def test_gaussian_sample_moments(executor, cls):
 
 # --- bad spaces and inputs --------------------------------------------------
 
+
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_odd_parameter_dim_is_a_space_error(executor):
   spaces = {**GAUSS_SPACES["flat"], "parameters": FloatBox((5,), **B)}
   with pytest.raises(SpaceError) as e:
     executor(Normal(scope="pi"), spaces)
   assert e.value.component == "pi" and e.value.argument == "parameters"
-  assert e.value.api in ("sample", "deterministic", "log_prob", "entropy",
-                         "kl")
+  assert e.value.api in ("sample", "deterministic", "log_prob", "entropy", "kl")
   assert "even" in str(e.value)
 
 
@@ -254,7 +298,10 @@ def test_categorical_values_of_wrong_shape_are_a_space_error(executor):
   with pytest.raises(SpaceError) as e:
     executor(Categorical(), spaces)
   assert (e.value.component, e.value.api, e.value.argument) == (
-      "categorical", "log_prob", "values")
+    "categorical",
+    "log_prob",
+    "values",
+  )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -271,9 +318,12 @@ def test_bad_values_at_execution_are_a_space_error(executor):
   ex = executor(Categorical(), CAT_SPACES)
   logits = np.zeros((4, K), np.float32)
   with pytest.raises(SpaceError) as e:
-    ex.execute("log_prob", logits, np.zeros(4, np.float32))   # Not ints.
+    ex.execute("log_prob", logits, np.zeros(4, np.float32))  # Not ints.
   assert (e.value.component, e.value.api, e.value.argument) == (
-      "categorical", "log_prob", "values")
+    "categorical",
+    "log_prob",
+    "values",
+  )
   with pytest.raises(SpaceError) as e:
     ex.execute("entropy", np.zeros((4, K + 1), np.float32))
   assert e.value.argument == "parameters"
@@ -281,6 +331,7 @@ def test_bad_values_at_execution_are_a_space_error(executor):
 
 def test_docstring_examples_run():
   from ingraph_rl.components.distributions import categorical, gaussian
+
   for module in (categorical, gaussian):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3 and result.failed == 0, module.__name__

@@ -31,20 +31,31 @@ from ingraph_rl.testing.component_test import to_numpy
 ENV_ID = "CartPole-v1"
 T = 6
 NUM_ENVS = 3
-NUM_UNROLLS = 8     # 48 steps per env: random CartPole episodes end often.
+NUM_UNROLLS = 8  # 48 steps per env: random CartPole episodes end often.
 
 
 def build(seed, lstm_units=None, config_kwargs=None, **make_kwargs):
   """A stepper executor over `NUM_ENVS` CartPoles seeded `seed + i`."""
-  config = IMPALAConfig(num_actions=2, unroll_length=T, lstm_units=lstm_units,
-                        **(config_kwargs or {}))
+  config = IMPALAConfig(
+    num_actions=2,
+    unroll_length=T,
+    lstm_units=lstm_units,
+    **(config_kwargs or {}),
+  )
   env = GymnasiumVectorEnv(ENV_ID, NUM_ENVS, seed=seed, **make_kwargs)
   network = make_network(config, env.observation_space)
   stepper = EnvironmentStepper(
-      env, IMPALAPolicy(network, seed=seed), network.state_space(), 2, T,
-      bootstrap_on_truncation=config.bootstrap_on_truncation)
-  spaces = dict(IMPALABuilder(config).policy_input_spaces(
-      env.observation_space), seed=IntBox(1 << 30, low=-1))
+    env,
+    IMPALAPolicy(network, seed=seed),
+    network.state_space(),
+    2,
+    T,
+    bootstrap_on_truncation=config.bootstrap_on_truncation,
+  )
+  spaces = dict(
+    IMPALABuilder(config).policy_input_spaces(env.observation_space),
+    seed=IntBox(1 << 30, low=-1),
+  )
   ex = TFExecutor(stepper, spaces, api_names=["act", "reset", "unroll"])
   return ex, env
 
@@ -60,8 +71,9 @@ class PythonReplay:
 
   def __init__(self, seed, **make_kwargs):
     self.envs = [gym.make(ENV_ID, **make_kwargs) for _ in range(NUM_ENVS)]
-    self.first_obs = np.stack([env.reset(seed=seed + i)[0]
-                               for i, env in enumerate(self.envs)])
+    self.first_obs = np.stack(
+      [env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]
+    )
     self.returns = np.zeros(NUM_ENVS)
     self.lengths = np.zeros(NUM_ENVS, np.int64)
 
@@ -83,8 +95,14 @@ class PythonReplay:
       rewards.append(r)
       term.append(te)
       trunc.append(tr)
-    return (np.stack(obs), np.array(rewards, np.float32), np.array(term),
-            np.array(trunc), ended, np.stack(final))
+    return (
+      np.stack(obs),
+      np.array(rewards, np.float32),
+      np.array(term),
+      np.array(trunc),
+      ended,
+      np.stack(final),
+    )
 
   def replay(self, outs):
     """Replays the actions of consecutive stepper unrolls `outs`; returns,
@@ -98,26 +116,30 @@ class PythonReplay:
       per_env = np.zeros((3, NUM_ENVS))
       for i, r, n in ended:
         per_env[:, i] += (1, r, n)
-      expected.append({
+      expected.append(
+        {
           "observations": np.stack([s[0] for s in steps]),
           "rewards": np.stack([s[1] for s in steps]),
           "terminated": np.stack([s[2] for s in steps]),
           "truncated": np.stack([s[3] for s in steps]),
           "dones": np.stack([s[2] | s[3] for s in steps]),
           "final_obs": np.stack([s[5] for s in steps]),
-          "stats": {"episodes": len(ended),
-                    "return_sum": sum(r for _, r, _ in ended),
-                    "length_sum": sum(n for _, _, n in ended),
-                    "episodes_per_env": per_env[0],
-                    "return_sum_per_env": per_env[1],
-                    "length_sum_per_env": per_env[2]}})
+          "stats": {
+            "episodes": len(ended),
+            "return_sum": sum(r for _, r, _ in ended),
+            "length_sum": sum(n for _, _, n in ended),
+            "episodes_per_env": per_env[0],
+            "return_sum_per_env": per_env[1],
+            "length_sum_per_env": per_env[2],
+          },
+        }
+      )
     return expected
 
 
 # (seed, make kwargs): natural CartPole ends, and a 7-step TimeLimit whose
 # ends are truncations.
-CASES = {"terminations": (3, {}),
-         "truncations": (11, {"max_episode_steps": 7})}
+CASES = {"terminations": (3, {}), "truncations": (11, {"max_episode_steps": 7})}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -140,14 +162,17 @@ def test_rollouts_match_python_replay(replayed):
     assert set(rollout) == set(ROLLOUT_FIELDS) | {"initial_state"}
     assert rollout["observations"].shape == (T + 1, NUM_ENVS, 4)
     for field in ("observations", "rewards", "dones"):
-      np.testing.assert_array_equal(rollout[field][1:], exp[field],
-                                    err_msg=f"unroll {k}: {field}")
+      np.testing.assert_array_equal(
+        rollout[field][1:], exp[field], err_msg=f"unroll {k}: {field}"
+      )
     # Truncated: cut short, not terminal (a terminal last step is not
     # bootstrapped).
-    np.testing.assert_array_equal(rollout["truncated"][1:],
-                                  exp["truncated"] & ~exp["terminated"])
     np.testing.assert_array_equal(
-        rollout["bootstrap_value"][1:][~rollout["truncated"][1:]], 0.0)
+      rollout["truncated"][1:], exp["truncated"] & ~exp["terminated"]
+    )
+    np.testing.assert_array_equal(
+      rollout["bootstrap_value"][1:][~rollout["truncated"][1:]], 0.0
+    )
   # The data covers what it is meant to: episodes end inside unrolls, by
   # termination (natural ends) or by truncation (the TimeLimit).
   terminated = np.concatenate([e["terminated"] for e in expected])
@@ -179,8 +204,9 @@ def test_unrolls_overlap_by_one_step(replayed):
   for k in range(1, len(outs)):
     previous, current = outs[k - 1]["rollout"], outs[k]["rollout"]
     for field in ROLLOUT_FIELDS:
-      np.testing.assert_array_equal(current[field][0], previous[field][T],
-                                    err_msg=f"unroll {k}: {field}")
+      np.testing.assert_array_equal(
+        current[field][0], previous[field][T], err_msg=f"unroll {k}: {field}"
+      )
 
 
 def test_actions_are_sampled_from_the_logits_at_their_index():
@@ -188,17 +214,17 @@ def test_actions_are_sampled_from_the_logits_at_their_index():
   recorded at index t is the argmax of the logits recorded at t."""
   ex, env = build(2)
   kernel = ex.variables()[
-      "environment_stepper/policy/impala_network/policy_head/kernel"]
+    "environment_stepper/policy/impala_network/policy_head/kernel"
+  ]
   kernel.assign(kernel * 1e5)
   ex.execute("reset", 2)
   outs = unrolls(ex, 4)
   env.close()
   logits = np.concatenate([o["rollout"]["logits"][1:] for o in outs])
   actions = np.concatenate([o["rollout"]["actions"][1:] for o in outs])
-  sure = np.abs(logits[..., 0] - logits[..., 1]) > 30.0   # p < 1e-13.
+  sure = np.abs(logits[..., 0] - logits[..., 1]) > 30.0  # p < 1e-13.
   assert sure.mean() > 0.6
-  np.testing.assert_array_equal(actions[sure],
-                                logits.argmax(-1)[sure])
+  np.testing.assert_array_equal(actions[sure], logits.argmax(-1)[sure])
   assert set(np.unique(actions[sure])) == {0, 1}
 
 
@@ -209,15 +235,16 @@ def test_episode_stats_match_python_replay(replayed):
     stats = out["stats"]
     assert int(stats["episodes"]) == exp["stats"]["episodes"], k
     assert int(stats["length_sum"]) == exp["stats"]["length_sum"], k
-    np.testing.assert_allclose(stats["return_sum"],
-                               exp["stats"]["return_sum"], rtol=1e-6)
+    np.testing.assert_allclose(
+      stats["return_sum"], exp["stats"]["return_sum"], rtol=1e-6
+    )
     assert int(stats["env_steps"]) == NUM_ENVS * T
     for key in ("episodes_per_env", "length_sum_per_env"):
       assert stats[key].dtype == np.int64
       np.testing.assert_array_equal(stats[key], exp["stats"][key])
-    np.testing.assert_allclose(stats["return_sum_per_env"],
-                               exp["stats"]["return_sum_per_env"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+      stats["return_sum_per_env"], exp["stats"]["return_sum_per_env"], rtol=1e-6
+    )
     total += exp["stats"]["episodes"]
   # Some episodes span unroll boundaries (lengths > T), so the carried
   # per-env return and length are exercised.
@@ -228,7 +255,7 @@ def test_episode_stats_match_python_replay(replayed):
 # --- LSTM policy -------------------------------------------------------------
 
 LSTM_SEED = 5
-LSTM_LIMIT = 4      # Episode ends (resets) inside and across unrolls.
+LSTM_LIMIT = 4  # Episode ends (resets) inside and across unrolls.
 
 
 @pytest.fixture(scope="module")
@@ -253,10 +280,16 @@ def recompute(ex, rollout, steps, resets=None, shift=0):
   if resets is None:
     resets = batch_major(rollout["dones"][:steps])
   late = lambda x: np.concatenate([np.zeros_like(x[:shift]), x])[:steps]
-  return to_numpy(ex.execute(
-      "act", obs, rollout["initial_state"], resets,
+  return to_numpy(
+    ex.execute(
+      "act",
+      obs,
+      rollout["initial_state"],
+      resets,
       batch_major(late(rollout["rewards"])),
-      batch_major(late(rollout["actions"]))))
+      batch_major(late(rollout["actions"])),
+    )
+  )
 
 
 def test_lstm_state_carries_over_between_unrolls(lstm):
@@ -267,10 +300,15 @@ def test_lstm_state_carries_over_between_unrolls(lstm):
     # acted on first in the next unroll, where it is index 0).
     state = recompute(ex, rollout, T)["state"]
     next_state = outs[k + 1]["rollout"]["initial_state"]
-    assert np.abs(next_state["h"]).max() > 1e-3     # Not a zero state.
+    assert np.abs(next_state["h"]).max() > 1e-3  # Not a zero state.
     for key in ("c", "h"):
-      np.testing.assert_allclose(next_state[key], state[key], rtol=1e-5,
-                                 atol=1e-6, err_msg=f"unroll {k}: {key}")
+      np.testing.assert_allclose(
+        next_state[key],
+        state[key],
+        rtol=1e-5,
+        atol=1e-6,
+        err_msg=f"unroll {k}: {key}",
+      )
 
 
 def test_lstm_recomputation_reproduces_behaviour_logits(lstm):
@@ -279,24 +317,27 @@ def test_lstm_recomputation_reproduces_behaviour_logits(lstm):
   behaviour logits recorded at t + 1."""
   ex, outs = lstm
   dones = np.concatenate([o["rollout"]["dones"][1:] for o in outs])
-  assert dones.sum() >= NUM_ENVS * 2      # Resets happen mid-rollout.
+  assert dones.sum() >= NUM_ENVS * 2  # Resets happen mid-rollout.
   for k, out in enumerate(outs):
     rollout = out["rollout"]
     logits = recompute(ex, rollout, T + 1)["logits"]
-    np.testing.assert_allclose(logits[:, :T],
-                               batch_major(rollout["logits"][1:]),
-                               rtol=1e-5, atol=1e-6, err_msg=f"unroll {k}")
+    np.testing.assert_allclose(
+      logits[:, :T],
+      batch_major(rollout["logits"][1:]),
+      rtol=1e-5,
+      atol=1e-6,
+      err_msg=f"unroll {k}",
+    )
   # The comparison can tell: resets one step late give other logits, and
   # so do last rewards and actions one step late.
   rollout = outs[1]["rollout"]
-  late = batch_major(np.concatenate(
-      [np.zeros_like(rollout["dones"][:1]), rollout["dones"][:T]]))
+  late = batch_major(
+    np.concatenate([np.zeros_like(rollout["dones"][:1]), rollout["dones"][:T]])
+  )
   wrong = recompute(ex, rollout, T + 1, resets=late)["logits"]
-  assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() \
-      > 1e-4
+  assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() > 1e-4
   wrong = recompute(ex, rollout, T + 1, shift=1)["logits"]
-  assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() \
-      > 1e-4
+  assert np.abs(wrong[:, :T] - batch_major(rollout["logits"][1:])).max() > 1e-4
 
 
 def test_reset_resets_carried_state(lstm):
@@ -306,8 +347,11 @@ def test_reset_resets_carried_state(lstm):
   unrolls(ex, 1)
   # Mid-episode before the reset: there is a carried return, length and
   # recurrent state to forget.
-  carried = {k.split("/")[-1]: v.numpy() for k, v in ex.variables().items()
-             if k.startswith("environment_stepper/")}
+  carried = {
+    k.split("/")[-1]: v.numpy()
+    for k, v in ex.variables().items()
+    if k.startswith("environment_stepper/")
+  }
   assert (carried["episode_length"] > 0).any()
   assert carried["last_reward"].any() and carried["last_action"].any()
   assert (carried["episode_return"] > 0).any()
@@ -332,12 +376,14 @@ def test_reset_resets_carried_state(lstm):
   # replay that starts there.
   expected = replay.replay(after)
   for out, exp in zip(after, expected):
-    np.testing.assert_array_equal(out["rollout"]["observations"][1:],
-                                  exp["observations"])
+    np.testing.assert_array_equal(
+      out["rollout"]["observations"][1:], exp["observations"]
+    )
     assert int(out["stats"]["episodes"]) == exp["stats"]["episodes"]
     assert int(out["stats"]["length_sum"]) == exp["stats"]["length_sum"]
-    np.testing.assert_allclose(out["stats"]["return_sum"],
-                               exp["stats"]["return_sum"], rtol=1e-6)
+    np.testing.assert_allclose(
+      out["stats"]["return_sum"], exp["stats"]["return_sum"], rtol=1e-6
+    )
   assert sum(e["stats"]["episodes"] for e in expected) >= NUM_ENVS
 
 
@@ -345,8 +391,7 @@ def test_reset_resets_carried_state(lstm):
 
 
 @pytest.mark.parametrize("lstm_units", [None, 8], ids=["mlp", "lstm"])
-def test_bootstrap_values_are_values_of_the_true_final_observations(
-    lstm_units):
+def test_bootstrap_values_are_values_of_the_true_final_observations(lstm_units):
   """A 5-step TimeLimit: where the stepper recorded a truncation at index
   t + 1, its bootstrap value is the policy's value of the episode's true
   last observation (the replay's, before its reset), acted on from the
@@ -362,29 +407,43 @@ def test_bootstrap_values_are_values_of_the_true_final_observations(
   for out, exp in zip(outs, expected):
     rollout = out["rollout"]
     truncated = rollout["truncated"][1:]
-    np.testing.assert_array_equal(truncated, exp["truncated"] &
-                                  ~exp["terminated"])
+    np.testing.assert_array_equal(
+      truncated, exp["truncated"] & ~exp["terminated"]
+    )
     for t in np.flatnonzero(truncated.any(axis=1)):
       state = recompute(ex, rollout, t + 1)["state"]
-      values = to_numpy(ex.execute(
-          "act", exp["final_obs"][t][:, None], state,
-          np.zeros((NUM_ENVS, 1), bool), rollout["rewards"][t + 1][:, None],
-          rollout["actions"][t + 1][:, None]))["values"][:, 0]
+      values = to_numpy(
+        ex.execute(
+          "act",
+          exp["final_obs"][t][:, None],
+          state,
+          np.zeros((NUM_ENVS, 1), bool),
+          rollout["rewards"][t + 1][:, None],
+          rollout["actions"][t + 1][:, None],
+        )
+      )["values"][:, 0]
       where = truncated[t]
-      np.testing.assert_allclose(rollout["bootstrap_value"][t + 1][where],
-                                 values[where], rtol=1e-5, atol=1e-6)
+      np.testing.assert_allclose(
+        rollout["bootstrap_value"][t + 1][where],
+        values[where],
+        rtol=1e-5,
+        atol=1e-6,
+      )
       # The true final observation, not the next episode's first one.
-      assert not np.allclose(exp["final_obs"][t][where],
-                             rollout["observations"][t + 1][where])
+      assert not np.allclose(
+        exp["final_obs"][t][where], rollout["observations"][t + 1][where]
+      )
       checked += where.sum()
-    np.testing.assert_array_equal(rollout["bootstrap_value"][1:][~truncated],
-                                  0.0)
+    np.testing.assert_array_equal(
+      rollout["bootstrap_value"][1:][~truncated], 0.0
+    )
   assert checked >= NUM_ENVS * 3
 
 
 def test_without_bootstrap_on_truncation_the_values_are_zero():
-  ex, env = build(4, config_kwargs=dict(bootstrap_on_truncation=False),
-                  max_episode_steps=3)
+  ex, env = build(
+    4, config_kwargs=dict(bootstrap_on_truncation=False), max_episode_steps=3
+  )
   ex.execute("reset", 4)
   outs = unrolls(ex, 2)
   env.close()

@@ -6,8 +6,11 @@ import doctest
 import numpy as np
 import pytest
 
-from ingraph_rl.components.explorations import (Constant, EpsilonGreedy,
-                                                LinearDecay)
+from ingraph_rl.components.explorations import (
+  Constant,
+  EpsilonGreedy,
+  LinearDecay,
+)
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.executors.torch import TorchExecutor
@@ -17,13 +20,11 @@ from ingraph_rl.testing.component_test import to_numpy
 
 EXECUTORS = [TFExecutor, TorchExecutor]
 A = 4
-SPACES = {"q_values": FloatBox((A,), add_batch_rank=True),
-          "explore": BoolBox()}
+SPACES = {"q_values": FloatBox((A,), add_batch_rank=True), "explore": BoolBox()}
 
 
 def _q(n, seed):
-  return np.random.default_rng(seed).standard_normal((n, A)).astype(
-      np.float32)
+  return np.random.default_rng(seed).standard_normal((n, A)).astype(np.float32)
 
 
 def _timestep(ex):
@@ -58,7 +59,7 @@ def test_non_greedy_fraction_is_epsilon_times_other_actions(executor):
   probs = np.full(A, eps / A)
   probs[0] += 1 - eps
   chi2 = ((counts - total * probs) ** 2 / (total * probs)).sum()
-  assert chi2 < 16.27   # 99.9% quantile of chi2 with 3 degrees of freedom.
+  assert chi2 < 16.27  # 99.9% quantile of chi2 with 3 degrees of freedom.
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -68,7 +69,7 @@ def test_explore_false_is_greedy_and_keeps_the_step(executor):
     q = _q(64, i)
     action, epsilon = _act(ex, q, False)
     np.testing.assert_array_equal(action, q.argmax(1))
-    assert epsilon == 1.0       # The schedule at step 0 (the step stays).
+    assert epsilon == 1.0  # The schedule at step 0 (the step stays).
     assert _timestep(ex) == 0
   # Epsilon 1 when exploring: many rows leave the argmax.
   q = _q(64, 9)
@@ -79,8 +80,9 @@ def test_explore_false_is_greedy_and_keeps_the_step(executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_step_advances_per_call_and_epsilon_follows_the_schedule(executor):
-  ex = executor(EpsilonGreedy(A, LinearDecay(1.0, 0.0, steps=4, begin=1)),
-                SPACES)
+  ex = executor(
+    EpsilonGreedy(A, LinearDecay(1.0, 0.0, steps=4, begin=1)), SPACES
+  )
   # Steps 0..6 used by the calls: 1.0 up to step 1, then -0.25 per step.
   expected = [1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
   got = []
@@ -96,10 +98,14 @@ def test_step_advances_per_call_and_epsilon_follows_the_schedule(executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_default_explore_without_a_space_always_explores(executor):
-  ex = executor(EpsilonGreedy(A, LinearDecay(0.5, 0.1, steps=2)),
-                {"q_values": SPACES["q_values"]})
-  epsilons = [float(to_numpy(ex.execute("get_action", _q(8, i))["epsilon"]))
-              for i in range(3)]
+  ex = executor(
+    EpsilonGreedy(A, LinearDecay(0.5, 0.1, steps=2)),
+    {"q_values": SPACES["q_values"]},
+  )
+  epsilons = [
+    float(to_numpy(ex.execute("get_action", _q(8, i))["epsilon"]))
+    for i in range(3)
+  ]
   np.testing.assert_allclose(epsilons, [0.5, 0.3, 0.1], atol=1e-7)
   assert _timestep(ex) == 3
 
@@ -113,8 +119,11 @@ def test_action_space_is_bounded():
 
 def test_parity_when_not_exploring():
   qs = [_q(32, i) for i in range(3)]
-  assert_parity(EpsilonGreedy(A, LinearDecay(0.9, 0.1, steps=3)), SPACES,
-                [("get_action", [q, False]) for q in qs])
+  assert_parity(
+    EpsilonGreedy(A, LinearDecay(0.9, 0.1, steps=3)),
+    SPACES,
+    [("get_action", [q, False]) for q in qs],
+  )
 
 
 def test_parity_of_schedule_and_step_while_exploring():
@@ -134,47 +143,63 @@ def test_parity_of_schedule_and_step_while_exploring():
 
 # --- bad input ----------------------------------------------------------------
 
-@pytest.mark.parametrize("bad", [
-    np.zeros((8, A), np.int32),         # Wrong dtype.
-    np.zeros((8, A), np.float64),       # Wrong float dtype.
-    np.zeros((8,), np.float32),         # Missing the action axis.
-    np.zeros((8, A, 1), np.float32),    # Rank too high.
-    np.zeros((8, A + 1), np.float32),   # Wrong number of actions.
-])
+
+@pytest.mark.parametrize(
+  "bad",
+  [
+    np.zeros((8, A), np.int32),  # Wrong dtype.
+    np.zeros((8, A), np.float64),  # Wrong float dtype.
+    np.zeros((8,), np.float32),  # Missing the action axis.
+    np.zeros((8, A, 1), np.float32),  # Rank too high.
+    np.zeros((8, A + 1), np.float32),  # Wrong number of actions.
+  ],
+)
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_bad_q_values_are_a_space_error(executor, bad):
   ex = executor(EpsilonGreedy(A, 0.1), SPACES)
   with pytest.raises(SpaceError) as e:
     ex.execute("get_action", bad, True)
   assert (e.value.component, e.value.api, e.value.argument) == (
-      "epsilon_greedy", "get_action", "q_values")
+    "epsilon_greedy",
+    "get_action",
+    "q_values",
+  )
   assert _timestep(ex) == 0
 
 
-@pytest.mark.parametrize("q_space", [
-    IntBox(10, shape=(A,), add_batch_rank=True),        # Not floats.
-    FloatBox((A, 2), add_batch_rank=True),              # Per-item rank 2.
-    FloatBox((A + 1,), add_batch_rank=True),            # Not num_actions.
-])
+@pytest.mark.parametrize(
+  "q_space",
+  [
+    IntBox(10, shape=(A,), add_batch_rank=True),  # Not floats.
+    FloatBox((A, 2), add_batch_rank=True),  # Per-item rank 2.
+    FloatBox((A + 1,), add_batch_rank=True),  # Not num_actions.
+  ],
+)
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_bad_q_value_spaces_are_a_space_error(executor, q_space):
   with pytest.raises(SpaceError) as e:
-    executor(EpsilonGreedy(A, 0.1, scope="explorer"),
-             {**SPACES, "q_values": q_space})
+    executor(
+      EpsilonGreedy(A, 0.1, scope="explorer"), {**SPACES, "q_values": q_space}
+    )
   assert (e.value.component, e.value.api, e.value.argument) == (
-      "explorer", "get_action", "q_values")
+    "explorer",
+    "get_action",
+    "q_values",
+  )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_batched_explore_space_is_a_space_error(executor):
   with pytest.raises(SpaceError) as e:
-    executor(EpsilonGreedy(A, 0.1),
-             {**SPACES, "explore": BoolBox(add_batch_rank=True)})
+    executor(
+      EpsilonGreedy(A, 0.1), {**SPACES, "explore": BoolBox(add_batch_rank=True)}
+    )
   assert (e.value.api, e.value.argument) == ("get_action", "explore")
 
 
 def test_docstring_examples_run():
   from ingraph_rl.components.explorations import epsilon_greedy, schedules
+
   for module in (epsilon_greedy, schedules):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3 and result.failed == 0, module.__name__

@@ -16,10 +16,10 @@ BATCH_TIME = dict(add_batch_rank=True, add_time_rank=True)
 TIME_MAJOR = dict(add_batch_rank=True, add_time_rank=True, time_major=True)
 
 ACTIVATIONS = {
-    None: lambda x: x,
-    "relu": lambda x: np.maximum(x, 0.0),
-    "tanh": np.tanh,
-    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+  None: lambda x: x,
+  "relu": lambda x: np.maximum(x, 0.0),
+  "tanh": np.tanh,
+  "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
 }
 
 
@@ -27,8 +27,9 @@ def _pair(x):
   return (x, x) if isinstance(x, int) else tuple(x)
 
 
-def np_conv2d(x, kernel, bias=None, strides=1, padding="valid",
-              activation=None):
+def np_conv2d(
+  x, kernel, bias=None, strides=1, padding="valid", activation=None
+):
   """Reference NHWC convolution: loops over output pixels, an einsum over
   each patch. `x`: [..., H, W, C] (leading dims folded and restored)."""
   sh, sw = _pair(strides)
@@ -41,14 +42,21 @@ def np_conv2d(x, kernel, bias=None, strides=1, padding="valid",
     pad_h = max((out_h - 1) * sh + kh - h, 0)
     pad_w = max((out_w - 1) * sw + kw - w, 0)
     # TF 'SAME': the odd pixel goes to the bottom / right.
-    x = np.pad(x, ((0, 0), (pad_h // 2, pad_h - pad_h // 2),
-                   (pad_w // 2, pad_w - pad_w // 2), (0, 0)))
+    x = np.pad(
+      x,
+      (
+        (0, 0),
+        (pad_h // 2, pad_h - pad_h // 2),
+        (pad_w // 2, pad_w - pad_w // 2),
+        (0, 0),
+      ),
+    )
   else:
     out_h, out_w = (h - kh) // sh + 1, (w - kw) // sw + 1
   out = np.zeros((n, out_h, out_w, filters))
   for i in range(out_h):
     for j in range(out_w):
-      patch = x[:, i * sh:i * sh + kh, j * sw:j * sw + kw, :]
+      patch = x[:, i * sh : i * sh + kh, j * sw : j * sw + kw, :]
       assert patch.shape == (n, kh, kw, c)
       out[:, i, j, :] = np.einsum("nhwc,hwcf->nf", patch, kernel)
   if bias is not None:
@@ -64,29 +72,33 @@ def test_np_conv2d_reference_itself():
   x = np.arange(1, 10, dtype=np.float64).reshape(1, 3, 3, 1)
   k = np.ones((2, 2, 1, 1))
   np.testing.assert_array_equal(
-      np_conv2d(x, k)[0, :, :, 0], [[12, 16], [24, 28]])
+    np_conv2d(x, k)[0, :, :, 0], [[12, 16], [24, 28]]
+  )
   np.testing.assert_array_equal(
-      np_conv2d(x, k, padding="same")[0, :, :, 0],
-      [[12, 16, 9], [24, 28, 15], [15, 17, 9]])
+    np_conv2d(x, k, padding="same")[0, :, :, 0],
+    [[12, 16, 9], [24, 28, 15], [15, 17, 9]],
+  )
   np.testing.assert_array_equal(
-      np_conv2d(x, k, strides=2, padding="same")[0, :, :, 0],
-      [[12, 9], [15, 9]])
+    np_conv2d(x, k, strides=2, padding="same")[0, :, :, 0], [[12, 9], [15, 9]]
+  )
 
 
 # (padding, strides, input size, kernel size): odd and even sizes with
 # strides 1/2/3, square and non-square kernels and strides.
 GEOMETRIES = [
-    (padding, s, n, 3) for padding in ("valid", "same") for s in (1, 2, 3)
-    for n in (7, 8)
+  (padding, s, n, 3)
+  for padding in ("valid", "same")
+  for s in (1, 2, 3)
+  for n in (7, 8)
 ] + [
-    ("same", 1, 6, 4),             # Even kernel: pads 1 top, 2 bottom.
-    ("same", 2, 9, 4),
-    ("valid", 2, 9, 4),
-    ("same", (2, 1), (7, 6), (3, 2)),
-    ("valid", (1, 3), (8, 9), (2, 3)),
-    ("same", 3, 2, 3),             # Input smaller than the kernel.
-    ("same", 3, 7, 2),             # Stride above the kernel size.
-    ("valid", 3, 8, 2),
+  ("same", 1, 6, 4),  # Even kernel: pads 1 top, 2 bottom.
+  ("same", 2, 9, 4),
+  ("valid", 2, 9, 4),
+  ("same", (2, 1), (7, 6), (3, 2)),
+  ("valid", (1, 3), (8, 9), (2, 3)),
+  ("same", 3, 2, 3),  # Input smaller than the kernel.
+  ("same", 3, 7, 2),  # Stride above the kernel size.
+  ("valid", 3, 8, 2),
 ]
 
 
@@ -103,25 +115,39 @@ def _space(n, channels=2, **kwargs):
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=_ids)
 def test_parity_geometries(geometry):
   padding, strides, n, k = geometry
-  assert_parity(Conv2D(3, k, strides=strides, padding=padding),
-                {"inputs": _space(n, **BATCH)}, ["call"], size=2)
+  assert_parity(
+    Conv2D(3, k, strides=strides, padding=padding),
+    {"inputs": _space(n, **BATCH)},
+    ["call"],
+    size=2,
+  )
 
 
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
 @pytest.mark.parametrize("use_bias", [True, False])
 def test_parity_activation_bias(activation, use_bias):
-  assert_parity(Conv2D(2, 3, strides=2, padding="same",
-                       activation=activation, use_bias=use_bias),
-                {"inputs": _space(6, **BATCH)}, ["call"], size=3)
+  assert_parity(
+    Conv2D(
+      2, 3, strides=2, padding="same", activation=activation, use_bias=use_bias
+    ),
+    {"inputs": _space(6, **BATCH)},
+    ["call"],
+    size=3,
+  )
 
 
-@pytest.mark.parametrize("kwargs,size", [
-    (BATCH_TIME, (2, 3)), (TIME_MAJOR, (3, 2)), ({}, None)],
-    ids=["batch_time", "time_major", "no_batch"])
+@pytest.mark.parametrize(
+  "kwargs,size",
+  [(BATCH_TIME, (2, 3)), (TIME_MAJOR, (3, 2)), ({}, None)],
+  ids=["batch_time", "time_major", "no_batch"],
+)
 def test_parity_leading_ranks(kwargs, size):
   tf_out, _ = assert_parity(
-      Conv2D(2, 3, strides=2, padding="same", activation="relu"),
-      {"inputs": _space(5, **kwargs)}, ["call"], size=size)
+    Conv2D(2, 3, strides=2, padding="same", activation="relu"),
+    {"inputs": _space(5, **kwargs)},
+    ["call"],
+    size=size,
+  )
   lead = () if size is None else size
   assert tf_out[0].shape == lead + (3, 3, 2)
 
@@ -131,8 +157,10 @@ def test_parity_leading_ranks(kwargs, size):
 def test_numpy_reference(backend, geometry):
   padding, strides, n, k = geometry
   test = ComponentTest(
-      Conv2D(3, k, strides=strides, padding=padding, activation="tanh"),
-      {"inputs": _space(n, **BATCH)}, backend)
+    Conv2D(3, k, strides=strides, padding=padding, activation="tanh"),
+    {"inputs": _space(n, **BATCH)},
+    backend,
+  )
   weights = test.get_weights()
   kh, kw = _pair(k)
   assert weights["conv2d/kernel"].shape == (kh, kw, 2, 3)
@@ -140,23 +168,32 @@ def test_numpy_reference(backend, geometry):
   test.set_weights(weights)
   h, w = _pair(n)
   x = np.random.default_rng(3).normal(size=(2, h, w, 2)).astype(np.float32)
-  expected = np_conv2d(x, weights["conv2d/kernel"], weights["conv2d/bias"],
-                       strides, padding, "tanh")
+  expected = np_conv2d(
+    x,
+    weights["conv2d/kernel"],
+    weights["conv2d/bias"],
+    strides,
+    padding,
+    "tanh",
+  )
   test.test("call", x, expected=expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-@pytest.mark.parametrize("kwargs,lead", [
-    (BATCH_TIME, (2, 3)), (TIME_MAJOR, (3, 2)), ({}, ())],
-    ids=["batch_time", "time_major", "no_batch"])
+@pytest.mark.parametrize(
+  "kwargs,lead",
+  [(BATCH_TIME, (2, 3)), (TIME_MAJOR, (3, 2)), ({}, ())],
+  ids=["batch_time", "time_major", "no_batch"],
+)
 def test_numpy_reference_leading_ranks(backend, kwargs, lead):
-  test = ComponentTest(Conv2D(4, 2, strides=2, padding="same",
-                              use_bias=False),
-                       {"inputs": _space((5, 4), 3, **kwargs)}, backend)
+  test = ComponentTest(
+    Conv2D(4, 2, strides=2, padding="same", use_bias=False),
+    {"inputs": _space((5, 4), 3, **kwargs)},
+    backend,
+  )
   weights = test.get_weights()
   assert set(weights) == {"conv2d/kernel"}
-  x = np.random.default_rng(4).normal(size=lead + (5, 4, 3)).astype(
-      np.float32)
+  x = np.random.default_rng(4).normal(size=lead + (5, 4, 3)).astype(np.float32)
   expected = np_conv2d(x, weights["conv2d/kernel"], None, 2, "same")
   out = test.test("call", x, expected=expected, rtol=1e-5, atol=1e-5)
   assert out.shape == lead + (3, 2, 4)
@@ -171,7 +208,6 @@ def test_bad_padding():
 
 
 class _Encoder(Component):
-
   def __init__(self):
     super().__init__(scope="agent")
     self.encoder = Conv2D(2, 3, scope="encoder")
@@ -182,13 +218,17 @@ class _Encoder(Component):
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-@pytest.mark.parametrize("space", [
-    FloatBox((8,), **BATCH),                        # Per-item rank 1.
-    FloatBox((8, 8), **BATCH),                      # Per-item rank 2.
-    FloatBox((2, 8, 8, 1), **BATCH),                # Per-item rank 4.
-    IntBox(256, (8, 8, 1), **BATCH),                # Integer image.
+@pytest.mark.parametrize(
+  "space",
+  [
+    FloatBox((8,), **BATCH),  # Per-item rank 1.
+    FloatBox((8, 8), **BATCH),  # Per-item rank 2.
+    FloatBox((2, 8, 8, 1), **BATCH),  # Per-item rank 4.
+    IntBox(256, (8, 8, 1), **BATCH),  # Integer image.
     Tuple(FloatBox((8, 8, 1)), add_batch_rank=True),
-], ids=["rank1", "rank2", "rank4", "int", "tuple"])
+  ],
+  ids=["rank1", "rank2", "rank4", "int", "tuple"],
+)
 def test_bad_input_space(backend, space):
   with pytest.raises(SpaceError) as info:
     ComponentTest(_Encoder(), {"image": space}, backend)
@@ -203,14 +243,28 @@ def test_bad_input_space(backend, space):
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-@pytest.mark.parametrize("padding,strides,n,out_n", [
-    ("valid", 1, 7, 5), ("valid", 2, 8, 3), ("valid", 3, 7, 2),
-    ("same", 1, 7, 7), ("same", 2, 8, 4), ("same", 3, 7, 3)])
-@pytest.mark.parametrize("kwargs", [BATCH, BATCH_TIME, TIME_MAJOR],
-                         ids=["batch", "batch_time", "time_major"])
+@pytest.mark.parametrize(
+  "padding,strides,n,out_n",
+  [
+    ("valid", 1, 7, 5),
+    ("valid", 2, 8, 3),
+    ("valid", 3, 7, 2),
+    ("same", 1, 7, 7),
+    ("same", 2, 8, 4),
+    ("same", 3, 7, 3),
+  ],
+)
+@pytest.mark.parametrize(
+  "kwargs",
+  [BATCH, BATCH_TIME, TIME_MAJOR],
+  ids=["batch", "batch_time", "time_major"],
+)
 def test_output_space(backend, padding, strides, n, out_n, kwargs):
-  test = ComponentTest(Conv2D(5, 3, strides=strides, padding=padding),
-                       {"inputs": _space(n, **kwargs)}, backend)
+  test = ComponentTest(
+    Conv2D(5, 3, strides=strides, padding=padding),
+    {"inputs": _space(n, **kwargs)},
+    backend,
+  )
   out = test.executor.apis["call"].output_space
   assert out == FloatBox((out_n, out_n, 5), **kwargs), out
   assert out.time_major == kwargs.get("time_major", False)

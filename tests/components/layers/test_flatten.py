@@ -14,8 +14,12 @@ BATCH_TIME = dict(add_batch_rank=True, add_time_rank=True)
 TIME_MAJOR = dict(add_batch_rank=True, add_time_rank=True, time_major=True)
 
 # (space kwargs, leading dims of the test values).
-RANKS = {"none": ({}, ()), "batch": (BATCH, (3,)),
-         "batch_time": (BATCH_TIME, (3, 2)), "time_major": (TIME_MAJOR, (2, 3))}
+RANKS = {
+  "none": ({}, ()),
+  "batch": (BATCH, (3,)),
+  "batch_time": (BATCH_TIME, (3, 2)),
+  "time_major": (TIME_MAJOR, (2, 3)),
+}
 SHAPES = [(5,), (2, 3), (2, 3, 4)]
 
 
@@ -23,8 +27,12 @@ SHAPES = [(5,), (2, 3), (2, 3, 4)]
 @pytest.mark.parametrize("ranks", list(RANKS))
 def test_parity(shape, ranks):
   kwargs, lead = RANKS[ranks]
-  tf_out, _ = assert_parity(Flatten(), {"inputs": FloatBox(shape, **kwargs)},
-                            ["call"], size=lead or None)
+  tf_out, _ = assert_parity(
+    Flatten(),
+    {"inputs": FloatBox(shape, **kwargs)},
+    ["call"],
+    size=lead or None,
+  )
   assert tf_out[0].shape == lead + (int(np.prod(shape)),)
 
 
@@ -33,8 +41,9 @@ def test_parity(shape, ranks):
 @pytest.mark.parametrize("ranks", list(RANKS))
 def test_numpy_reference(backend, shape, ranks):
   kwargs, lead = RANKS[ranks]
-  test = ComponentTest(Flatten(), {"inputs": FloatBox(shape, **kwargs)},
-                       backend)
+  test = ComponentTest(
+    Flatten(), {"inputs": FloatBox(shape, **kwargs)}, backend
+  )
   assert test.get_weights() == {}
   x = np.random.default_rng(5).normal(size=lead + shape).astype(np.float32)
   expected = x.reshape(lead + (-1,))
@@ -49,20 +58,19 @@ def test_numpy_reference(backend, shape, ranks):
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_int_inputs(backend):
   # No variables, so any dtype flattens (and keeps its dtype).
-  test = ComponentTest(Flatten(), {"inputs": IntBox(10, (2, 2), **BATCH)},
-                       backend)
+  test = ComponentTest(
+    Flatten(), {"inputs": IntBox(10, (2, 2), **BATCH)}, backend
+  )
   x = np.arange(12, dtype=np.int32).reshape(3, 2, 2)
   out = test.test("call", x, expected=x.reshape(3, 4), rtol=0, atol=0)
   assert out.dtype == np.int32
-  assert test.executor.apis["call"].output_space == IntBox(
-      None, (4,), **BATCH)
+  assert test.executor.apis["call"].output_space == IntBox(None, (4,), **BATCH)
 
 
 # --- bad inputs at build time -------------------------------------------------
 
 
 class _Holder(Component):
-
   def __init__(self):
     super().__init__(scope="net")
     self.flat = Flatten(scope="flat")
@@ -73,9 +81,11 @@ class _Holder(Component):
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-@pytest.mark.parametrize("space", [
-    FloatBox((), **BATCH),
-    Dict(a=FloatBox((2, 3)), add_batch_rank=True)], ids=["rank0", "dict"])
+@pytest.mark.parametrize(
+  "space",
+  [FloatBox((), **BATCH), Dict(a=FloatBox((2, 3)), add_batch_rank=True)],
+  ids=["rank0", "dict"],
+)
 def test_bad_input_space(backend, space):
   with pytest.raises(SpaceError) as info:
     ComponentTest(_Holder(), {"x": space}, backend)
@@ -93,8 +103,9 @@ def test_bad_input_space(backend, space):
 @pytest.mark.parametrize("ranks", list(RANKS))
 def test_output_space(backend, shape, ranks):
   kwargs, _ = RANKS[ranks]
-  test = ComponentTest(Flatten(), {"inputs": FloatBox(shape, **kwargs)},
-                       backend)
+  test = ComponentTest(
+    Flatten(), {"inputs": FloatBox(shape, **kwargs)}, backend
+  )
   out = test.executor.apis["call"].output_space
   assert out == FloatBox((int(np.prod(shape)),), **kwargs), out
   assert out.time_major == kwargs.get("time_major", False)

@@ -12,15 +12,21 @@ from ingraph_rl.testing import ComponentTest
 
 BACKENDS = ["tf", "torch"]
 CAPACITY = 10
-RECORDS = Dict(obs=FloatBox((2,)), action=IntBox(3),
-               info=Dict(value=FloatBox(), flag=BoolBox()),
-               terminals=BoolBox(), add_batch_rank=True)
+RECORDS = Dict(
+  obs=FloatBox((2,)),
+  action=IntBox(3),
+  info=Dict(value=FloatBox(), flag=BoolBox()),
+  terminals=BoolBox(),
+  add_batch_rank=True,
+)
 
 
 def build(backend, records=RECORDS, capacity=CAPACITY):
-  return ComponentTest(EpisodeBuffer(capacity),
-                       {"records": records, "num_records": IntBox(20),
-                        "num_episodes": IntBox(20)}, backend)
+  return ComponentTest(
+    EpisodeBuffer(capacity),
+    {"records": records, "num_records": IntBox(20), "num_episodes": IntBox(20)},
+    backend,
+  )
 
 
 class Reference:
@@ -28,28 +34,31 @@ class Reference:
 
   def __init__(self, capacity=CAPACITY):
     self.capacity = capacity
-    self.steps = []        # (record dict of one step, is_start)
-    self.first = 0         # Index of the first step since the last clear.
+    self.steps = []  # (record dict of one step, is_start)
+    self.first = 0  # Index of the first step since the last clear.
 
   def insert(self, batch):
     n = len(batch["terminals"])
     for i in range(n):
       prev_terminal = self.steps[-1][0]["terminals"] if self.steps else True
-      step = {"obs": batch["obs"][i], "action": batch["action"][i],
-              "info": {k: v[i] for k, v in batch["info"].items()},
-              "terminals": bool(batch["terminals"][i])}
+      step = {
+        "obs": batch["obs"][i],
+        "action": batch["action"][i],
+        "info": {k: v[i] for k, v in batch["info"].items()},
+        "terminals": bool(batch["terminals"][i]),
+      }
       self.steps.append((step, bool(prev_terminal)))
 
   def clear(self):
     self.first = len(self.steps)
 
   def content(self):
-    held = self.steps[self.first:]
-    return held[max(len(held) - self.capacity, 0):]
+    held = self.steps[self.first :]
+    return held[max(len(held) - self.capacity, 0) :]
 
   def recent(self, n):
     held = self.content()
-    return [s for s, _ in held[len(held) - min(n, len(held)):]]
+    return [s for s, _ in held[len(held) - min(n, len(held)) :]]
 
   def episodes(self, n):
     held = self.content()
@@ -63,22 +72,27 @@ class Reference:
         if current_complete:
           complete.append(current)
         current, current_complete = [], True
-    chosen = complete[len(complete) - min(n, len(complete)):]
+    chosen = complete[len(complete) - min(n, len(complete)) :]
     return [s for episode in chosen for s in episode]
 
 
 def stacked(steps):
   """List of step dicts -> the record nest with a leading step dim."""
+
   def leaf(values, space):
     return np.array(values, dtype=space.dtype).reshape(
-        (len(values),) + space.shape)
+      (len(values),) + space.shape
+    )
+
   return {
-      "obs": leaf([s["obs"] for s in steps], RECORDS["obs"]),
-      "action": leaf([s["action"] for s in steps], RECORDS["action"]),
-      "info": {k: leaf([s["info"][k] for s in steps], RECORDS["info"][k])
-               for k in ("flag", "value")},
-      "terminals": leaf([s["terminals"] for s in steps],
-                        RECORDS["terminals"])}
+    "obs": leaf([s["obs"] for s in steps], RECORDS["obs"]),
+    "action": leaf([s["action"] for s in steps], RECORDS["action"]),
+    "info": {
+      k: leaf([s["info"][k] for s in steps], RECORDS["info"][k])
+      for k in ("flag", "value")
+    },
+    "terminals": leaf([s["terminals"] for s in steps], RECORDS["terminals"]),
+  }
 
 
 def assert_nest_equal(got, want, what):
@@ -86,8 +100,9 @@ def assert_nest_equal(got, want, what):
     assert got[key].dtype == want[key].dtype, (what, key)
     np.testing.assert_array_equal(got[key], want[key], err_msg=f"{what} {key}")
   for key in ("flag", "value"):
-    np.testing.assert_array_equal(got["info"][key], want["info"][key],
-                                  err_msg=f"{what} info {key}")
+    np.testing.assert_array_equal(
+      got["info"][key], want["info"][key], err_msg=f"{what} info {key}"
+    )
 
 
 def random_batch(rng, n, p_end=0.3):
@@ -116,27 +131,38 @@ def test_matches_reference_with_wraps_and_clears_both_backends():
     for num in sorted({0, 1, 3, size, size + 4}):
       want = stacked(ref.recent(num))
       for b, test in tests.items():
-        assert_nest_equal(test.test("get_records", num), want,
-                          f"{b} step {step} get_records({num})")
+        assert_nest_equal(
+          test.test("get_records", num),
+          want,
+          f"{b} step {step} get_records({num})",
+        )
     for num in (0, 1, 2, 3, 50):
       want_steps = ref.episodes(num)
       nonempty_episodes += bool(want_steps) and num > 0
       want = stacked(want_steps)
       for b, test in tests.items():
-        assert_nest_equal(test.test("get_episodes", num), want,
-                          f"{b} step {step} get_episodes({num})")
+        assert_nest_equal(
+          test.test("get_episodes", num),
+          want,
+          f"{b} step {step} get_episodes({num})",
+        )
   assert nonempty_episodes > 20
 
 
 def _steps(test, terminals, start=0):
   """Inserts steps whose obs are (start + i, 0) and the given terminals."""
   n = len(terminals)
-  test.test("insert", {
-      "obs": np.stack([np.arange(start, start + n), np.zeros(n)],
-                      -1).astype(np.float32),
+  test.test(
+    "insert",
+    {
+      "obs": np.stack([np.arange(start, start + n), np.zeros(n)], -1).astype(
+        np.float32
+      ),
       "action": np.zeros(n, np.int32),
       "info": {"flag": np.zeros(n, bool), "value": np.zeros(n, np.float32)},
-      "terminals": np.array(terminals, bool)})
+      "terminals": np.array(terminals, bool),
+    },
+  )
 
 
 def ids(out):
@@ -163,9 +189,9 @@ def test_more_episodes_than_stored_and_incomplete_ones(backend):
   test = build(backend)
   assert ids(test.test("get_episodes", 3)) == []
   assert ids(test.test("get_records", 3)) == []
-  _steps(test, [False, False])                        # No terminal yet.
+  _steps(test, [False, False])  # No terminal yet.
   assert ids(test.test("get_episodes", 3)) == []
-  _steps(test, [True, True, False, False], start=2)   # 0..2, 3; 4, 5 open.
+  _steps(test, [True, True, False, False], start=2)  # 0..2, 3; 4, 5 open.
   assert ids(test.test("get_episodes", 1)) == [3]
   assert ids(test.test("get_episodes", 10)) == [0, 1, 2, 3]
   assert ids(test.test("get_episodes", 0)) == []
@@ -202,24 +228,32 @@ def test_bad_input_raises_and_changes_nothing(backend):
   test = build(backend)
   _steps(test, [False, True, False])
   before = test.get_weights()
-  for api, arg in (("get_records", "num_records"),
-                   ("get_episodes", "num_episodes")):
+  for api, arg in (
+    ("get_records", "num_records"),
+    ("get_episodes", "num_episodes"),
+  ):
     with pytest.raises(SpaceError, match=">= 0") as e:
       test.test(api, -1)
     assert (e.value.component, e.value.api, e.value.argument) == (
-        "episode_buffer", api, arg)
+      "episode_buffer",
+      api,
+      arg,
+    )
   good = RECORDS.sample(2, seed=0)
-  bad = {"float actions": dict(good, action=good["action"].astype(
-             np.float32)),
-         "int terminals": dict(good, terminals=np.zeros(2, np.int32)),
-         "missing terminals": {k: v for k, v in good.items()
-                               if k != "terminals"},
-         "ragged batch": dict(good, terminals=np.zeros(3, bool))}
+  bad = {
+    "float actions": dict(good, action=good["action"].astype(np.float32)),
+    "int terminals": dict(good, terminals=np.zeros(2, np.int32)),
+    "missing terminals": {k: v for k, v in good.items() if k != "terminals"},
+    "ragged batch": dict(good, terminals=np.zeros(3, bool)),
+  }
   for name, records in bad.items():
     with pytest.raises(SpaceError) as e:
       test.test("insert", records)
     assert (e.value.component, e.value.api, e.value.argument) == (
-        "episode_buffer", "insert", "records"), name
+      "episode_buffer",
+      "insert",
+      "records",
+    ), name
   after = test.get_weights()
   for path in before:
     np.testing.assert_array_equal(after[path], before[path], err_msg=path)
@@ -227,23 +261,40 @@ def test_bad_input_raises_and_changes_nothing(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("records", [
+@pytest.mark.parametrize(
+  "records",
+  [
     Dict(obs=FloatBox((2,)), add_batch_rank=True),
     Dict(obs=FloatBox((2,)), terminals=IntBox(2), add_batch_rank=True),
     Dict(obs=FloatBox((2,)), terminals=BoolBox((1,)), add_batch_rank=True),
     Dict(obs=FloatBox((2,)), terminals=BoolBox()),
     FloatBox((2,), add_batch_rank=True),
-], ids=["no terminals", "int terminals", "terminals not scalar",
-        "no batch rank", "not a dict"])
+  ],
+  ids=[
+    "no terminals",
+    "int terminals",
+    "terminals not scalar",
+    "no batch rank",
+    "not a dict",
+  ],
+)
 def test_record_space_checked_at_build(backend, records):
   with pytest.raises(SpaceError) as e:
     build(backend, records=records)
   assert (e.value.component, e.value.api, e.value.argument) == (
-      "episode_buffer", "insert", "records")
+    "episode_buffer",
+    "insert",
+    "records",
+  )
 
 
 def test_no_sample_api():
   test = build("tf")
   assert "sample" not in test.executor.apis
-  assert set(test.executor.apis) == {"insert", "get_records", "get_episodes",
-                                     "get_size", "clear"}
+  assert set(test.executor.apis) == {
+    "insert",
+    "get_records",
+    "get_episodes",
+    "get_size",
+    "clear",
+  }

@@ -7,38 +7,58 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ingraph_rl.components.memories.frame_stack_replay import \
-    FrameStackReplay
+from ingraph_rl.components.memories.frame_stack_replay import FrameStackReplay
 from ingraph_rl.core.variables import initial_value
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox
 from ingraph_rl.testing import ComponentTest
 
 BACKENDS = ["tf", "torch"]
-S, C, K = 3, 12, 4          # Streams, steps per stream, frame stack.
+S, C, K = 3, 12, 4  # Streams, steps per stream, frame stack.
 FRAME = (3, 2)
 
 
 def record_space(frame=FRAME, stack=K, **overrides):
-  keys = dict(states=IntBox(256, frame + (stack,), dtype=np.uint8),
-              actions=IntBox(5), rewards=FloatBox(), terminals=BoolBox())
+  keys = dict(
+    states=IntBox(256, frame + (stack,), dtype=np.uint8),
+    actions=IntBox(5),
+    rewards=FloatBox(),
+    terminals=BoolBox(),
+  )
   keys.update(overrides)
-  return Dict({k: v for k, v in keys.items() if v is not None},
-              add_batch_rank=True)
+  return Dict(
+    {k: v for k, v in keys.items() if v is not None}, add_batch_rank=True
+  )
 
 
 def input_spaces(records=None, streams=S, per_stream=C):
-  return {"records": records or record_space(),
-          "batch_size": IntBox(9, low=1),
-          "indices": IntBox(streams * per_stream, add_batch_rank=True)}
+  return {
+    "records": records or record_space(),
+    "batch_size": IntBox(9, low=1),
+    "indices": IntBox(streams * per_stream, add_batch_rank=True),
+  }
 
 
-def build(backend, episode_starts=64, streams=S, per_stream=C, stack=K,
-          records=None, seed=0):
+def build(
+  backend,
+  episode_starts=64,
+  streams=S,
+  per_stream=C,
+  stack=K,
+  records=None,
+  seed=0,
+):
   return ComponentTest(
-      FrameStackReplay(streams * per_stream, streams, stack, seed=seed,
-                       episode_starts=episode_starts),
-      input_spaces(records, streams, per_stream), backend)
+    FrameStackReplay(
+      streams * per_stream,
+      streams,
+      stack,
+      seed=seed,
+      episode_starts=episode_starts,
+    ),
+    input_spaces(records, streams, per_stream),
+    backend,
+  )
 
 
 class Agent:
@@ -65,7 +85,7 @@ class Agent:
     self.start_no = [[] for _ in range(streams)]
     self.age = [[] for _ in range(streams)]
     self.num_starts = [0] * streams
-    self.current = [None] * streams       # The agent's frame stack.
+    self.current = [None] * streams  # The agent's frame stack.
     self.done = [True] * streams
 
   def _frame(self):
@@ -92,7 +112,8 @@ class Agent:
         age = 0
       else:
         self.current[s] = np.concatenate(
-            [self.current[s][..., 1:], self._frame()[..., None]], -1)
+          [self.current[s][..., 1:], self._frame()[..., None]], -1
+        )
         age = self.age[s][-1] + 1
       states.append(self.current[s])
       self.obs[s].append(self.current[s])
@@ -106,8 +127,12 @@ class Agent:
       self.rewards[s].append(rewards[s])
       self.terminals[s].append(bool(terminals[s]))
       self.done[s] = bool(terminals[s])
-    return {"states": np.stack(states), "actions": actions,
-            "rewards": rewards, "terminals": terminals}
+    return {
+      "states": np.stack(states),
+      "actions": actions,
+      "rewards": rewards,
+      "terminals": terminals,
+    }
 
   # --- what the memory must return (the documented rule) -------------------
 
@@ -132,10 +157,13 @@ class Agent:
     return obs
 
   def expected(self, s, t, episode_starts):
-    return {"states": self.expected_stack(s, t, episode_starts),
-            "next_states": self.expected_stack(s, t + 1, episode_starts),
-            "actions": self.actions[s][t], "rewards": self.rewards[s][t],
-            "terminals": self.terminals[s][t]}
+    return {
+      "states": self.expected_stack(s, t, episode_starts),
+      "next_states": self.expected_stack(s, t + 1, episode_starts),
+      "actions": self.actions[s][t],
+      "rewards": self.rewards[s][t],
+      "terminals": self.terminals[s][t],
+    }
 
 
 def flat_index(s, t, per_stream=C):
@@ -145,8 +173,7 @@ def flat_index(s, t, per_stream=C):
 def global_step(agent, index, per_stream=C):
   """(stream, global step) of a flat index among the sampleable steps."""
   s, slot = divmod(int(index), per_stream)
-  matches = [t for t in agent.valid_steps(per_stream)
-             if t % per_stream == slot]
+  matches = [t for t in agent.valid_steps(per_stream) if t % per_stream == slot]
   assert len(matches) == 1, f"index {index} is no sampleable step"
   return s, matches[0]
 
@@ -159,13 +186,19 @@ def assert_transitions(agent, out, episode_starts, per_stream=C):
       got = out[key][i]
       assert got.dtype == np.asarray(value).dtype, key
       np.testing.assert_array_equal(
-          got, value, err_msg=f"{key} of stream {s}, step {t}")
+        got, value, err_msg=f"{key} of stream {s}, step {t}"
+      )
 
 
 def all_valid_indices(agent, per_stream=C):
-  return np.array([flat_index(s, t, per_stream)
-                   for s in range(agent.streams)
-                   for t in agent.valid_steps(per_stream)], np.int32)
+  return np.array(
+    [
+      flat_index(s, t, per_stream)
+      for s in range(agent.streams)
+      for t in agent.valid_steps(per_stream)
+    ],
+    np.int32,
+  )
 
 
 # Checkpoints (number of inserts): before full, exactly full, just after the
@@ -190,10 +223,11 @@ def test_matches_reference_both_backends(episode_starts):
     outs = {b: t.test("get_transitions", indices) for b, t in tests.items()}
     for b in BACKENDS:
       assert_transitions(agent, outs[b], episode_starts)
-    for key in outs["tf"]:   # Parity: identical arrays.
+    for key in outs["tf"]:  # Parity: identical arrays.
       assert outs["tf"][key].dtype == outs["torch"][key].dtype, key
-      np.testing.assert_array_equal(outs["tf"][key], outs["torch"][key],
-                                    err_msg=key)
+      np.testing.assert_array_equal(
+        outs["tf"][key], outs["torch"][key], err_msg=key
+      )
     for test in tests.values():
       sampled = test.test("sample", 64)
       assert sampled["states"].dtype == np.uint8
@@ -201,12 +235,13 @@ def test_matches_reference_both_backends(episode_starts):
       assert_transitions(agent, sampled, episode_starts)
     # How often the documented zeroing differs from what the agent saw.
     for s, t in (global_step(agent, i) for i in indices):
-      zeroed += not np.array_equal(agent.expected_stack(s, t, episode_starts),
-                                   agent.obs[s][t])
+      zeroed += not np.array_equal(
+        agent.expected_stack(s, t, episode_starts), agent.obs[s][t]
+      )
   if episode_starts == 64:
-    assert zeroed == 0      # Every stack exactly as the agent saw it.
+    assert zeroed == 0  # Every stack exactly as the agent saw it.
   else:
-    assert zeroed > 0       # The reference really exercises the zeroing.
+    assert zeroed > 0  # The reference really exercises the zeroing.
 
 
 @pytest.mark.parametrize("stack", [1, 2])
@@ -214,9 +249,14 @@ def test_short_stacks_and_default_episode_starts(stack):
   streams, per_stream = 2, 7
   agent = Agent(seed=stack, streams=streams, stack=stack)
   space = record_space(stack=stack)
-  tests = {b: ComponentTest(
+  tests = {
+    b: ComponentTest(
       FrameStackReplay(streams * per_stream, streams, stack),
-      input_spaces(space, streams, per_stream), b) for b in BACKENDS}
+      input_spaces(space, streams, per_stream),
+      b,
+    )
+    for b in BACKENDS
+  }
   assert tests["tf"].component.episode_starts == (1 if stack > 1 else 0)
   for _ in range(2 * per_stream + 3):
     records = agent.step()
@@ -248,16 +288,25 @@ def test_episode_start_stacks_are_what_the_agent_saw():
   terminals += [True]
   # Episode C: zero padding, 3 steps.
   z = np.zeros((1, 1), np.uint8)
-  stacks += [stack(z, z, z, f[6]), stack(z, z, f[6], f[7]),
-             stack(z, f[6], f[7], f[8])]
+  stacks += [
+    stack(z, z, z, f[6]),
+    stack(z, z, f[6], f[7]),
+    stack(z, f[6], f[7], f[8]),
+  ]
   terminals += [False, False, False]
   space = record_space(frame=(1, 1))
   for backend in BACKENDS:
     test = build(backend, streams=1, per_stream=10, records=space)
     for st, term in zip(stacks, terminals):
-      test.test("insert", {"states": st[None], "actions": np.zeros(1, np.int32),
-                           "rewards": np.zeros(1, np.float32),
-                           "terminals": np.array([term])})
+      test.test(
+        "insert",
+        {
+          "states": st[None],
+          "actions": np.zeros(1, np.int32),
+          "rewards": np.zeros(1, np.float32),
+          "terminals": np.array([term]),
+        },
+      )
     out = test.test("get_transitions", np.arange(5, dtype=np.int32))
     for t in range(5):
       np.testing.assert_array_equal(out["states"][t], stacks[t])
@@ -271,25 +320,37 @@ def test_lost_start_prefix_is_zero():
   """episode_starts=1: only the newest start's older frames are kept."""
   space = record_space(frame=(1,), stack=3)
   for backend in BACKENDS:
-    test = build(backend, episode_starts=1, streams=1, per_stream=10,
-                 stack=3, records=space)
+    test = build(
+      backend,
+      episode_starts=1,
+      streams=1,
+      per_stream=10,
+      stack=3,
+      records=space,
+    )
     for st, term in [((9, 9, 1), True), ((8, 8, 2), False), ((8, 2, 3), False)]:
-      test.test("insert", {
+      test.test(
+        "insert",
+        {
           "states": np.array(st, np.uint8).reshape(1, 1, 3),
-          "actions": np.zeros(1, np.int32), "rewards": np.zeros(1, np.float32),
-          "terminals": np.array([term])})
+          "actions": np.zeros(1, np.int32),
+          "rewards": np.zeros(1, np.float32),
+          "terminals": np.array([term]),
+        },
+      )
     out = test.test("get_transitions", np.array([0, 1], np.int32))
     # Step 0's start (prefix 9, 9) was pushed out by step 1's start.
     np.testing.assert_array_equal(out["states"][:, 0], [[0, 0, 1], [8, 8, 2]])
-    np.testing.assert_array_equal(out["next_states"][:, 0],
-                                  [[8, 8, 2], [8, 2, 3]])
+    np.testing.assert_array_equal(
+      out["next_states"][:, 0], [[8, 8, 2], [8, 2, 3]]
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sampling_is_uniform_over_valid_steps_only(backend):
   agent = Agent(seed=7)
   test = build(backend)
-  for _ in range(2 * C + 3):       # Wrapped: stacks may not reach old slots.
+  for _ in range(2 * C + 3):  # Wrapped: stacks may not reach old slots.
     test.test("insert", agent.step())
   valid = set(all_valid_indices(agent).tolist())
   assert len(valid) == S * (C - K)
@@ -327,16 +388,26 @@ def test_get_transitions_rejects_unsampleable_indices(backend):
     test.test("insert", agent.step())
   t = agent.num_inserts
   newest = flat_index(1, t - 1)
-  oldest = flat_index(1, t - C)           # Stack reaches overwritten slots.
-  for bad in ([newest], [oldest], [flat_index(2, t - C + K - 2)], [-1],
-              [S * C], [flat_index(0, t - 2), newest]):
+  oldest = flat_index(1, t - C)  # Stack reaches overwritten slots.
+  for bad in (
+    [newest],
+    [oldest],
+    [flat_index(2, t - C + K - 2)],
+    [-1],
+    [S * C],
+    [flat_index(0, t - 2), newest],
+  ):
     with pytest.raises(SpaceError) as e:
       test.test("get_transitions", np.array(bad, np.int32))
     assert (e.value.component, e.value.api, e.value.argument) == (
-        "frame_stack_replay", "get_transitions", "indices")
-  ok = test.test("get_transitions", np.array([flat_index(2, t - 2),
-                                              flat_index(0, t - C + K - 1)],
-                                             np.int32))
+      "frame_stack_replay",
+      "get_transitions",
+      "indices",
+    )
+  ok = test.test(
+    "get_transitions",
+    np.array([flat_index(2, t - 2), flat_index(0, t - C + K - 1)], np.int32),
+  )
   assert_transitions(agent, ok, 64)
 
 
@@ -349,26 +420,31 @@ def test_bad_inserts_raise_and_change_nothing(backend):
   before = test.get_weights()
   good = agent.step()
   bad_cases = {
-      "too many streams": dict(good, **{
-          k: np.concatenate([v, v[:1]]) for k, v in good.items()}),
-      "too few streams": {k: v[:2] for k, v in good.items()},
-      "float frames": dict(good, states=good["states"].astype(np.float32)),
-      "int64 actions": dict(good, actions=good["actions"].astype(np.int64)),
-      "missing key": {k: v for k, v in good.items() if k != "rewards"},
-      "extra key": dict(good, discounts=good["rewards"]),
-      "wrong stack": dict(good, states=good["states"][..., :3]),
+    "too many streams": dict(
+      good, **{k: np.concatenate([v, v[:1]]) for k, v in good.items()}
+    ),
+    "too few streams": {k: v[:2] for k, v in good.items()},
+    "float frames": dict(good, states=good["states"].astype(np.float32)),
+    "int64 actions": dict(good, actions=good["actions"].astype(np.int64)),
+    "missing key": {k: v for k, v in good.items() if k != "rewards"},
+    "extra key": dict(good, discounts=good["rewards"]),
+    "wrong stack": dict(good, states=good["states"][..., :3]),
   }
   for name, records in bad_cases.items():
     with pytest.raises(SpaceError) as e:
       test.test("insert", records)
     assert (e.value.component, e.value.api, e.value.argument) == (
-        "frame_stack_replay", "insert", "records"), name
+      "frame_stack_replay",
+      "insert",
+      "records",
+    ), name
     after = test.get_weights()
     for path in before:
-      np.testing.assert_array_equal(after[path], before[path],
-                                    err_msg=f"{name}: {path} changed")
+      np.testing.assert_array_equal(
+        after[path], before[path], err_msg=f"{name}: {path} changed"
+      )
   assert "3 streams" in str(_error(test, bad_cases["too many streams"]))
-  assert int(test.test("insert", good)) == S * 6   # Still works.
+  assert int(test.test("insert", good)) == S * 6  # Still works.
 
 
 def _error(test, records):
@@ -378,18 +454,25 @@ def _error(test, records):
 
 
 BAD_SPACES = {
-    "stack not last": record_space(frame=(4, 3), stack=2),
-    "terminals not bool": record_space(terminals=IntBox(2)),
-    "terminals not scalar": record_space(terminals=BoolBox((2,))),
-    "no batch rank": Dict(states=IntBox(256, FRAME + (K,), dtype=np.uint8),
-                          actions=IntBox(5), rewards=FloatBox(),
-                          terminals=BoolBox()),
-    "missing rewards": record_space(rewards=None),
-    "extra key": Dict(states=IntBox(256, FRAME + (K,), dtype=np.uint8),
-                      actions=IntBox(5), rewards=FloatBox(),
-                      terminals=BoolBox(), discounts=FloatBox(),
-                      add_batch_rank=True),
-    "bool frames": record_space(states=BoolBox(FRAME + (K,))),
+  "stack not last": record_space(frame=(4, 3), stack=2),
+  "terminals not bool": record_space(terminals=IntBox(2)),
+  "terminals not scalar": record_space(terminals=BoolBox((2,))),
+  "no batch rank": Dict(
+    states=IntBox(256, FRAME + (K,), dtype=np.uint8),
+    actions=IntBox(5),
+    rewards=FloatBox(),
+    terminals=BoolBox(),
+  ),
+  "missing rewards": record_space(rewards=None),
+  "extra key": Dict(
+    states=IntBox(256, FRAME + (K,), dtype=np.uint8),
+    actions=IntBox(5),
+    rewards=FloatBox(),
+    terminals=BoolBox(),
+    discounts=FloatBox(),
+    add_batch_rank=True,
+  ),
+  "bool frames": record_space(states=BoolBox(FRAME + (K,))),
 }
 
 
@@ -399,12 +482,15 @@ def test_record_spaces_are_checked_at_build(backend, case):
   with pytest.raises(SpaceError) as e:
     build(backend, records=BAD_SPACES[case])
   assert (e.value.component, e.value.api, e.value.argument) == (
-      "frame_stack_replay", "insert", "records")
+    "frame_stack_replay",
+    "insert",
+    "records",
+  )
 
 
 def test_bad_settings():
   with pytest.raises(BuildError, match="stack \\+ 1"):
-    FrameStackReplay(8, num_streams=2, stack=4)   # 4 steps per stream.
+    FrameStackReplay(8, num_streams=2, stack=4)  # 4 steps per stream.
   with pytest.raises(BuildError):
     FrameStackReplay(100, num_streams=0)
   with pytest.raises(BuildError):
@@ -414,17 +500,20 @@ def test_bad_settings():
 def test_nested_actions_and_float_frames():
   """Actions may be a nest; float frames keep their dtype."""
   space = record_space(
-      states=FloatBox(FRAME + (K,)),
-      actions=Dict(move=IntBox(3), fire=BoolBox(), aim=FloatBox((2,))))
+    states=FloatBox(FRAME + (K,)),
+    actions=Dict(move=IntBox(3), fire=BoolBox(), aim=FloatBox((2,))),
+  )
   agent = Agent(seed=2)
   rng = np.random.default_rng(0)
   inserts = []
   for _ in range(C + 3):
     records = agent.step()
     records["states"] = records["states"].astype(np.float32)
-    records["actions"] = {"move": rng.integers(0, 3, S).astype(np.int32),
-                          "fire": rng.uniform(size=S) < 0.5,
-                          "aim": rng.normal(size=(S, 2)).astype(np.float32)}
+    records["actions"] = {
+      "move": rng.integers(0, 3, S).astype(np.int32),
+      "fire": rng.uniform(size=S) < 0.5,
+      "aim": rng.normal(size=(S, 2)).astype(np.float32),
+    }
     inserts.append(records)
   indices = all_valid_indices(agent)
   outs = {}
@@ -438,11 +527,13 @@ def test_nested_actions_and_float_frames():
       s, t = global_step(agent, index)
       for k, v in inserts[t]["actions"].items():
         np.testing.assert_array_equal(out["actions"][k][i], v[s])
-      np.testing.assert_array_equal(out["states"][i],
-                                    agent.expected_stack(s, t, 64))
+      np.testing.assert_array_equal(
+        out["states"][i], agent.expected_stack(s, t, 64)
+      )
   for k in outs["tf"]["actions"]:
-    np.testing.assert_array_equal(outs["tf"]["actions"][k],
-                                  outs["torch"]["actions"][k])
+    np.testing.assert_array_equal(
+      outs["tf"]["actions"][k], outs["torch"]["actions"][k]
+    )
 
 
 def test_atari_layout_stores_each_frame_once():
@@ -450,28 +541,47 @@ def test_atari_layout_stores_each_frame_once():
   (made by the backend, no NumPy copy); sampled stacks stay uint8."""
   streams, per_stream = 2, 6
   space = record_space(frame=(84, 84))
-  test = build("tf", episode_starts=1, streams=streams, per_stream=per_stream,
-               records=space)
+  test = build(
+    "tf",
+    episode_starts=1,
+    streams=streams,
+    per_stream=per_stream,
+    records=space,
+  )
   specs = test.executor.registry.specs
   frames = specs["frame_stack_replay/buffer.frames"]
   assert frames.shape == (per_stream, streams, 84, 84)
   assert frames.dtype == np.uint8 and frames.initializer == "zeros"
   frame_bytes = per_stream * streams * 84 * 84
   big = {p: s for p, s in specs.items() if np.prod(s.shape) >= 84 * 84}
-  assert set(big) == {"frame_stack_replay/buffer.frames",
-                      "frame_stack_replay/start_frames"}
+  assert set(big) == {
+    "frame_stack_replay/buffer.frames",
+    "frame_stack_replay/start_frames",
+  }
   assert specs["frame_stack_replay/start_frames"].shape == (
-      streams, 1, 3, 84, 84)
-  small = sum(np.prod(s.shape) * s.dtype.itemsize for p, s in specs.items()
-              if p not in big)
+    streams,
+    1,
+    3,
+    84,
+    84,
+  )
+  small = sum(
+    np.prod(s.shape) * s.dtype.itemsize
+    for p, s in specs.items()
+    if p not in big
+  )
   assert small <= per_stream * streams * 32 + 64
   rng = np.random.default_rng(0)
   for _ in range(per_stream + 1):
-    test.test("insert", {
+    test.test(
+      "insert",
+      {
         "states": rng.integers(0, 256, (streams, 84, 84, 4), dtype=np.uint8),
         "actions": np.zeros(streams, np.int32),
         "rewards": np.zeros(streams, np.float32),
-        "terminals": np.zeros(streams, bool)})
+        "terminals": np.zeros(streams, bool),
+      },
+    )
   out = test.test("sample", 5)
   assert out["states"].dtype == out["next_states"].dtype == np.uint8
   assert out["states"].shape == (5, 84, 84, 4)
@@ -486,17 +596,20 @@ def test_atari_layout_stores_each_frame_once():
           assert t.shape.num_elements() < frame_bytes // 2, (name, op.name)
       # At 1e6 steps the frames have 7e9 elements: GatherNd refuses int32
       # indices into more than 2^31 ("too large for int32 indexing").
-      if op.type == "ResourceGatherNd" and \
-          op.outputs[0].shape[-2:].as_list() == [84, 84]:
+      if op.type == "ResourceGatherNd" and op.outputs[0].shape[
+        -2:
+      ].as_list() == [84, 84]:
         frame_gathers += 1
         assert op.get_attr("Tindices") == tf.int64, (name, op.name)
-    assert frame_gathers == (2 * 2 if name in ("sample", "get_transitions")
-                             else 0), name
+    assert frame_gathers == (
+      2 * 2 if name in ("sample", "get_transitions") else 0
+    ), name
 
 
 class _SpecOnly:
   """Stands in for an executor in `create_variables`: records the variable
   specs and allocates nothing."""
+
   backend = "tensorflow"
 
   def __init__(self):
@@ -518,8 +631,9 @@ def test_one_million_atari_transitions_need_frames_only():
   memory._build_backend = _SpecOnly()
   memory.create_variables({"records": record_space(frame=(84, 84))})
   specs = memory._build_backend.specs
-  total = sum(np.prod(s.shape, dtype=np.int64) * s.dtype.itemsize
-              for s in specs.values())
+  total = sum(
+    np.prod(s.shape, dtype=np.int64) * s.dtype.itemsize for s in specs.values()
+  )
   frames = 1_000_000 * 84 * 84
   assert frames <= total <= 1.02 * frames, total / frames
   rng = np.random.default_rng(0)

@@ -8,8 +8,11 @@ import doctest
 import numpy as np
 import pytest
 
-from ingraph_rl.components.memories import (NStepAccumulator,
-                                            PrioritizedReplay, ReplayMemory)
+from ingraph_rl.components.memories import (
+  NStepAccumulator,
+  PrioritizedReplay,
+  ReplayMemory,
+)
 from ingraph_rl.components.memories import n_step as n_step_module
 from ingraph_rl.core import Component, api
 from ingraph_rl.errors import BuildError, SpaceError
@@ -21,14 +24,16 @@ from ingraph_rl.testing.component_test import to_numpy
 
 EXECUTORS = [TFExecutor, TorchExecutor]
 E, T = 3, 9
-KEYS = ["states", "actions", "rewards", "next_states", "terminals",
-        "discounts"]
+KEYS = ["states", "actions", "rewards", "next_states", "terminals", "discounts"]
 OBS = FloatBox((2,), add_batch_rank=True)
-SPACES = {"states": OBS, "next_states": OBS,
-          "actions": IntBox(4, dtype=np.int64, add_batch_rank=True),
-          "rewards": FloatBox(add_batch_rank=True),
-          "terminals": BoolBox(add_batch_rank=True),
-          "truncated": BoolBox(add_batch_rank=True)}
+SPACES = {
+  "states": OBS,
+  "next_states": OBS,
+  "actions": IntBox(4, dtype=np.int64, add_batch_rank=True),
+  "rewards": FloatBox(add_batch_rank=True),
+  "terminals": BoolBox(add_batch_rank=True),
+  "truncated": BoolBox(add_batch_rank=True),
+}
 
 
 def make_sequence():
@@ -57,14 +62,20 @@ def make_sequence():
     next_states[t] = obs + [1.0, 0.0]
     done = term[t] | trunc[t]
     final = next_states[t].copy()
-    final[done] = [-100.0 - t, 0.0]          # A recognizable final obs.
+    final[done] = [-100.0 - t, 0.0]  # A recognizable final obs.
     next_states[t] = final
     # Reset observations differ from every stepped one.
     obs = np.where(done[:, None], [[1000.0 + t, 0.0]], next_states[t])
     obs[:, 1] = np.arange(E)
     obs = obs.astype(np.float32)
-  return dict(states=states, actions=actions, rewards=rewards,
-              next_states=next_states, terminals=term, truncated=trunc)
+  return dict(
+    states=states,
+    actions=actions,
+    rewards=rewards,
+    next_states=next_states,
+    terminals=term,
+    truncated=trunc,
+  )
 
 
 def reference(seq, n, discount):
@@ -84,22 +95,32 @@ def reference(seq, n, discount):
           break
       last = t + m - 1
       if last >= num_t:
-        continue                             # Not matured yet.
+        continue  # Not matured yet.
       row = out[last]
       row["states"].append(seq["states"][t, i])
       row["actions"].append(seq["actions"][t, i])
-      row["rewards"].append(sum(discount ** k * float(seq["rewards"][t + k, i])
-                                for k in range(m)))
+      row["rewards"].append(
+        sum(discount**k * float(seq["rewards"][t + k, i]) for k in range(m))
+      )
       row["next_states"].append(seq["next_states"][last, i])
       row["terminals"].append(bool(term[last, i]))
-      row["discounts"].append(discount ** m)
+      row["discounts"].append(discount**m)
   # Rows were appended env by env, start step ascending: already ordered.
   return [{k: np.array(v) for k, v in row.items()} for row in out]
 
 
 def push_args(seq, t):
-  return [seq[k][t] for k in ("states", "actions", "rewards", "next_states",
-                               "terminals", "truncated")]
+  return [
+    seq[k][t]
+    for k in (
+      "states",
+      "actions",
+      "rewards",
+      "next_states",
+      "terminals",
+      "truncated",
+    )
+  ]
 
 
 def run(executor, n, discount, seq):
@@ -112,8 +133,9 @@ def assert_rows_equal(got, want, t):
   if not len(want["rewards"]):
     return
   for k in KEYS:
-    np.testing.assert_allclose(got[k], want[k], rtol=1e-6,
-                               err_msg=f"step {t}, {k}")
+    np.testing.assert_allclose(
+      got[k], want[k], rtol=1e-6, err_msg=f"step {t}, {k}"
+    )
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -150,33 +172,36 @@ def test_n3_rows_checked_by_hand(executor):
   # all three, not terminal, bootstrapping from the final obs of step 2;
   # env 2's step 0 matured (rewards 21, 22, 23). Env 1's step 2 waits.
   g = got[2]
-  np.testing.assert_array_equal(g["rewards"], [1 + .5 * 2 + .25 * 3,
-                                               2 + .5 * 3, 3,
-                                               21 + .5 * 22 + .25 * 23])
-  np.testing.assert_array_equal(g["discounts"], [.125, .25, .5, .125])
+  np.testing.assert_array_equal(
+    g["rewards"],
+    [1 + 0.5 * 2 + 0.25 * 3, 2 + 0.5 * 3, 3, 21 + 0.5 * 22 + 0.25 * 23],
+  )
+  np.testing.assert_array_equal(g["discounts"], [0.125, 0.25, 0.5, 0.125])
   np.testing.assert_array_equal(g["terminals"], [False] * 4)
   np.testing.assert_array_equal(g["states"][:, 0], [0, 1, 2, 0])
-  np.testing.assert_array_equal(g["next_states"][:, 0],
-                                [-102, -102, -102, 3])
+  np.testing.assert_array_equal(g["next_states"][:, 0], [-102, -102, -102, 3])
   np.testing.assert_array_equal(g["actions"], [0, 3, 6 % 4, 2])
   # Step 5: env 1 terminated and truncated at once (counts as terminated)
   # with steps 3, 4, 5 pending (rewards 14, 15, 16); step 2's transition
   # left at step 4.
   g = got[5]
   rows1 = g["states"][:, 1] == 1
-  np.testing.assert_array_equal(g["rewards"][rows1],
-                                [14 + .5 * 15 + .25 * 16, 15 + .5 * 16, 16])
+  np.testing.assert_array_equal(
+    g["rewards"][rows1], [14 + 0.5 * 15 + 0.25 * 16, 15 + 0.5 * 16, 16]
+  )
   np.testing.assert_array_equal(g["terminals"][rows1], [True] * 3)
-  np.testing.assert_array_equal(g["discounts"][rows1], [.125, .25, .5])
-  np.testing.assert_array_equal(got[4]["rewards"][got[4]["states"][:, 1] == 1],
-                                [13 + .5 * 14 + .25 * 15])
+  np.testing.assert_array_equal(g["discounts"][rows1], [0.125, 0.25, 0.5])
+  np.testing.assert_array_equal(
+    got[4]["rewards"][got[4]["states"][:, 1] == 1], [13 + 0.5 * 14 + 0.25 * 15]
+  )
 
 
 def test_parity():
   seq = make_sequence()
   calls = [("push", push_args(seq, t)) for t in range(T)] + [("clear", [])]
-  assert_parity(NStepAccumulator(3, 0.9, num_envs=E), SPACES, calls,
-                rtol=1e-6, atol=0)
+  assert_parity(
+    NStepAccumulator(3, 0.9, num_envs=E), SPACES, calls, rtol=1e-6, atol=0
+  )
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -186,12 +211,15 @@ def test_a_wrong_batch_size_is_a_space_error_and_changes_nothing(executor):
   ex.execute("push", *push_args(seq, 0))
   before = ex.get_weights()
   args = [x[:2] for x in push_args(seq, 1)]
-  with pytest.raises(SpaceError, match="component 'n_step', API method "
-                     "'push', argument 'states': n-step accumulation keeps 3 "
-                     "environment streams"):
+  with pytest.raises(
+    SpaceError,
+    match="component 'n_step', API method "
+    "'push', argument 'states': n-step accumulation keeps 3 "
+    "environment streams",
+  ):
     ex.execute("push", *args)
   args = push_args(seq, 1)
-  args[2] = args[2][:2]                  # Only the rewards are short.
+  args[2] = args[2][:2]  # Only the rewards are short.
   with pytest.raises(SpaceError, match="every argument needs 3 rows"):
     ex.execute("push", *args)
   for k, v in ex.get_weights().items():
@@ -202,14 +230,12 @@ def test_a_wrong_batch_size_is_a_space_error_and_changes_nothing(executor):
 def test_clear_drops_pending_steps(executor):
   seq = make_sequence()
   ex = executor(NStepAccumulator(3, 0.9, num_envs=E), SPACES)
-  for t in (3, 4):          # Steps without episode ends: 2 pending per env.
-    assert len(to_numpy(ex.execute("push", *push_args(seq, t)))["rewards"]) \
-        == 0
+  for t in (3, 4):  # Steps without episode ends: 2 pending per env.
+    assert len(to_numpy(ex.execute("push", *push_args(seq, t)))["rewards"]) == 0
   assert int(to_numpy(ex.execute("clear"))) == 2 * E
   # After the clear, 2 more steps still emit nothing: no old step matures.
   for t in (3, 4):
-    assert len(to_numpy(ex.execute("push", *push_args(seq, t)))["rewards"]) \
-        == 0
+    assert len(to_numpy(ex.execute("push", *push_args(seq, t)))["rewards"]) == 0
   out = to_numpy(ex.execute("push", *push_args(seq, 3)))
   np.testing.assert_array_equal(out["states"], seq["states"][3])
 
@@ -235,11 +261,12 @@ class IntoMemory(Component):
     self.memory = memory
 
   @api
-  def observe(self, states, actions, rewards, next_states, terminals,
-              truncated):
-    return self.memory.insert(self.acc.push(states, actions, rewards,
-                                            next_states, terminals,
-                                            truncated))
+  def observe(
+    self, states, actions, rewards, next_states, terminals, truncated
+  ):
+    return self.memory.insert(
+      self.acc.push(states, actions, rewards, next_states, terminals, truncated)
+    )
 
   @api
   def get_records(self, indices):
@@ -253,26 +280,39 @@ class IntoMemory(Component):
 @pytest.mark.parametrize("prioritized", [False, True])
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_memories_store_emitted_rows_of_any_count_including_zero(
-    executor, prioritized):
+  executor, prioritized
+):
   seq = make_sequence()
-  memory = PrioritizedReplay(64, scope="memory") if prioritized else \
-      ReplayMemory(64, scope="memory")
-  ex = executor(IntoMemory(memory, 5), {
-      **SPACES, "indices": IntBox(64, add_batch_rank=True),
-      "batch_size": IntBox(9, low=1)})
+  memory = (
+    PrioritizedReplay(64, scope="memory")
+    if prioritized
+    else ReplayMemory(64, scope="memory")
+  )
+  ex = executor(
+    IntoMemory(memory, 5),
+    {
+      **SPACES,
+      "indices": IntBox(64, add_batch_rank=True),
+      "batch_size": IntBox(9, low=1),
+    },
+  )
   want = reference(seq, 5, 0.9)
   sizes = []
   for t in range(T):
     sizes.append(int(to_numpy(ex.execute("observe", *push_args(seq, t)))))
   counts = [len(w["rewards"]) for w in want]
-  assert 0 in counts and len(set(counts)) > 2      # 0 and varying rows.
+  assert 0 in counts and len(set(counts)) > 2  # 0 and varying rows.
   np.testing.assert_array_equal(sizes, np.cumsum(counts))
-  stored = to_numpy(ex.execute("get_records",
-                               np.arange(sizes[-1], dtype=np.int32)))
+  stored = to_numpy(
+    ex.execute("get_records", np.arange(sizes[-1], dtype=np.int32))
+  )
   for k in KEYS:
     np.testing.assert_allclose(
-        stored[k], np.concatenate([w[k] for w in want if len(w[k])]),
-        rtol=1e-6, err_msg=k)
+      stored[k],
+      np.concatenate([w[k] for w in want if len(w[k])]),
+      rtol=1e-6,
+      err_msg=k,
+    )
   if prioritized:
     # Every stored row got the initial priority 1 (a 0-row insert adds no
     # mass and no phantom leaf).

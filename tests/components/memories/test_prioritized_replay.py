@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from ingraph_rl.components.memories import segment_tree
-from ingraph_rl.components.memories.prioritized_replay import (
-    PrioritizedReplay)
+from ingraph_rl.components.memories.prioritized_replay import PrioritizedReplay
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.executors.torch import TorchExecutor
@@ -21,10 +20,13 @@ RECORDS = Dict(obs=FloatBox((3,)), action=IntBox(4), add_batch_rank=True)
 
 
 def spaces(capacity, max_batch=600):
-  return {"records": RECORDS, "batch_size": IntBox(max_batch, low=1),
-          "indices": IntBox(capacity, add_batch_rank=True),
-          "priorities": FloatBox(low=0.1, high=5.0, add_batch_rank=True),
-          "beta": FloatBox(low=0.0, high=1.0)}
+  return {
+    "records": RECORDS,
+    "batch_size": IntBox(max_batch, low=1),
+    "indices": IntBox(capacity, add_batch_rank=True),
+    "priorities": FloatBox(low=0.1, high=5.0, add_batch_rank=True),
+    "beta": FloatBox(low=0.0, high=1.0),
+  }
 
 
 class NumpyPER:
@@ -48,7 +50,7 @@ class NumpyPER:
     self.max_p = max(self.max_p, float(np.max(priorities)))
 
   def probs(self):
-    pa = self.p[:self.size] ** self.alpha
+    pa = self.p[: self.size] ** self.alpha
     return pa / pa.sum()
 
   def weights(self, indices, beta):
@@ -60,16 +62,17 @@ class NumpyPER:
 def leaves(weights, name, capacity):
   tree = weights[f"prioritized_replay/{name}"]
   p = segment_tree.num_leaves_pow2(capacity)
-  return tree[p:p + capacity]
+  return tree[p : p + capacity]
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_sampling_frequencies_match_priority_to_the_alpha(executor):
   capacity, alpha = 10, 0.7
-  ex = executor(PrioritizedReplay(capacity, alpha=alpha, seed=1),
-                spaces(capacity))
+  ex = executor(
+    PrioritizedReplay(capacity, alpha=alpha, seed=1), spaces(capacity)
+  )
   ref = NumpyPER(capacity, alpha)
-  ex.execute("insert", RECORDS.sample(8, seed=0))   # Not full: 8 of 10.
+  ex.execute("insert", RECORDS.sample(8, seed=0))  # Not full: 8 of 10.
   ref.insert(8)
   idx = np.arange(8, dtype=np.int32)
   pri = np.array([0.2, 1.0, 3.0, 0.5, 4.0, 0.1, 2.0, 1.5], np.float32)
@@ -82,7 +85,7 @@ def test_sampling_frequencies_match_priority_to_the_alpha(executor):
   assert counts[8:].sum() == 0
   expected = ref.probs() * counts.sum()
   chi2 = ((counts[:8] - expected) ** 2 / expected).sum()
-  assert chi2 < 24.3   # 99.9% quantile, 7 degrees of freedom.
+  assert chi2 < 24.3  # 99.9% quantile, 7 degrees of freedom.
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
@@ -91,15 +94,16 @@ def test_importance_weights_match_the_formula(executor, beta):
   capacity, alpha = 6, 0.6
   ex = executor(PrioritizedReplay(capacity, alpha=alpha), spaces(capacity))
   ref = NumpyPER(capacity, alpha)
-  ex.execute("insert", RECORDS.sample(9, seed=1))   # Wraps: 9 > 6.
+  ex.execute("insert", RECORDS.sample(9, seed=1))  # Wraps: 9 > 6.
   ref.insert(9)
   idx = np.array([0, 2, 5, 1], np.int32)
   pri = np.array([0.3, 2.5, 1.2, 4.0], np.float32)
   ex.execute("update_priorities", idx, pri)
   ref.update(idx, pri)
   out = to_numpy(ex.execute("sample", 64, np.float32(beta)))
-  np.testing.assert_allclose(out["weights"], ref.weights(out["indices"], beta),
-                             rtol=1e-5)
+  np.testing.assert_allclose(
+    out["weights"], ref.weights(out["indices"], beta), rtol=1e-5
+  )
   assert out["weights"].max() <= 1.0 + 1e-6
   # The records come from the sampled ring positions.
   again = to_numpy(ex.execute("get_records", out["indices"]))
@@ -108,21 +112,28 @@ def test_importance_weights_match_the_formula(executor, beta):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_duplicate_indices_last_occurrence_wins(executor):
-  capacity, alpha = 5, 0.5   # Not a power of two.
+  capacity, alpha = 5, 0.5  # Not a power of two.
   ex = executor(PrioritizedReplay(capacity, alpha=alpha), spaces(capacity))
   ex.execute("insert", RECORDS.sample(5, seed=2))
-  ex.execute("update_priorities", np.array([3, 1, 3, 3], np.int32),
-             np.array([1.0, 2.0, 4.0, 0.25], np.float32))
+  ex.execute(
+    "update_priorities",
+    np.array([3, 1, 3, 3], np.int32),
+    np.array([1.0, 2.0, 4.0, 0.25], np.float32),
+  )
   w = ex.get_weights()
   expected = np.array([1, 2, 1, 0.25, 1]) ** alpha
-  np.testing.assert_allclose(leaves(w, "sum_tree", capacity), expected,
-                             rtol=1e-6)
-  np.testing.assert_allclose(leaves(w, "min_tree", capacity), expected,
-                             rtol=1e-6)
-  np.testing.assert_allclose(w["prioritized_replay/sum_tree"][1],
-                             expected.sum(), rtol=1e-6)
-  np.testing.assert_allclose(w["prioritized_replay/min_tree"][1],
-                             expected.min(), rtol=1e-6)
+  np.testing.assert_allclose(
+    leaves(w, "sum_tree", capacity), expected, rtol=1e-6
+  )
+  np.testing.assert_allclose(
+    leaves(w, "min_tree", capacity), expected, rtol=1e-6
+  )
+  np.testing.assert_allclose(
+    w["prioritized_replay/sum_tree"][1], expected.sum(), rtol=1e-6
+  )
+  np.testing.assert_allclose(
+    w["prioritized_replay/min_tree"][1], expected.min(), rtol=1e-6
+  )
   assert w["prioritized_replay/max_priority"] == 4.0
 
 
@@ -134,15 +145,23 @@ def test_bad_priorities_are_rejected_and_change_nothing(executor, bad):
   ex.execute("insert", RECORDS.sample(4, seed=3))
   before = ex.get_weights()
   with pytest.raises(SpaceError) as e:
-    ex.execute("update_priorities", np.array([0, 1], np.int32),
-               np.array([1.0, bad], np.float32))
+    ex.execute(
+      "update_priorities",
+      np.array([0, 1], np.int32),
+      np.array([1.0, bad], np.float32),
+    )
   assert str(e.value) == (
-      "component 'prioritized_replay', API method 'update_priorities', "
-      "argument 'priorities': priorities must be finite and > 0")
-  with pytest.raises(SpaceError, match="argument 'indices': indices must lie "
-                     r"in \[0, size\)"):
-    ex.execute("update_priorities", np.array([4], np.int32),
-               np.array([1.0], np.float32))
+    "component 'prioritized_replay', API method 'update_priorities', "
+    "argument 'priorities': priorities must be finite and > 0"
+  )
+  with pytest.raises(
+    SpaceError,
+    match="argument 'indices': indices must lie "
+    r"in \[0, size\)",
+  ):
+    ex.execute(
+      "update_priorities", np.array([4], np.int32), np.array([1.0], np.float32)
+    )
   after = ex.get_weights()
   for k in before:
     np.testing.assert_array_equal(before[k], after[k])
@@ -150,31 +169,47 @@ def test_bad_priorities_are_rejected_and_change_nothing(executor, bad):
 
 def test_parity_of_state_and_weights():
   capacity = 7
-  calls = [("insert", [RECORDS.sample(5, seed=0)]),
-           ("update_priorities", [np.array([4, 0, 4], np.int32),
-                                  np.array([3.0, 0.5, 2.0], np.float32)]),
-           ("insert", [RECORDS.sample(4, seed=1)])]
-  tests = [ComponentTest(PrioritizedReplay(capacity), spaces(capacity), b)
-           for b in ("tf", "torch")]
+  calls = [
+    ("insert", [RECORDS.sample(5, seed=0)]),
+    (
+      "update_priorities",
+      [np.array([4, 0, 4], np.int32), np.array([3.0, 0.5, 2.0], np.float32)],
+    ),
+    ("insert", [RECORDS.sample(4, seed=1)]),
+  ]
+  tests = [
+    ComponentTest(PrioritizedReplay(capacity), spaces(capacity), b)
+    for b in ("tf", "torch")
+  ]
   for t in tests:
     for name, args in calls:
       t.test(name, *args)
   a, b = (t.get_weights() for t in tests)
   for key in ("sum_tree", "min_tree", "max_priority", "index", "size"):
-    np.testing.assert_allclose(a[f"prioritized_replay/{key}"],
-                               b[f"prioritized_replay/{key}"], rtol=1e-6)
+    np.testing.assert_allclose(
+      a[f"prioritized_replay/{key}"], b[f"prioritized_replay/{key}"], rtol=1e-6
+    )
 
 
 @hypothesis.settings(max_examples=25, deadline=None)
 @hypothesis.given(
-    capacity=st.integers(1, 12),
-    ops=st.lists(st.one_of(
-        st.tuples(st.just("insert"), st.integers(1, 15)),
-        st.tuples(st.just("update"),
-                  st.lists(st.tuples(st.integers(0, 11),
-                                     st.floats(0.01, 10.0)),
-                           min_size=1, max_size=8))),
-        min_size=1, max_size=8))
+  capacity=st.integers(1, 12),
+  ops=st.lists(
+    st.one_of(
+      st.tuples(st.just("insert"), st.integers(1, 15)),
+      st.tuples(
+        st.just("update"),
+        st.lists(
+          st.tuples(st.integers(0, 11), st.floats(0.01, 10.0)),
+          min_size=1,
+          max_size=8,
+        ),
+      ),
+    ),
+    min_size=1,
+    max_size=8,
+  ),
+)
 def test_tree_state_matches_reference(capacity, ops):
   alpha = 0.6
   ex = _cached_executor(capacity)
@@ -191,13 +226,13 @@ def test_tree_state_matches_reference(capacity, ops):
       ref.update(idx, pri.astype(np.float64))
   w = ex.get_weights()
   stored = np.zeros(capacity)
-  stored[:ref.size] = ref.p[:ref.size] ** alpha
-  np.testing.assert_allclose(leaves(w, "sum_tree", capacity), stored,
-                             rtol=1e-5)
+  stored[: ref.size] = ref.p[: ref.size] ** alpha
+  np.testing.assert_allclose(leaves(w, "sum_tree", capacity), stored, rtol=1e-5)
   assert int(w["prioritized_replay/size"]) == ref.size
   if ref.size:
-    np.testing.assert_allclose(w["prioritized_replay/sum_tree"][1],
-                               stored.sum(), rtol=1e-5)
+    np.testing.assert_allclose(
+      w["prioritized_replay/sum_tree"][1], stored.sum(), rtol=1e-5
+    )
 
 
 _EXECUTORS = {}

@@ -14,11 +14,18 @@ from ingraph_rl.testing.component_test import to_numpy
 
 EXECUTORS = [TFExecutor, TorchExecutor]
 CAPACITY = 7
-RECORDS = Dict(obs=FloatBox((4,)), action=IntBox(3),
-               frame=IntBox(256, shape=(2, 2), dtype=np.uint8),
-               terminal=BoolBox(), add_batch_rank=True)
-SPACES = {"records": RECORDS, "batch_size": IntBox(9, low=1),
-          "indices": IntBox(CAPACITY, add_batch_rank=True)}
+RECORDS = Dict(
+  obs=FloatBox((4,)),
+  action=IntBox(3),
+  frame=IntBox(256, shape=(2, 2), dtype=np.uint8),
+  terminal=BoolBox(),
+  add_batch_rank=True,
+)
+SPACES = {
+  "records": RECORDS,
+  "batch_size": IntBox(9, low=1),
+  "indices": IntBox(CAPACITY, add_batch_rank=True),
+}
 
 
 class ListReference:
@@ -44,13 +51,14 @@ def _batch(n, seed):
 def test_ring_wraps_around_like_the_reference(executor):
   ex = executor(ReplayMemory(CAPACITY), SPACES)
   ref = ListReference(CAPACITY)
-  for step, n in enumerate([3, 3, 3, 1, 12, 2]):   # 12 > capacity.
+  for step, n in enumerate([3, 3, 3, 1, 12, 2]):  # 12 > capacity.
     batch = _batch(n, step)
     size = int(to_numpy(ex.execute("insert", batch)))
     ref.insert(batch)
     assert size == ref.size == int(to_numpy(ex.execute("get_size")))
-    got = to_numpy(ex.execute("get_records",
-                              np.arange(ref.size, dtype=np.int32)))
+    got = to_numpy(
+      ex.execute("get_records", np.arange(ref.size, dtype=np.int32))
+    )
     for i in range(ref.size):
       for key in ("obs", "action", "frame", "terminal"):
         np.testing.assert_array_equal(got[key][i], ref.items[i][key])
@@ -59,11 +67,15 @@ def test_ring_wraps_around_like_the_reference(executor):
 
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_sampling_is_uniform_over_stored_records(executor):
-  ex = executor(ReplayMemory(50, seed=3), {**SPACES,
-                                           "batch_size": IntBox(2001, low=1),
-                                           "indices": IntBox(50,
-                                                             add_batch_rank=True)})
-  ex.execute("insert", _batch(20, 0))   # Not full: only 0..19 are valid.
+  ex = executor(
+    ReplayMemory(50, seed=3),
+    {
+      **SPACES,
+      "batch_size": IntBox(2001, low=1),
+      "indices": IntBox(50, add_batch_rank=True),
+    },
+  )
+  ex.execute("insert", _batch(20, 0))  # Not full: only 0..19 are valid.
   counts = np.zeros(50)
   for _ in range(10):
     out = to_numpy(ex.execute("sample", 2000))
@@ -75,13 +87,17 @@ def test_sampling_is_uniform_over_stored_records(executor):
   # Chi-square goodness of fit to uniform over the 20 stored records.
   expected = counts.sum() / 20
   chi2 = ((counts[:20] - expected) ** 2 / expected).sum()
-  assert chi2 < 43.8   # 99.9% quantile of chi2 with 19 degrees of freedom.
+  assert chi2 < 43.8  # 99.9% quantile of chi2 with 19 degrees of freedom.
 
 
 def test_parity_of_inserts_and_reads():
   idx = np.array([0, 6, 3, 3], np.int32)
-  calls = [("insert", [_batch(5, 0)]), ("insert", [_batch(4, 1)]),
-           ("get_records", [idx]), ("get_size", [])]
+  calls = [
+    ("insert", [_batch(5, 0)]),
+    ("insert", [_batch(4, 1)]),
+    ("get_records", [idx]),
+    ("get_size", []),
+  ]
   assert_parity(ReplayMemory(CAPACITY), SPACES, calls, rtol=0, atol=0)
 
 
@@ -92,14 +108,21 @@ def test_bad_records_are_rejected_and_change_nothing(executor):
   before = ex.get_weights()
   wrong_dtype = dict(_batch(2, 1), frame=np.zeros((2, 2, 2), np.float32))
   missing = {k: v for k, v in _batch(2, 1).items() if k != "terminal"}
-  for bad, reason in ((wrong_dtype, "dtype mismatch"),
-                      (missing, r"missing keys \['terminal'\]")):
+  for bad, reason in (
+    (wrong_dtype, "dtype mismatch"),
+    (missing, r"missing keys \['terminal'\]"),
+  ):
     with pytest.raises(SpaceError, match=reason) as e:
       ex.execute("insert", bad)
-    assert "component 'replay_memory', API method 'insert', argument " \
-        "'records'" in str(e.value)
-  with pytest.raises(SpaceError, match=r"'get_records', argument 'indices': "
-                     r"indices must lie in \[0, size\)"):
+    assert (
+      "component 'replay_memory', API method 'insert', argument "
+      "'records'" in str(e.value)
+    )
+  with pytest.raises(
+    SpaceError,
+    match=r"'get_records', argument 'indices': "
+    r"indices must lie in \[0, size\)",
+  ):
     ex.execute("get_records", np.array([5], np.int32))
   after = ex.get_weights()
   for k in before:
@@ -115,6 +138,11 @@ def test_sampling_an_empty_memory_is_a_clear_error(executor):
 
 def test_records_need_a_batch_rank():
   with pytest.raises(SpaceError, match="records need a batch rank"):
-    TFExecutor(ReplayMemory(3), {"records": FloatBox((2,)),
-                                 "batch_size": IntBox(),
-                                 "indices": IntBox(add_batch_rank=True)})
+    TFExecutor(
+      ReplayMemory(3),
+      {
+        "records": FloatBox((2,)),
+        "batch_size": IntBox(),
+        "indices": IntBox(add_batch_rank=True),
+      },
+    )

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ingraph_rl.components.memories import segment_tree
 
@@ -15,16 +16,16 @@ EXAMPLES = settings(max_examples=40, deadline=None)
 
 # --- the reference -----------------------------------------------------------
 
+
 class NumpyReference:
   """`capacity` leaves in a plain array; batches applied one by one."""
 
   def __init__(self, capacity, op):
     self.op = op
-    self.leaves = np.full(capacity, 0.0 if op == "sum" else np.inf,
-                          np.float32)
+    self.leaves = np.full(capacity, 0.0 if op == "sum" else np.inf, np.float32)
 
   def update(self, indices, values):
-    for i, v in zip(indices, values):   # In order: the last one wins.
+    for i, v in zip(indices, values):  # In order: the last one wins.
       self.leaves[i] = v
 
   def total(self):
@@ -34,8 +35,9 @@ class NumpyReference:
     return np.min(self.leaves)
 
   def find(self, masses):
-    return np.searchsorted(np.cumsum(self.leaves, dtype=np.float64), masses,
-                           side="right")
+    return np.searchsorted(
+      np.cumsum(self.leaves, dtype=np.float64), masses, side="right"
+    )
 
 
 def check_tree(tree, ref):
@@ -44,16 +46,19 @@ def check_tree(tree, ref):
   num_leaves = segment_tree.num_leaves_pow2(capacity)
   fill = 0.0 if ref.op == "sum" else np.inf
   assert tree.shape == (2 * num_leaves,) and tree.dtype == np.float32
-  np.testing.assert_array_equal(tree[num_leaves:num_leaves + capacity],
-                                ref.leaves)
-  np.testing.assert_array_equal(tree[num_leaves + capacity:], fill)
+  np.testing.assert_array_equal(
+    tree[num_leaves : num_leaves + capacity], ref.leaves
+  )
+  np.testing.assert_array_equal(tree[num_leaves + capacity :], fill)
   combine = np.add if ref.op == "sum" else np.minimum
   np.testing.assert_array_equal(
-      tree[1:num_leaves],
-      combine(tree[2:2 * num_leaves:2], tree[3:2 * num_leaves:2]))
+    tree[1:num_leaves],
+    combine(tree[2 : 2 * num_leaves : 2], tree[3 : 2 * num_leaves : 2]),
+  )
 
 
 # --- one interface over the three implementations ---------------------------
+
 
 class Backend:
   """impl "tf" / "custom_op" on a tf.Variable (eager), or "torch"."""
@@ -70,19 +75,21 @@ class Backend:
     indices = np.asarray(indices, np.int32)
     values = np.asarray(values, np.float32)
     if self.impl == "torch":
-      segment_tree.torch_update(self.tree, torch.from_numpy(indices),
-                                torch.from_numpy(values), self.op)
+      segment_tree.torch_update(
+        self.tree, torch.from_numpy(indices), torch.from_numpy(values), self.op
+      )
     else:
-      segment_tree.update(self.tree, indices, values, self.op,
-                          impl=self.impl)
+      segment_tree.update(self.tree, indices, values, self.op, impl=self.impl)
 
   def find(self, masses):
     masses = np.asarray(masses, np.float32)
     if self.impl == "torch":
       return segment_tree.torch_find_prefixsum_idx(
-          self.tree, torch.from_numpy(masses)).numpy()
-    return segment_tree.find_prefixsum_idx(self.tree, masses,
-                                           impl=self.impl).numpy()
+        self.tree, torch.from_numpy(masses)
+      ).numpy()
+    return segment_tree.find_prefixsum_idx(
+      self.tree, masses, impl=self.impl
+    ).numpy()
 
   def root(self):
     if self.impl == "torch":
@@ -96,14 +103,16 @@ class Backend:
 
 # --- strategies ---------------------------------------------------------------
 
-CAPACITIES = st.one_of(st.sampled_from([1, 2, 3, 5, 7, 8, 1000, 1024]),
-                       st.integers(1, 300))
+CAPACITIES = st.one_of(
+  st.sampled_from([1, 2, 3, 5, 7, 8, 1000, 1024]), st.integers(1, 300)
+)
 # Multiples of 1/4 up to 64: every sum of up to 1024 of them is exact in
 # float32, so the tree must match the float64 reference exactly.
 EXACT_PRIORITIES = st.integers(0, 256).map(lambda k: k / 4)
 # No subnormals: TF's CPU kernels run with flush-to-zero.
 MIN_VALUES = st.one_of(
-    st.floats(-1e6, 1e6, width=32, allow_subnormal=False), st.just(np.inf))
+  st.floats(-1e6, 1e6, width=32, allow_subnormal=False), st.just(np.inf)
+)
 
 
 @st.composite
@@ -112,11 +121,13 @@ def update_batches(draw, capacity, values):
   pool = draw(st.lists(st.integers(0, capacity - 1), min_size=1, max_size=6))
   batches = []
   for _ in range(draw(st.integers(1, 4))):
-    indices = draw(st.lists(
+    indices = draw(
+      st.lists(
         st.one_of(st.sampled_from(pool), st.integers(0, capacity - 1)),
-        max_size=40))
-    vals = draw(st.lists(values, min_size=len(indices),
-                         max_size=len(indices)))
+        max_size=40,
+      )
+    )
+    vals = draw(st.lists(values, min_size=len(indices), max_size=len(indices)))
     batches.append((indices, vals))
   return batches
 
@@ -133,8 +144,11 @@ def masses_for(ref, fractions):
 
 # --- layout -------------------------------------------------------------------
 
-@pytest.mark.parametrize("capacity, leaves", [
-    (1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (1000, 1024), (1025, 2048)])
+
+@pytest.mark.parametrize(
+  "capacity, leaves",
+  [(1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (1000, 1024), (1025, 2048)],
+)
 def test_layout(capacity, leaves):
   assert segment_tree.num_leaves_pow2(capacity) == leaves
   assert segment_tree.tree_size(capacity) == 2 * leaves
@@ -154,6 +168,7 @@ def test_layout_rejects_bad_arguments():
 
 # --- properties against the reference -----------------------------------------
 
+
 @pytest.mark.parametrize("impl", IMPLS)
 @EXAMPLES
 @given(data=st.data())
@@ -161,20 +176,22 @@ def test_sum_tree_matches_reference(impl, data):
   capacity = data.draw(CAPACITIES, "capacity")
   ref = NumpyReference(capacity, "sum")
   tree = Backend(impl, capacity, "sum")
-  for indices, values in data.draw(update_batches(capacity,
-                                                  EXACT_PRIORITIES)):
+  for indices, values in data.draw(update_batches(capacity, EXACT_PRIORITIES)):
     tree.update(indices, values)
     ref.update(indices, values)
     check_tree(tree.array(), ref)
     assert tree.root() == ref.total()
   if ref.total() > 0:
-    fractions = data.draw(st.lists(
-        st.floats(0, 1, exclude_max=True, width=32), min_size=1,
-        max_size=30), "fractions")
+    fractions = data.draw(
+      st.lists(
+        st.floats(0, 1, exclude_max=True, width=32), min_size=1, max_size=30
+      ),
+      "fractions",
+    )
     masses = masses_for(ref, fractions)
     found = tree.find(masses)
     np.testing.assert_array_equal(found, ref.find(masses))
-    assert np.all(ref.leaves[found] > 0)    # Never an empty leaf.
+    assert np.all(ref.leaves[found] > 0)  # Never an empty leaf.
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -197,8 +214,9 @@ def test_last_occurrence_wins(impl):
   tree.update([0, 3, 0, 3, 0], [1.0, 2.0, 4.0, 8.0, 16.0])
   np.testing.assert_array_equal(tree.array()[8:13], [16, 0, 0, 8, 0])
   assert tree.root() == 24.0
-  np.testing.assert_array_equal(tree.find([0.0, 15.9, 16.0, 23.9]),
-                                [0, 0, 3, 3])
+  np.testing.assert_array_equal(
+    tree.find([0.0, 15.9, 16.0, 23.9]), [0, 0, 3, 3]
+  )
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -207,7 +225,7 @@ def test_empty_batch_and_capacity_one(impl):
   tree.update([], [])
   np.testing.assert_array_equal(tree.array(), [0, 0])
   tree.update([0, 0], [3.0, 2.5])
-  np.testing.assert_array_equal(tree.array(), [0, 2.5])   # Root = leaf.
+  np.testing.assert_array_equal(tree.array(), [0, 2.5])  # Root = leaf.
   np.testing.assert_array_equal(tree.find([0.0, 2.4]), [0, 0])
 
 
@@ -218,8 +236,9 @@ def test_rounding_never_reaches_an_empty_leaf(impl):
   tree = Backend(impl, 5, "sum")
   tree.update([0, 1, 2], [0.1, 0.2, 0.3])
   total = tree.root()
-  found = tree.find([total, np.nextafter(np.float32(total), np.float32(1)),
-                     total * 2])
+  found = tree.find(
+    [total, np.nextafter(np.float32(total), np.float32(1)), total * 2]
+  )
   np.testing.assert_array_equal(found, [2, 2, 2])
 
 
@@ -228,7 +247,7 @@ def test_out_of_range_indices_raise_and_change_nothing(impl):
   tree = Backend(impl, 5, "sum")
   tree.update([1], [1.0])
   before = tree.array()
-  for bad in ([8], [-1], [2, 9]):   # P = 8 leaves.
+  for bad in ([8], [-1], [2, 9]):  # P = 8 leaves.
     with pytest.raises((tf.errors.InvalidArgumentError, IndexError)):
       tree.update(bad, [1.0] * len(bad))
     np.testing.assert_array_equal(tree.array(), before)
@@ -244,8 +263,9 @@ def test_bad_arguments(impl):
   with pytest.raises(TypeError, match="int32 or int64"):
     segment_tree.update(var, [0.0], [1.0], "sum", impl=impl)
   with pytest.raises(ValueError, match="power of two"):
-    segment_tree.find_prefixsum_idx(tf.Variable(np.zeros(6, np.float32)),
-                                    [0.0], impl=impl)
+    segment_tree.find_prefixsum_idx(
+      tf.Variable(np.zeros(6, np.float32)), [0.0], impl=impl
+    )
   with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
     segment_tree.update(var, [0, 1], [1.0], "sum", impl=impl)
   with pytest.raises(ValueError, match="1-D"):
@@ -264,23 +284,28 @@ def test_torch_rejects_mismatched_values():
 def test_int64_indices():
   for impl in ("tf", "custom_op"):
     var = tf.Variable(segment_tree.initial_tree(3, "min"))
-    segment_tree.update(var, tf.constant([2, 0], tf.int64), [5.0, 7.0], "min",
-                        impl=impl)
-    np.testing.assert_array_equal(var.numpy(),
-                                  [np.inf, 5, 7, 5, 7, np.inf, 5, np.inf])
+    segment_tree.update(
+      var, tf.constant([2, 0], tf.int64), [5.0, 7.0], "min", impl=impl
+    )
+    np.testing.assert_array_equal(
+      var.numpy(), [np.inf, 5, 7, 5, 7, np.inf, 5, np.inf]
+    )
 
 
 def test_leaf_values():
   var = tf.Variable(segment_tree.initial_tree(5, "sum"))
   segment_tree.update(var, [4, 1], [2.0, 3.0], "sum")
-  np.testing.assert_array_equal(segment_tree.leaf_values(var, [1, 4, 0]),
-                                [3, 2, 0])
+  np.testing.assert_array_equal(
+    segment_tree.leaf_values(var, [1, 4, 0]), [3, 2, 0]
+  )
 
 
 # --- inside tf.function -------------------------------------------------------
 
-@pytest.mark.parametrize("impl, jit", [("tf", False), ("custom_op", False),
-                                       ("tf", True), (None, True)])
+
+@pytest.mark.parametrize(
+  "impl, jit", [("tf", False), ("custom_op", False), ("tf", True), (None, True)]
+)
 def test_in_graph_update_then_find(impl, jit):
   """One traced function writes and then reads the trees: automatic control
   dependencies must order the reads after the writes. Batch size changes
@@ -290,14 +315,14 @@ def test_in_graph_update_then_find(impl, jit):
   mins = tf.Variable(segment_tree.initial_tree(capacity, "min"))
   spec = tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.float32)
 
-  @tf.function(input_signature=[*spec, tf.TensorSpec([None], tf.float32)],
-               jit_compile=jit)
+  @tf.function(
+    input_signature=[*spec, tf.TensorSpec([None], tf.float32)], jit_compile=jit
+  )
   def step(indices, values, fractions):
     segment_tree.update(sums, indices, values, "sum", impl=impl)
     segment_tree.update(mins, indices, values, "min", impl=impl)
     total = segment_tree.total(sums)
-    found = segment_tree.find_prefixsum_idx(sums, fractions * total,
-                                            impl=impl)
+    found = segment_tree.find_prefixsum_idx(sums, fractions * total, impl=impl)
     return total, segment_tree.min_value(mins), found
 
   ref_sum = NumpyReference(capacity, "sum")
@@ -320,8 +345,7 @@ def test_in_graph_update_then_find(impl, jit):
 
 
 def test_custom_op_unavailable_is_a_clear_error(monkeypatch):
-  monkeypatch.setattr(segment_tree._ops, "load_segment_tree_ops",
-                      lambda: None)
+  monkeypatch.setattr(segment_tree._ops, "load_segment_tree_ops", lambda: None)
   var = tf.Variable(segment_tree.initial_tree(4, "sum"))
   with pytest.raises(RuntimeError, match="custom_op"):
     segment_tree.update(var, [0], [1.0], "sum", impl="custom_op")

@@ -15,9 +15,11 @@ NUM_ENVS, H, W, K = 3, 5, 4, 4
 
 
 def _spaces(frame_shape=(H, W), dtype=np.uint8):
-  frames = (IntBox(256, frame_shape, dtype=dtype, add_batch_rank=True)
-            if np.dtype(dtype).kind == "u" else
-            FloatBox(frame_shape, dtype=dtype, add_batch_rank=True))
+  frames = (
+    IntBox(256, frame_shape, dtype=dtype, add_batch_rank=True)
+    if np.dtype(dtype).kind == "u"
+    else FloatBox(frame_shape, dtype=dtype, add_batch_rank=True)
+  )
   return {"inputs": frames, "resets": BoolBox(add_batch_rank=True)}
 
 
@@ -26,9 +28,10 @@ class ReferenceStack:
   of the last K frames; a reset fills it with the reset frame."""
 
   def __init__(self, num_envs, k, frame_shape, dtype):
-    self.queues = [collections.deque(
-        [np.zeros(frame_shape, dtype)] * k, maxlen=k)
-                   for _ in range(num_envs)]
+    self.queues = [
+      collections.deque([np.zeros(frame_shape, dtype)] * k, maxlen=k)
+      for _ in range(num_envs)
+    ]
     self.k = k
 
   def step(self, frames, resets):
@@ -58,8 +61,7 @@ def test_matches_reference_with_random_resets(backend, dtype):
   for step, (f, r) in enumerate(zip(frames, resets)):
     out = t.test("call", f, r)
     assert out.dtype == dtype and out.shape == (NUM_ENVS, H, W, K)
-    np.testing.assert_array_equal(out, ref.step(f, r),
-                                  err_msg=f"step {step}")
+    np.testing.assert_array_equal(out, ref.step(f, r), err_msg=f"step {step}")
 
 
 def test_reset_fills_and_other_envs_shift():
@@ -77,7 +79,7 @@ def test_reset_fills_and_other_envs_shift():
 
 def test_state_is_a_uint8_variable_and_channel_input():
   t = ComponentTest(FrameStack(K, NUM_ENVS), _spaces((H, W, 1)))
-  (path, value), = t.get_weights().items()
+  ((path, value),) = t.get_weights().items()
   assert path == "frame_stack/stack"
   assert value.shape == (NUM_ENVS, H, W, K) and value.dtype == np.uint8
   frames, resets = _sequence(3, seed=1, frame_shape=(H, W, 1))
@@ -91,8 +93,9 @@ def test_state_is_a_uint8_variable_and_channel_input():
 def test_parity_over_sequence():
   frames, resets = _sequence(12, seed=2)
   calls = [("call", [f, r]) for f, r in zip(frames, resets)]
-  tf_outs, _ = assert_parity(FrameStack(K, NUM_ENVS), _spaces(), calls,
-                             rtol=0, atol=0)
+  tf_outs, _ = assert_parity(
+    FrameStack(K, NUM_ENVS), _spaces(), calls, rtol=0, atol=0
+  )
   assert len(tf_outs) == 12
 
 
@@ -102,7 +105,10 @@ def test_wrong_num_envs_is_space_error(backend):
   with pytest.raises(SpaceError, match="num_envs=3") as info:
     t.test("call", np.zeros((2, H, W), np.uint8), np.ones(2, bool))
   assert (info.value.component, info.value.api, info.value.argument) == (
-      "frame_stack", "call", "inputs")
+    "frame_stack",
+    "call",
+    "inputs",
+  )
 
 
 def test_bad_spaces_and_values():
@@ -114,11 +120,15 @@ def test_bad_spaces_and_values():
   with pytest.raises(SpaceError) as info:
     ComponentTest(FrameStack(K, NUM_ENVS), spaces)
   assert (info.value.component, info.value.api, info.value.argument) == (
-      "frame_stack", "call", "resets")
+    "frame_stack",
+    "call",
+    "resets",
+  )
   t = ComponentTest(FrameStack(K, NUM_ENVS), _spaces())
   with pytest.raises(SpaceError, match="dtype") as info:
-    t.test("call", np.zeros((NUM_ENVS, H, W), np.float32),
-           np.ones(NUM_ENVS, bool))
+    t.test(
+      "call", np.zeros((NUM_ENVS, H, W), np.float32), np.ones(NUM_ENVS, bool)
+    )
   assert info.value.argument == "inputs"
   with pytest.raises(BuildError):
     FrameStack(0, 1)

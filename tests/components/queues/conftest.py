@@ -23,7 +23,7 @@ class Background:
       started.set()
       try:
         self.result = fn(*args)
-      except BaseException as e:  # pylint: disable=broad-except
+      except BaseException as e:
         self.error = e
       finally:
         self.done.set()
@@ -66,7 +66,7 @@ def background():
     if not bg.done.is_set():
       try:
         unblock()
-      except Exception:  # pylint: disable=broad-except
+      except Exception:
         pass
     bg.done.wait(WAIT)
 
@@ -75,6 +75,7 @@ def background():
 def wait_until():
   """`wait_until(predicate, what)` polls `predicate` (bounded) until it
   holds."""
+
   def wait(predicate, what):
     pause = threading.Event()
     for _ in range(int(WAIT / 0.01)):
@@ -82,4 +83,5 @@ def wait_until():
         return
       pause.wait(0.01)
     raise AssertionError(f"timed out waiting until {what}")
+
   return wait

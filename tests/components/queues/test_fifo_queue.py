@@ -17,9 +17,12 @@ import pytest
 import tensorflow as tf
 import tree
 
-from ingraph_rl.components.queues import (FIFOQueue, QueueCancelledError,
-                                          QueueClosedError,
-                                          QueueOutOfRangeError)
+from ingraph_rl.components.queues import (
+  FIFOQueue,
+  QueueCancelledError,
+  QueueClosedError,
+  QueueOutOfRangeError,
+)
 from ingraph_rl.components.queues import fifo_queue as fifo_queue_module
 from ingraph_rl.core import Component, api
 from ingraph_rl.errors import BuildError, IngraphError, SpaceError
@@ -32,19 +35,32 @@ BACKENDS = ["tf", "torch"]
 
 # A nested record: uint8 frames, float and int leaves, a float64 and a bool
 # inside a Tuple.
-RECORD = Dict(image=IntBox(256, shape=(6, 5, 3), dtype=np.uint8),
-              reward=FloatBox(), action=IntBox(6),
-              extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()))
+RECORD = Dict(
+  image=IntBox(256, shape=(6, 5, 3), dtype=np.uint8),
+  reward=FloatBox(),
+  action=IntBox(6),
+  extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()),
+)
 BATCH = RECORD.with_batch_rank()
-SPACES = {"records": RECORD, "batch": BATCH, "num_records": IntBox(),
-          "cancel_pending_enqueues": BoolBox()}
+SPACES = {
+  "records": RECORD,
+  "batch": BATCH,
+  "num_records": IntBox(),
+  "cancel_pending_enqueues": BoolBox(),
+}
 # What each executor raises where TF raises OutOfRange / Cancelled.
 OUT_OF_RANGE = {"tf": tf.errors.OutOfRangeError, "torch": QueueOutOfRangeError}
 CANCELLED = {"tf": tf.errors.CancelledError, "torch": QueueCancelledError}
 
 
-def build(backend, capacity=256, shared_name=None, record_space=RECORD,
-          spaces=SPACES, **kwargs):
+def build(
+  backend,
+  capacity=256,
+  shared_name=None,
+  record_space=RECORD,
+  spaces=SPACES,
+  **kwargs,
+):
   queue = FIFOQueue(record_space, capacity, shared_name=shared_name)
   cls = {"tf": TFExecutor, "torch": TorchExecutor}[backend]
   return cls(queue, spaces, **kwargs)
@@ -82,6 +98,7 @@ def assert_same_records(expected, got):
     e, g = np.asarray(e), np.asarray(g)
     assert g.dtype == e.dtype, (g.dtype, e.dtype)
     np.testing.assert_array_equal(g, e)
+
   tree.map_structure(leaf, expected, got)
 
 
@@ -95,8 +112,9 @@ def test_fifo_order_against_deque_reference(backend):
   rng = np.random.default_rng(0)
   used = collections.Counter()
   for step in range(80):
-    op = rng.choice(["enqueue", "enqueue_many", "dequeue", "dequeue_many",
-                     "size"])
+    op = rng.choice(
+      ["enqueue", "enqueue_many", "dequeue", "dequeue_many", "size"]
+    )
     if op == "enqueue":
       rec = record(1000 + step)
       ref.append(rec)
@@ -118,8 +136,9 @@ def test_fifo_order_against_deque_reference(backend):
     assert size == len(ref)
   assert min(used.values()) >= 5, used
   assert len(ref) > 0
-  assert_same_records(stack(list(ref)),
-                      run(ex, "dequeue_many", np.int32(len(ref))))
+  assert_same_records(
+    stack(list(ref)), run(ex, "dequeue_many", np.int32(len(ref)))
+  )
   assert run(ex, "size") == 0
 
 
@@ -136,8 +155,9 @@ def test_output_spaces_fixed_and_equal_across_backends():
     for name in ["enqueue", "enqueue_many", "size", "close"]:
       assert specs[name].output_space == IntBox(None, (), dtype=np.int32)
   for name in apis["tf"]:
-    assert apis["tf"][name].output_space == \
-        apis["torch"][name].output_space, name
+    assert apis["tf"][name].output_space == apis["torch"][name].output_space, (
+      name
+    )
 
 
 class Learner(Component):
@@ -201,8 +221,9 @@ def test_dequeue_blocks_until_another_thread_enqueues(backend, background):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_dequeue_many_waits_for_all_its_records(backend, background,
-                                                wait_until):
+def test_dequeue_many_waits_for_all_its_records(
+  backend, background, wait_until
+):
   # Capacity 2 < 3 records: the pending dequeue_many takes records as they
   # arrive (size() no longer counts them), which makes room for the rest;
   # a later dequeue waits behind it.
@@ -210,8 +231,10 @@ def test_dequeue_many_waits_for_all_its_records(backend, background,
   recs = [record(30 + i) for i in range(4)]
   run(ex, "enqueue", recs[0])
   many = background(closer(ex), run, ex, "dequeue_many", np.int32(3))
-  wait_until(lambda: run(ex, "size") == 0,
-             "the pending dequeue_many took the first record")
+  wait_until(
+    lambda: run(ex, "size") == 0,
+    "the pending dequeue_many took the first record",
+  )
   one = background(closer(ex), run, ex, "dequeue")
   assert many.still_blocked() and one.still_blocked()
   for rec in recs[1:]:
@@ -236,8 +259,9 @@ def test_close_wakes_a_blocked_dequeue(backend, background, wait_until):
   rec = record(40)
   run(ex, "enqueue", rec)
   one = background(closer(ex), run, ex, "dequeue_many", np.int32(2))
-  wait_until(lambda: run(ex, "size") == 0,
-             "the pending dequeue_many took the record")
+  wait_until(
+    lambda: run(ex, "size") == 0, "the pending dequeue_many took the record"
+  )
   assert one.still_blocked()
   # Closing fails the partly served dequeue_many at once, which puts its
   # record back in front (before close returns the size).
@@ -330,15 +354,23 @@ def test_private_tf_queue_is_destroyed_with_its_executor():
   gc.collect()
   # A queue with this name but other settings can only be made if the old
   # one is gone.
-  handle = tf.raw_ops.FIFOQueueV2(component_types=[tf.float32], shapes=[[]],
-                                  capacity=1, container="", shared_name=name)
+  handle = tf.raw_ops.FIFOQueueV2(
+    component_types=[tf.float32],
+    shapes=[[]],
+    capacity=1,
+    container="",
+    shared_name=name,
+  )
   tf.raw_ops.DestroyResourceOp(resource=handle)
 
 
 # --- SavedModel --------------------------------------------------------------
 
-SAVE_RECORD = Dict(image=IntBox(256, shape=(3, 2), dtype=np.uint8),
-                   reward=FloatBox(), action=IntBox(6))
+SAVE_RECORD = Dict(
+  image=IntBox(256, shape=(3, 2), dtype=np.uint8),
+  reward=FloatBox(),
+  action=IntBox(6),
+)
 
 # Runs in a fresh interpreter that cannot import ingraph_rl.
 _LOAD_AND_USE = r"""
@@ -384,24 +416,38 @@ print(json.dumps(out))
 
 def test_saved_model_round_trip_in_fresh_process(tmp_path):
   names = ["enqueue", "dequeue", "size"]
-  ex = TFExecutor(FIFOQueue(SAVE_RECORD, capacity=8),
-                  {"records": SAVE_RECORD}, api_names=names)
+  ex = TFExecutor(
+    FIFOQueue(SAVE_RECORD, capacity=8),
+    {"records": SAVE_RECORD},
+    api_names=names,
+  )
   run(ex, "enqueue", SAVE_RECORD.sample(seed=0))  # Not part of the model.
   path = str(tmp_path / "model")
   tf.saved_model.save(
-      ex.module, path,
-      signatures={n: ex.function(n).get_concrete_function() for n in names})
+    ex.module,
+    path,
+    signatures={n: ex.function(n).get_concrete_function() for n in names},
+  )
 
   recs = [SAVE_RECORD.sample(seed=s) for s in (1, 2)]
-  payload = [{k: {"dtype": np.asarray(v).dtype.name,
-                  "value": np.asarray(v).tolist()} for k, v in r.items()}
-             for r in recs]
+  payload = [
+    {
+      k: {"dtype": np.asarray(v).dtype.name, "value": np.asarray(v).tolist()}
+      for k, v in r.items()
+    }
+    for r in recs
+  ]
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   env["TF_CPP_MIN_LOG_LEVEL"] = "2"
   proc = subprocess.run(
-      [sys.executable, "-c", _LOAD_AND_USE, path, json.dumps(payload)],
-      env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180,
-      check=False)
+    [sys.executable, "-c", _LOAD_AND_USE, path, json.dumps(payload)],
+    env=env,
+    cwd=tmp_path,
+    capture_output=True,
+    text=True,
+    timeout=180,
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-4000:]
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   assert out["importable"] is False
@@ -436,8 +482,10 @@ def _bad_record(case):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", ["missing_key", "extra_key", "image_dtype",
-                                  "image_shape", "tuple_length"])
+@pytest.mark.parametrize(
+  "case",
+  ["missing_key", "extra_key", "image_dtype", "image_shape", "tuple_length"],
+)
 def test_bad_enqueue_input(backend, case):
   ex = build(backend)
   run(ex, "enqueue", record(81))
@@ -489,11 +537,14 @@ class Actor(Component):
 @pytest.mark.parametrize("wrong", ["dtype", "structure", "batch_rank"])
 def test_mismatched_space_is_a_build_error(backend, wrong):
   bad_space = {
-      "dtype": Dict(image=FloatBox(shape=(6, 5, 3)), reward=FloatBox(),
-                    action=IntBox(6),
-                    extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox())),
-      "structure": Dict(image=RECORD["image"], reward=FloatBox()),
-      "batch_rank": BATCH,
+    "dtype": Dict(
+      image=FloatBox(shape=(6, 5, 3)),
+      reward=FloatBox(),
+      action=IntBox(6),
+      extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()),
+    ),
+    "structure": Dict(image=RECORD["image"], reward=FloatBox()),
+    "batch_rank": BATCH,
   }[wrong]
   cls = {"tf": TFExecutor, "torch": TorchExecutor}[backend]
   with pytest.raises(SpaceError) as info:
@@ -502,8 +553,7 @@ def test_mismatched_space_is_a_build_error(backend, wrong):
   assert "component 'actor/fifo_queue'" in msg
   assert "API method 'enqueue'" in msg and "argument 'records'" in msg
   # The matching space builds.
-  assert run(cls(Actor(RECORD), {"rollout": RECORD}), "push",
-             record(1)) == 1
+  assert run(cls(Actor(RECORD), {"rollout": RECORD}), "push", record(1)) == 1
 
 
 def test_constructor_checks():

@@ -22,10 +22,13 @@ BACKENDS = ["tf", "torch"]
 EXECUTORS = {"tf": TFExecutor, "torch": TorchExecutor}
 
 # A staged batch: nested, with uint8 frames.
-RECORD = Dict(image=IntBox(256, shape=(4, 3), dtype=np.uint8),
-              reward=FloatBox(), action=IntBox(5),
-              extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()),
-              add_batch_rank=True)
+RECORD = Dict(
+  image=IntBox(256, shape=(4, 3), dtype=np.uint8),
+  reward=FloatBox(),
+  action=IntBox(5),
+  extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()),
+  add_batch_rank=True,
+)
 
 
 def value(batch_size, seed):
@@ -44,6 +47,7 @@ def assert_same_records(expected, got):
     e, g = np.asarray(e), np.asarray(g)
     assert g.dtype == e.dtype, (g.dtype, e.dtype)
     np.testing.assert_array_equal(g, e)
+
   tree.map_structure(leaf, expected, got)
 
 
@@ -52,13 +56,16 @@ def guarded(background):
   """`guarded(executor, api_name, *args)`: runs the call in a thread with a
   bounded wait. A `get` left waiting is released by a put, a `put` (or a
   step) by a get, so a failing test never hangs."""
+
   def call(executor, api_name, *args):
     def unblock():
       if api_name == "get":
         executor.execute("put", value(1, 999))
       else:
         executor.execute("get")
+
     return background(unblock, run, executor, api_name, *args).finish()
+
   return call
 
 
@@ -67,8 +74,7 @@ def guarded(background):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_put_then_get_returns_the_same_values(backend, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2),
-                          {"records": RECORD})
+  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2), {"records": RECORD})
   a, b = value(3, 1), value(1, 2)
   assert run(ex, "size") == 0
   assert guarded(ex, "put", a) == 1
@@ -104,8 +110,7 @@ def test_get_blocks_until_a_put(backend, background):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_put_blocks_while_full(backend, background, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=1),
-                          {"records": RECORD})
+  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=1), {"records": RECORD})
   a, b = value(2, 5), value(3, 6)
   assert guarded(ex, "put", a) == 1
   put = background(lambda: ex.execute("get"), run, ex, "put", b)
@@ -155,13 +160,22 @@ def test_step_gets_batch_k_and_stages_batch_k_plus_1(backend, guarded):
 
 
 def test_parity_tf_torch(guarded):
-  calls = [("put", [value(2, 20)]), ("size", []), ("put", [value(1, 21)]),
-           ("get", []), ("put", [value(3, 22)]), ("size", []), ("get", []),
-           ("get", []), ("size", [])]
+  calls = [
+    ("put", [value(2, 20)]),
+    ("size", []),
+    ("put", [value(1, 21)]),
+    ("get", []),
+    ("put", [value(3, 22)]),
+    ("size", []),
+    ("get", []),
+    ("get", []),
+    ("size", []),
+  ]
   outs = {}
   for backend in BACKENDS:
-    ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2),
-                            {"records": RECORD})
+    ex = EXECUTORS[backend](
+      StagingArea(RECORD, capacity=2), {"records": RECORD}
+    )
     outs[backend] = [guarded(ex, name, *args) for name, args in calls]
   for _, a, b in zip(calls, outs["tf"], outs["torch"]):
     assert_same_records(a, b)
@@ -175,18 +189,22 @@ def test_parity_tf_torch(guarded):
 
 
 def test_output_spaces_fixed_and_equal_across_backends():
-  apis = {b: EXECUTORS[b](StagingArea(RECORD), {"records": RECORD}).apis
-          for b in BACKENDS}
+  apis = {
+    b: EXECUTORS[b](StagingArea(RECORD), {"records": RECORD}).apis
+    for b in BACKENDS
+  }
   want = [(p, s.dtype, s.shape, True) for p, s in RECORD.flatten()]
   for specs in apis.values():
     got = specs["get"].output_space
-    assert [(p, s.dtype, s.shape, s.has_batch_rank)
-            for p, s in got.flatten()] == want
+    assert [
+      (p, s.dtype, s.shape, s.has_batch_rank) for p, s in got.flatten()
+    ] == want
     for name in ["put", "size"]:
       assert specs[name].output_space == IntBox(None, (), dtype=np.int32)
   for name in apis["tf"]:
-    assert apis["tf"][name].output_space == \
-        apis["torch"][name].output_space, name
+    assert apis["tf"][name].output_space == apis["torch"][name].output_space, (
+      name
+    )
 
 
 class TwoStages(Component):
@@ -224,8 +242,7 @@ def test_each_staging_area_has_its_own_buffer(backend, guarded):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", ["dtype", "missing_key", "no_batch_rank"])
 def test_bad_put_input(backend, case, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2),
-                          {"records": RECORD})
+  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2), {"records": RECORD})
   guarded(ex, "put", value(2, 40))
   bad = value(2, 41)
   if case == "dtype":
@@ -244,10 +261,13 @@ def test_bad_put_input(backend, case, guarded):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mismatched_space_is_a_build_error(backend):
-  wrong = Dict(image=FloatBox(shape=(4, 3)), reward=FloatBox(),
-               action=IntBox(5),
-               extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()),
-               add_batch_rank=True)
+  wrong = Dict(
+    image=FloatBox(shape=(4, 3)),
+    reward=FloatBox(),
+    action=IntBox(5),
+    extra=Tuple(FloatBox((2,), dtype=np.float64), BoolBox()),
+    add_batch_rank=True,
+  )
   with pytest.raises(SpaceError) as info:
     EXECUTORS[backend](Pipeline(), {"records": wrong})
   msg = str(info.value)
@@ -274,7 +294,11 @@ def test_docstring_example_runs():
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_get_keeps_time_rank_and_bounds_of_the_record_space(backend):
-  record = Dict(frames=IntBox(256, shape=(3,), dtype=np.uint8),
-                add_batch_rank=True, add_time_rank=True, time_major=True)
+  record = Dict(
+    frames=IntBox(256, shape=(3,), dtype=np.uint8),
+    add_batch_rank=True,
+    add_time_rank=True,
+    time_major=True,
+  )
   ex = EXECUTORS[backend](StagingArea(record), {"records": record})
   assert ex.apis["get"].output_space == record
