@@ -15,8 +15,6 @@ STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-
-
 .PHONY: venv impala lint test test-all bench-build bench-memory \
     bench-export bench-impala bench-quick clean
 
