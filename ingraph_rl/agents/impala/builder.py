@@ -29,7 +29,7 @@ Spaces:
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple, cast
+from typing import TYPE_CHECKING, List, Optional, Tuple, cast
 from typing import Dict as TypingDict
 
 import numpy as np
@@ -42,6 +42,7 @@ from ingraph_rl.agents.impala.networks import (
   IMPALAPolicy,
   make_network,
 )
+from ingraph_rl.components.env_stepping import rollout_space
 from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import (
   ACTOR_APIS,
@@ -51,22 +52,11 @@ from ingraph_rl.runners.builder import (
   Root,
   weights_space_of,
 )
-from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Space
+from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
 
 DEFAULT_QUEUE_NAME = "impala_rollouts"
 # Actor i samples with seed `config.seed + ACTOR_SEED_STRIDE * (i + 1)`.
 ACTOR_SEED_STRIDE = 7919
-
-
-def _prepend(space: Space, size: int) -> Space:
-  """`space` (a box, or a Dict of boxes) with a leading dim `size` on every
-  leaf, bounds dropped: the queue checks shapes and dtypes only."""
-  if isinstance(space, Dict):
-    return Dict({k: _prepend(s, size) for k, s in space.items()})
-  if not isinstance(space, BoxSpace):
-    raise TypeError(f"no rollout leaf for {space!r}")
-  box: Any = type(space)
-  return cast(Space, box(shape=(size,) + tuple(space.shape), dtype=space.dtype))
 
 
 class IMPALABuilder:
@@ -127,15 +117,8 @@ class IMPALABuilder:
     structure) and, for an LSTM policy, "initial_state", the state before
     step 0."""
     c = self.config
-    steps = c.unroll_length + 1
     fields: TypingDict[str, Space] = dict(
-      observations=_prepend(observation_space, steps),
-      rewards=FloatBox((steps,)),
-      dones=BoolBox((steps,)),
-      actions=IntBox(c.num_actions, shape=(steps,), dtype=np.int64),
-      logits=FloatBox((steps, c.num_actions)),
-      truncated=BoolBox((steps,)),
-      bootstrap_value=FloatBox((steps,)),
+      rollout_space(observation_space, c.num_actions, c.unroll_length)
     )
     if c.lstm_units:
       # Only recurrent policies queue a state: TF's queues crash on

@@ -17,7 +17,7 @@ from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
-from ingraph_rl.spaces import TextBox
+from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, TextBox
 
 
 def tree_path(key):
@@ -35,6 +35,33 @@ ROLLOUT_FIELDS = (
   "truncated",
   "bootstrap_value",
 )
+
+
+def _with_steps(space, steps):
+  """`space` (a box, or a Dict of boxes) with a leading dim `steps` on every
+  leaf, bounds dropped (queues check shapes and dtypes only)."""
+  if isinstance(space, Dict):
+    return Dict({k: _with_steps(s, steps) for k, s in space.items()})
+  if not isinstance(space, BoxSpace):
+    raise TypeError(f"no rollout leaf for {space!r}")
+  return type(space)(shape=(steps,) + tuple(space.shape), dtype=space.dtype)
+
+
+def rollout_space(observation_space, num_actions, unroll_length):
+  """The space of one env's `unroll()` rollout, per field [T + 1, ...]
+  (without "initial_state", which has the policy's state space)."""
+  steps = int(unroll_length) + 1
+  fields = {
+    "observations": _with_steps(observation_space, steps),
+    "rewards": FloatBox((steps,)),
+    "dones": BoolBox((steps,)),
+    "actions": IntBox(num_actions, shape=(steps,), dtype=np.int64),
+    "logits": FloatBox((steps, num_actions)),
+    "truncated": BoolBox((steps,)),
+    "bootstrap_value": FloatBox((steps,)),
+  }
+  assert tuple(fields) == ROLLOUT_FIELDS
+  return Dict(fields)
 
 
 def _empty_strings(shape, dtype, rng):
