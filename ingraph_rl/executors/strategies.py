@@ -11,7 +11,8 @@ synchronous multi-tower updates.
                                      several devices, one update applied.
 
     strategy = MultiTowerStrategy(["/gpu:0", "/gpu:1"], split_at="dqn/memory")
-    executor = DQNAgent(config).build(obs_space, strategy=strategy)
+    executor = DQNBuilder(config).make_agent(obs_space).build(
+        strategy=strategy)
     executor.execute("update")       # 2 towers of batch_size / 2 each
 
     # IMPALA's learner: its V-trace loss is a sum over time and batch.
@@ -19,7 +20,8 @@ synchronous multi-tower updates.
         ["/gpu:0", "/gpu:1"], split_at="learner/staging_area",  # or
         loss_reduction="sum",            # "learner/fifo_queue" unstaged
         output_reductions={"mean_*": "mean"})
-    learner = IMPALALearner(config, obs_space).build(strategy=strategy)
+    learner = IMPALABuilder(config).make_learner(obs_space).build(
+        strategy=strategy)
 
 How the towers come about (while each tower API is traced into its
 `tf.function`, from the recorded meta graph: agents change nothing):

@@ -78,7 +78,8 @@ class StagingArea(Component):
 
   Args:
     record_space: the space of one staged value, with the batch/time ranks
-      it has (e.g. `rollout_space.with_batch_rank()` for a dequeued batch);
+      it has (e.g. `IMPALABuilder.record_space(obs).with_batch_rank()` for a
+      dequeued batch);
       per-item shapes must be fully known. Dtypes are kept.
     capacity: how many values may be staged; `put` blocks while it is full
       (0: unbounded).
