@@ -16,7 +16,8 @@ from ingraph_rl.core.meta_graph import GraphFnNode, MetaGraph, OpRecord
 from ingraph_rl.core.variables import VariableRegistry, VariableSpec
 from ingraph_rl.errors import AssemblyError, SpaceError
 from ingraph_rl.executors.checks import space_error_from
-from ingraph_rl.spaces import Space
+from ingraph_rl.executors.input_checks import InputChecks
+from ingraph_rl.spaces import Space, describe_value
 from ingraph_rl.spaces.space import Size
 
 
@@ -54,8 +55,17 @@ class Executor:
     input_spaces: argument name -> Space, for the root APIs' arguments.
       Arguments with a Python default and no space stay Python constants.
     api_names: root APIs to build (default: all but built-in ones).
-    check_inputs: check every `execute` argument against its space (turn
-      off in hot loops once the inputs are known to be right).
+    check_inputs: check every `execute` argument against its space in
+      Python: structure, dtype, shape, Python numbers within the dtype's
+      range (before anything converts them), and the arguments' batch and
+      time sizes agreeing (turn off in hot loops once the inputs are known
+      to be right).
+    check_values: check argument values: IntBox leaves within their
+      bounds, FloatBox leaves finite (see `executors.input_checks`). The
+      TF executor builds these checks into its functions (so they also
+      guard exported SavedModels; set at build), the torch executor runs
+      them in Python. Off: for speed, once the inputs are known to be
+      right.
     seed: seed of the NumPy generator that makes initial weights.
   """
 
@@ -70,6 +80,7 @@ class Executor:
     *,
     api_names: typing.Iterable[str] | None = None,
     check_inputs: bool = True,
+    check_values: bool = True,
     seed: int | None = 0,
   ) -> None:
     if root.parent is not None:
@@ -91,6 +102,7 @@ class Executor:
     self.root = root
     self.input_spaces = dict(input_spaces)
     self.check_inputs = check_inputs
+    self.check_values = check_values
     self.rng = np.random.default_rng(seed)
     self.registry = VariableRegistry()
     for comp in root.walk():
@@ -113,11 +125,21 @@ class Executor:
           rapi.outputs,
         ),
       )
+    # Checks across arguments and of values, per API (before the
+    # functions: the TF executor builds them in).
+    self.input_checks = {
+      n: InputChecks(root.path, n, list(spec.arg_spaces.items()))
+      for n, spec in self.apis.items()
+    }
     start = time.perf_counter()
     self._make_functions()
     # What `execute` needs per API, looked up once.
     self._calls = {
-      n: (self._functions[n], list(self.apis[n].arg_spaces.items()))
+      n: (
+        self._functions[n],
+        list(self.apis[n].arg_spaces.items()),
+        self.input_checks[n],
+      )
       for n in self._functions
     }
     self.stats = BuildStats(assembly_s, build_s, time.perf_counter() - start)
@@ -192,7 +214,7 @@ class Executor:
     """Runs root API `api_name`; outputs are backend tensors (in the nest
     the API returns)."""
     try:
-      fn, arg_spaces = self._calls[api_name]
+      fn, arg_spaces, checks = self._calls[api_name]
     except KeyError:
       raise AssemblyError(
         f"'{self.root.path}' has no built API '{api_name}'; built APIs: "
@@ -208,13 +230,44 @@ class Executor:
           raise e.with_context(
             component=self.root.path, api=api_name, argument=name
           ) from None
+      if checks.checks_leading_dims:
+        checks.check_leading_dims(args)
+    if self.check_values and self._python_value_checks:
+      checks.check_values(args)
     try:
       return fn(*args)
     except Exception as e:  # A failed in-graph value check -> SpaceError.
       error = space_error_from(e)
       if error is None:
         raise
-      raise error from None
+      raise self._with_details(error, api_name, args) from None
+
+  # Whether `execute` runs the value checks in Python (the TF executor
+  # builds them into its functions instead).
+  _python_value_checks = True
+
+  def _with_details(
+    self, error: SpaceError, api_name: str, args: typing.Sequence[typing.Any]
+  ) -> SpaceError:
+    """`error` of a failed in-graph check, with the expected space and the
+    received value where it is about one of this call's arguments."""
+    names = list(self.apis[api_name].arg_spaces)
+    if (
+      error.component != self.root.path
+      or error.api != api_name
+      or error.argument not in names
+      or error.reason not in self.input_checks[api_name].graph_reasons
+    ):
+      return error
+    i = names.index(typing.cast(str, error.argument))
+    return SpaceError(
+      error.reason,
+      component=error.component,
+      api=error.api,
+      argument=error.argument,
+      expected=repr(self.apis[api_name].arg_spaces[names[i]]),
+      received=describe_value(args[i]),
+    )
 
   def _bind(
     self,
@@ -228,6 +281,8 @@ class Executor:
         f"{len(args)} arguments given, {len(names)} expected ({names})",
         component=self.root.path,
         api=spec.name,
+        argument=f"#{len(names) + 1} (positional)",
+        expected=f"arguments {names}",
       )
     out = dict(zip(names, args))
     for k, v in kwargs.items():
@@ -236,6 +291,7 @@ class Executor:
           f"unexpected or repeated argument '{k}'",
           component=self.root.path,
           api=spec.name,
+          argument=k,
           expected=f"arguments {names}",
         )
       out[k] = v
@@ -245,6 +301,7 @@ class Executor:
         f"missing arguments {missing}",
         component=self.root.path,
         api=spec.name,
+        argument=missing[0],
         expected=f"arguments {names}",
       )
     return tuple(out[n] for n in names)

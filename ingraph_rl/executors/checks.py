@@ -26,21 +26,25 @@ import typing
 
 from ingraph_rl.errors import SpaceError
 
-_MARKER = "ingraph_rl-check"
+_MARKER = "[ingraph_rl check]"
 _PATTERN = re.compile(
-  _MARKER + r"\|component=(.*?)\|api=(.*?)\|argument=(.*?)\|reason=(.*?)\|end"
+  r"\[ingraph_rl check\] component `(.*?)`, API method `(.*?)`, "
+  r"argument `(.*?)`: (.*?) \[end\]",
+  re.DOTALL,
 )
 
 
 def check_message(
   component: typing.Any, api: str, argument: str, reason: str
 ) -> str:
-  """The text a failed in-graph check carries, which `space_error_from`
-  reads back. `component`: a component or its path."""
+  """The text a failed in-graph check carries: readable as it is (e.g. in
+  the error a loaded SavedModel's signature raises), and read back into a
+  SpaceError by `space_error_from`. `component`: a component or its
+  path."""
   path = getattr(component, "path", component)
   return (
-    f"{_MARKER}|component={path}|api={api}|argument={argument}|"
-    f"reason={reason}|end"
+    f"{_MARKER} component `{path}`, API method `{api}`, argument "
+    f"`{argument}`: {reason} [end]"
   )
 
 
@@ -58,6 +62,45 @@ def tf_check(
   return tf.debugging.Assert(
     condition, [check_message(component, api, argument, reason)]
   )
+
+
+def tf_check_all(
+  conditions: typing.Sequence[tuple[typing.Any, str]],
+) -> typing.Any:
+  """ONE assert op for several (condition, `check_message`) pairs: when any
+  condition is False it fails with the message of the first false one."""
+  import tensorflow as tf  # Only TF bodies call this (see module doc).
+
+  if len(conditions) == 1:
+    ((condition, message),) = conditions
+    return tf.debugging.Assert(condition, [message])
+  oks = tf.stack([tf.reshape(c, []) for c, _ in conditions])
+  messages = tf.constant([m for _, m in conditions])
+  first_false = tf.argmin(tf.cast(oks, tf.int32))
+  return tf.debugging.Assert(
+    tf.reduce_all(oks), [tf.gather(messages, first_false)]
+  )
+
+
+_OPAQUE_SHAPE: typing.Any = None
+
+
+def tf_shape(x: typing.Any) -> typing.Any:
+  """`tf.shape(x)` that grappler cannot turn into a constant. Use it for
+  the sizes a check compares: grappler's shape inference assumes the graph
+  is valid, so it may fold a size to what a LATER op implies (e.g. an
+  assignment to a [3] variable), and with it the check that guards that
+  op. A function that is never inlined keeps the size a run-time value."""
+  import tensorflow as tf  # Only TF bodies call this (see module doc).
+
+  global _OPAQUE_SHAPE
+  if _OPAQUE_SHAPE is None:
+    _OPAQUE_SHAPE = tf.function(
+      lambda t: tf.shape(t),
+      autograph=False,
+      experimental_attributes={"_noinline": True},
+    )
+  return _OPAQUE_SHAPE(x)
 
 
 _SUSPENDED = threading.local()
@@ -106,5 +149,9 @@ def space_error_from(exception: BaseException) -> SpaceError | None:
   match = _PATTERN.search(str(exception))
   if match is None:
     return None
-  component, api, argument, reason = match.groups()
+  component, api, argument, reason = (
+    # TF's error messages escape quotes and backslashes.
+    g.replace("\\'", "'").replace('\\"', '"').replace("\\\\", "\\")
+    for g in match.groups()
+  )
   return SpaceError(reason, component=component, api=api, argument=argument)

@@ -36,6 +36,8 @@ from ingraph_rl.core.variables import VariableSpec, initial_value
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
+from ingraph_rl.executors.checks import check_message, tf_check_all
+from ingraph_rl.executors.input_checks import InputChecks, Leaf
 from ingraph_rl.executors.strategies import (
   DefaultStrategy,
   DeviceMapStrategy,
@@ -254,17 +256,28 @@ class TFExecutor(Executor):
         fn.get_concrete_function()
       self._functions[name] = fn
 
+  @property
+  def _python_value_checks(self) -> bool:  # type: ignore[override]
+    # XLA compiles asserts away: the value checks run in Python there.
+    return bool(self.jit_compile)
+
   def _api_body(self, rapi: RootApi) -> typing.Callable[..., typing.Any]:
     input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
     nodes = rapi.nodes
     # Only APIs that differentiate pay for a tape.
     record = any(n.fn is not None and n.fn.needs_gradients for n in nodes)
     plan = self.strategy.plan(self, rapi)
+    checks = self.input_checks[rapi.name]
+    guard = self.check_values and not self.jit_compile and not checks.empty
 
     def body(*args: typing.Any) -> typing.Any:
-      if plan is not None:
-        return plan.replay(args)
-      return self.replay(nodes, input_ids, args, rapi.outputs, record)
+      # The argument checks run first; every op of the API (every state
+      # write among them) depends on them.
+      deps = [input_assert(checks, args)] if guard else []
+      with tf.control_dependencies(deps):
+        if plan is not None:
+          return plan.replay(args)
+        return self.replay(nodes, input_ids, args, rapi.outputs, record)
 
     body.__name__ = rapi.name
     return body
@@ -313,3 +326,72 @@ class TFExecutor(Executor):
   def variables(self) -> dict[str, tf.Variable]:
     """{path: tf.Variable}."""
     return dict(self.registry.variables)
+
+
+def input_assert(
+  checks: InputChecks, args: typing.Sequence[typing.Any]
+) -> tf.Operation:
+  """ONE assert op over an API's argument checks (`InputChecks`): leaves
+  within their bounds, finite floats, agreeing batch and time sizes. Its
+  message is the first failing check's (`checks.check_message`).
+
+  The conditions are computed in a function that is never inlined:
+  grappler's shape inference assumes a valid graph and may replace a
+  batch size by a constant that a LATER op implies (e.g. an assignment to
+  a [3] variable), which would fold away the very check that guards it.
+  """
+  flat = [tree.flatten(a) for a in args]
+  conditions = checks.conditions()
+  used: list[tuple[int, int]] = []  # (argument, leaf) of each input.
+  for _, leaf, detail in conditions:
+    for x in (leaf, detail) if isinstance(detail, Leaf) else (leaf,):
+      if (x.arg_index, x.leaf_index) not in used:
+        used.append((x.arg_index, x.leaf_index))
+
+  def compute(*tensors: typing.Any) -> typing.Any:
+    def value(leaf: Leaf) -> typing.Any:
+      return tensors[used.index((leaf.arg_index, leaf.leaf_index))]
+
+    oks = []
+    for kind, leaf, detail in conditions:
+      t = value(leaf)
+      if kind == "range":
+        oks.append(_within(t, leaf.space.dtype, *detail))
+      elif kind == "finite":
+        oks.append(tf.reduce_all(tf.math.is_finite(t)))
+      else:
+        dim = leaf.batch_dim if kind == "batch" else leaf.time_dim
+        dim0 = detail.batch_dim if kind == "batch" else detail.time_dim
+        oks.append(tf.equal(tf.shape(t)[dim], tf.shape(value(detail))[dim0]))
+    return tf.stack(oks)
+
+  opaque = tf.function(
+    compute, autograph=False, experimental_attributes={"_noinline": True}
+  )
+  oks = opaque(*[flat[a][j] for a, j in used])
+  messages = [
+    check_message(
+      checks.component,
+      checks.api,
+      leaf.arg,
+      checks.reason(kind, leaf, detail),
+    )
+    for kind, leaf, detail in conditions
+  ]
+  return tf_check_all([(oks[i], m) for i, m in enumerate(messages)])
+
+
+def _within(
+  t: typing.Any, dtype: np.dtype, low: typing.Any, high: typing.Any
+) -> typing.Any:
+  """All of `t` in [low, high) (an IntBox's bounds; a bound beyond the
+  dtype's range is no test)."""
+  info = np.iinfo(dtype)
+  ok = []
+  if low is not None and np.any(low > info.min):
+    lo = np.maximum(low, info.min).astype(dtype)
+    ok.append(t >= tf.constant(lo, t.dtype))
+  if high is not None and np.any(high <= info.max):
+    hi = np.minimum(np.asarray(high, np.int64) - 1, info.max).astype(dtype)
+    ok.append(t <= tf.constant(hi, t.dtype))
+  return tf.reduce_all(ok[0] if len(ok) == 1 else ok[0] & ok[1])

@@ -56,7 +56,13 @@ def to_torch(value: typing.Any, space: Space) -> typing.Any:
       return v
     return torch.as_tensor(np.asarray(v, dtype=s.dtype))
 
-  return tree.map_structure(leaf, value, space.structure())
+  # Only down to the boxes: a leaf may be a (nested) Python list.
+  return space.unflatten_value(
+    [
+      leaf(v, s)
+      for v, (_, s) in zip(space.flatten_value(value), space.flatten())
+    ]
+  )
 
 
 class TorchExecutor(Executor):

@@ -1,6 +1,7 @@
 """Box spaces: a single tensor of fixed dtype and per-item shape."""
 
 import typing
+from math import inf
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +62,34 @@ def _torch_to_numpy_dtype(dtype: typing.Any) -> np.dtype:
     return np.dtype(name)
   except TypeError:
     return np.dtype(object)
+
+
+def as_numpy(value: Value) -> np.ndarray:
+  """A NumPy view (or copy) of an array-like: NumPy, Python, or a backend
+  tensor (TF eager, torch) by duck typing (spaces import no backend)."""
+  if isinstance(value, np.ndarray):
+    return value
+  if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor
+    return typing.cast(np.ndarray, value.detach().cpu().numpy())
+  if hasattr(value, "numpy") and not isinstance(value, np.generic):
+    return np.asarray(value.numpy())  # tf.Tensor (eager)
+  return np.asarray(value)
+
+
+def _python_numbers(value: Value) -> list[typing.Any] | None:
+  """The numbers of a (nested) Python list / tuple / number, or None if it
+  holds anything else (bools count as non-numbers)."""
+  out: list[typing.Any] = []
+  stack = [value]
+  while stack:
+    x = stack.pop()
+    if isinstance(x, (list, tuple)):
+      stack.extend(x)
+    elif isinstance(x, (int, float)) and not isinstance(x, (bool, np.generic)):
+      out.append(x)
+    else:
+      return None
+  return out
 
 
 class BoxSpace(Space):
@@ -233,17 +262,21 @@ class BoxSpace(Space):
     dtype: np.dtype | None,
   ) -> None:
     expected = repr(self)
-    if shape is None:
-      raise SpaceError(
-        "not an array-like value",
-        expected=expected,
-        received=describe_value(value),
-      )
     # np.float64 and np.str_ subclass float and str, but are numpy values:
     # they must match the dtype exactly.
     is_python = isinstance(
       value, (bool, int, float, str, bytes, list, tuple)
     ) and not isinstance(value, np.generic)
+    if shape is None:
+      numbers = _python_numbers(value) if is_python else None
+      if numbers and self._dtype.kind in "iuf":
+        # Ints beyond int64/uint64 make NumPy object arrays.
+        self._check_python_range(value, numbers)
+      raise SpaceError(
+        "not an array-like value",
+        expected=expected,
+        received=describe_value(value),
+      )
     ok_dtype = (
       self._accepts_python(np.asarray(value))
       if is_python
@@ -255,6 +288,11 @@ class BoxSpace(Space):
         expected=expected,
         received=describe_value(value),
       )
+    if is_python and self._dtype.kind in "iuf":
+      # Checked before anything converts (and wraps or overflows) them.
+      numbers = _python_numbers(value)
+      if numbers:
+        self._check_python_range(value, numbers)
     want = self.full_shape()
     if len(shape) != len(want):
       names = list(self.leading_rank_names()) + list(self._shape)
@@ -272,6 +310,32 @@ class BoxSpace(Space):
           received=describe_value(value),
         )
 
+  def _check_python_range(
+    self, value: Value, numbers: list[typing.Any]
+  ) -> None:
+    """Raises unless every Python number fits this space's dtype (ints
+    within its integer range, floats within its finite range)."""
+    lo: int | float
+    hi: int | float
+    if self._dtype.kind in "iu":
+      info = np.iinfo(self._dtype)
+      lo, hi = int(info.min), int(info.max)
+    else:
+      # Python floats and ints compare exactly (no overflow); inf and NaN
+      # are left to the value checks.
+      hi = float(np.finfo(typing.cast(typing.Any, self._dtype)).max)
+      lo = -hi
+    bad = [x for x in numbers if not lo <= x <= hi and x == x and abs(x) != inf]
+    if bad:
+      raise SpaceError(
+        f"Python number {_clip_repr(bad[0])} is out of the {self._dtype} "
+        f"range [{lo}, {hi}]",
+        expected=repr(self),
+        received=describe_value(value)
+        if len(repr(value)) <= 200
+        else f"{type(value).__name__} of Python numbers",
+      )
+
   def _dtype_matches(self, dtype: npt.DTypeLike) -> bool:
     return bool(dtype == self._dtype)
 
@@ -284,6 +348,31 @@ class BoxSpace(Space):
     if self._high is not None and np.any(arr > self._high):
       return False
     return True
+
+  # --- value checks --------------------------------------------------------
+
+  @property
+  def has_value_checks(self) -> bool:
+    """Whether `check_values` looks at values (a FloatBox: finiteness; an
+    IntBox: bounds narrower than its dtype's range)."""
+    return False
+
+  def value_problem(self, value: Value) -> str | None:
+    """What is wrong with the VALUES of `value` (which passed `check`), or
+    None: an IntBox's bounds, a FloatBox's finiteness. Bounds of a FloatBox
+    are not checked (observations may leave the bounds gymnasium
+    declares)."""
+    return None
+
+  def check_values(self, value: Value) -> None:
+    """Raises `SpaceError` if `value_problem` finds a problem."""
+    if not self.has_value_checks:
+      return
+    problem = self.value_problem(value)
+    if problem is not None:
+      raise SpaceError(
+        problem, expected=repr(self), received=describe_value(value)
+      )
 
   # --- value semantics -----------------------------------------------------
 
@@ -315,6 +404,11 @@ class BoxSpace(Space):
     if self._high is not None:
       parts.append(f"high={_short(self._high)}")
     return f"{type(self).__name__}({', '.join(parts)}{self._rank_suffix()})"
+
+
+def _clip_repr(x: typing.Any) -> str:
+  text = repr(x)
+  return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
 
 
 def _short(x: typing.Any) -> str:
@@ -365,6 +459,24 @@ class FloatBox(BoxSpace):
 
   def _accepts_python(self, arr: np.ndarray) -> bool:
     return arr.dtype.kind in "fiu"
+
+  @property
+  def has_value_checks(self) -> bool:
+    return True
+
+  def value_problem(self, value: Value) -> str | None:
+    arr = as_numpy(value)
+    if arr.dtype.kind != "f" or arr.size == 0:
+      return None
+    finite = np.isfinite(arr)
+    if finite.all():
+      return None
+    bad = arr[~finite]
+    kinds = sorted({"NaN" if np.isnan(x) else "inf" for x in bad[:100]})
+    return (
+      f"non-finite values: {bad.size} of {arr.size} are "
+      f"{' or '.join(kinds)}; float inputs must be finite"
+    )
 
   def sample(self, size: Size = None, seed: Seed = None) -> np.ndarray:
     rng = _rng(seed)
@@ -452,6 +564,28 @@ class IntBox(BoxSpace):
     if self._high is not None and np.any(arr >= self._high):
       return False
     return True
+
+  @property
+  def has_value_checks(self) -> bool:
+    info = np.iinfo(self._dtype)
+    return bool(self._low is not None and np.any(self._low > info.min)) or bool(
+      self._high is not None and np.any(self._high <= info.max)
+    )
+
+  def value_problem(self, value: Value) -> str | None:
+    arr = as_numpy(value)
+    if arr.size == 0 or arr.dtype.kind not in "iu":
+      return None
+    low_bad = self._low is not None and bool(np.any(arr < self._low))
+    high_bad = self._high is not None and bool(np.any(arr >= self._high))
+    if not (low_bad or high_bad):
+      return None
+    lo = "-inf" if self._low is None else _short(self._low)
+    hi = "inf" if self._high is None else _short(self._high)
+    return (
+      f"values out of range: expected integers in [{lo}, {hi}), got "
+      f"values in [{arr.min()}, {arr.max()}]"
+    )
 
   def sample(self, size: Size = None, seed: Seed = None) -> np.ndarray:
     rng = _rng(seed)

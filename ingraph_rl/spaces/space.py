@@ -12,6 +12,14 @@ from ingraph_rl.errors import SpaceError
 if typing.TYPE_CHECKING:
   from ingraph_rl.spaces.box import BoxSpace
 
+
+def describe_value(value: typing.Any) -> str:
+  """`box.describe_value` (imported late: box imports this module)."""
+  from ingraph_rl.spaces.box import describe_value as describe
+
+  return describe(value)
+
+
 # A value of a space: an array-like, or dicts / tuples of them.
 Value = typing.Any
 # Leading dims of a sampled value: None (1 each), an int, or one per rank.
@@ -145,6 +153,27 @@ class Space(abc.ABC):
   @abc.abstractmethod
   def _within_bounds(self, value: Value) -> bool:
     """Bounds test of a value that already passed `check`."""
+
+  @property
+  def has_value_checks(self) -> bool:
+    """Whether `check_values` looks at any leaf's values."""
+    return any(leaf.has_value_checks for _, leaf in self.flatten())
+
+  def check_values(self, value: Value) -> None:
+    """Raises `SpaceError` if a leaf's VALUES break its space: an IntBox
+    leaf outside its bounds, a FloatBox leaf with NaN or inf (see
+    `BoxSpace.value_problem`). `value` must have passed `check`."""
+    for (path, leaf), v in zip(self.flatten(), self.flatten_value(value)):
+      if not leaf.has_value_checks:
+        continue
+      problem = leaf.value_problem(v)
+      if problem is not None:
+        where = "".join(f"[{p!r}]" for p in path)
+        raise SpaceError(
+          f"at {where}: {problem}" if where else problem,
+          expected=repr(leaf),
+          received=describe_value(v),
+        )
 
   # --- structure -------------------------------------------------------------
 

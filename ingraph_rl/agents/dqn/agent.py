@@ -39,7 +39,10 @@ class DQNAgent(Component):
       `NStepAccumulator` (one row per env, `num_envs` rows every call) and
       the memory stores n-step transitions with their bootstrap discounts.
     update() -> {"loss", "grad_norm", "mean_q"}: sample a batch, the loss,
-      one optimizer step, and (prioritized) new priorities |td| + 1e-6.
+      (prioritized) new priorities |td| + 1e-6, and one optimizer step. A
+      refused update (an empty memory, non-finite priorities) is a
+      SpaceError that changes nothing: not the weights, the optimizer's
+      step count and slots, the priorities or the RNG.
     sync_target() -> True
     get_weights() -> the online Q-network's variables by relative path.
     get_train_step() -> int64 number of updates so far (the optimizer's
@@ -211,11 +214,15 @@ class DQNAgent(Component):
       weights,
       discounts,
     )
-    stats = self.optimizer.step(out["loss"], self.online.variables())
+    loss = out["loss"]
     if c.prioritized:
-      self.memory.update_priorities(
+      # New priorities first: their checks (finite, > 0) then run before
+      # the optimizer writes anything, so a refused update changes nothing.
+      done = self.memory.update_priorities(
         batch["indices"], self._graph_fn_priorities(out["td_errors"])
       )
+      loss = self._graph_fn_after(loss, done)
+    stats = self.optimizer.step(loss, self.online.variables())
     return {
       "loss": out["loss"],
       "grad_norm": stats["grad_norm"],
@@ -241,6 +248,16 @@ class DQNAgent(Component):
   @_graph_fn_train_step.torch
   def _graph_fn_train_step(self):
     return self.optimizer.iterations.clone()
+
+  @graph_fn
+  def _graph_fn_after(self, value, done):
+    """`value`, once `done` is computed (an ordering, no arithmetic)."""
+    with tf.control_dependencies([done]):
+      return tf.identity(value)
+
+  @_graph_fn_after.torch
+  def _graph_fn_after(self, value, done):
+    return value  # Eager: `done` ran already.
 
   @graph_fn
   def _graph_fn_ones(self, like):

@@ -197,6 +197,14 @@ def _check_settings(
 # --- TensorFlow --------------------------------------------------------------
 
 
+def _as_dtype(x, dtype):
+  """A setting (lambda_, a clip threshold) in the inputs' dtype, exactly:
+  `tf.cast(0.95, tf.float64)` would go through float32 first."""
+  if tf.is_tensor(x):
+    return tf.cast(x, dtype)
+  return tf.constant(x, dtype)
+
+
 def from_importance_weights(
   log_rhos,
   discounts,
@@ -265,18 +273,18 @@ def _tf_vtrace(
     # Targets only: keep the scan's while loop off any gradient tape.
     log_rhos = tf.stop_gradient(log_rhos)
     dtype = log_rhos.dtype
-    discounts = tf.stop_gradient(tf.cast(discounts, dtype))
-    rewards = tf.stop_gradient(tf.cast(rewards, dtype))
-    values = tf.stop_gradient(tf.cast(values, dtype))
-    bootstrap_value = tf.stop_gradient(tf.cast(bootstrap_value, dtype))
+    discounts = tf.stop_gradient(_as_dtype(discounts, dtype))
+    rewards = tf.stop_gradient(_as_dtype(rewards, dtype))
+    values = tf.stop_gradient(_as_dtype(values, dtype))
+    bootstrap_value = tf.stop_gradient(_as_dtype(bootstrap_value, dtype))
 
     rhos = tf.exp(log_rhos)
     clipped_rhos = (
       rhos
       if clip_rho_threshold is None
-      else tf.minimum(tf.cast(clip_rho_threshold, dtype), rhos)
+      else tf.minimum(_as_dtype(clip_rho_threshold, dtype), rhos)
     )
-    cs = tf.cast(lambda_, dtype) * tf.minimum(tf.ones([], dtype), rhos)
+    cs = _as_dtype(lambda_, dtype) * tf.minimum(tf.ones([], dtype), rhos)
     values_tp1 = tf.concat([values[1:], bootstrap_value[tf.newaxis]], 0)
     deltas = clipped_rhos * (rewards + discounts * values_tp1 - values)
 
@@ -293,7 +301,7 @@ def _tf_vtrace(
     pg_rhos = (
       rhos
       if clip_pg_rho_threshold is None
-      else tf.minimum(tf.cast(clip_pg_rho_threshold, dtype), rhos)
+      else tf.minimum(_as_dtype(clip_pg_rho_threshold, dtype), rhos)
     )
     pg_advantages = pg_rhos * (rewards + discounts * vs_tp1 - values)
     # Targets, not functions of the parameters: no gradient through them.

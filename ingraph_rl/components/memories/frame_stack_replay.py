@@ -8,7 +8,7 @@ from ingraph_rl import spaces as sp
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.checks import tf_check, torch_check
+from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
 from ingraph_rl.utils.lazy import torch
 
 _KEYS = ("actions", "rewards", "states", "terminals")
@@ -259,7 +259,7 @@ class FrameStackReplay(ReplayMemory):
   @graph_fn
   def _graph_fn_insert(self, records):
     states = records["states"]
-    ok = tf.equal(tf.shape(states)[0], self.num_streams)
+    ok = tf.equal(tf_shape(states)[0], self.num_streams)
     with tf.control_dependencies(
       [tf_check(ok, self, "insert", "records", self._streams_reason)]
     ):
@@ -349,7 +349,8 @@ class FrameStackReplay(ReplayMemory):
     )
     total = self.num_streams * per_stream
     with tf.control_dependencies(
-      [
+      self._check_batch_size(batch_size, nonempty=False)
+      + [
         tf_check(
           total > 0,
           self,
@@ -493,6 +494,13 @@ class FrameStackReplay(ReplayMemory):
     per_stream = max(self._num_valid(int(self.size)), 0)
     total = self.num_streams * per_stream
     torch_check(
+      int(batch_size) >= 0,
+      self,
+      "sample",
+      "batch_size",
+      "batch_size must be >= 0",
+    )
+    torch_check(
       total > 0,
       self,
       "sample",
@@ -502,7 +510,7 @@ class FrameStackReplay(ReplayMemory):
     u = torch.randint(
       0,
       max(total, 1),
-      (int(batch_size),),
+      (max(int(batch_size), 0),),
       generator=self.rng,
       dtype=torch.int64,
     )

@@ -6,7 +6,7 @@ import tensorflow as tf
 from ingraph_rl.components.memories import segment_tree
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
-from ingraph_rl.executors.checks import tf_check, torch_check
+from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
 from ingraph_rl.spaces import Dict, FloatBox
 from ingraph_rl.utils.lazy import torch
 
@@ -85,11 +85,10 @@ class PrioritizedReplay(ReplayMemory):
   @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size, beta):
     beta = self.beta if beta is None else beta
-    with tf.control_dependencies(
-      [self._check_nonempty("sample", "batch_size")]
-    ):
+    with tf.control_dependencies(self._check_batch_size(batch_size)):
+      batch_size = tf.cast(batch_size, tf.int32)
       total = segment_tree.total(self.sum_tree)
-    segment = total / tf.cast(batch_size, tf.float32)
+    segment = total / tf.cast(tf.maximum(batch_size, 1), tf.float32)
     masses = (
       tf.cast(tf.range(batch_size), tf.float32) + self.rng.uniform([batch_size])
     ) * segment
@@ -111,9 +110,17 @@ class PrioritizedReplay(ReplayMemory):
   def _graph_fn_update_priorities(self, indices, priorities):
     indices = tf.cast(indices, tf.int32)
     priorities = tf.cast(priorities, tf.float32)
+    ok_n = tf.equal(tf_shape(indices)[0], tf_shape(priorities)[0])
     ok_p = tf.reduce_all(tf.math.is_finite(priorities) & (priorities > 0))
     ok_i = tf.reduce_all((indices >= 0) & (indices < self.size))
     checks = [
+      tf_check(
+        ok_n,
+        self,
+        "update_priorities",
+        "priorities",
+        "indices and priorities differ in length",
+      ),
       tf_check(
         ok_p,
         self,
@@ -129,6 +136,7 @@ class PrioritizedReplay(ReplayMemory):
         "indices must lie in [0, size)",
       ),
     ]
+    # Every write (both trees, the running maximum) waits for all checks.
     with tf.control_dependencies(checks):
       p = priorities**self.alpha
       segment_tree.update(self.sum_tree, indices, p, "sum")
@@ -152,15 +160,13 @@ class PrioritizedReplay(ReplayMemory):
   @_graph_fn_sample.torch
   def _graph_fn_sample(self, batch_size, beta):
     beta = self.beta if beta is None else float(beta)
-    torch_check(
-      int(self.size) > 0, self, "sample", "batch_size", "the memory is empty"
-    )
-    batch_size = int(batch_size)
+    self._torch_check_batch_size(batch_size)
+    batch_size = max(int(batch_size), 0)
     total = self.sum_tree[1]
     masses = (
       torch.arange(batch_size, dtype=torch.float32)
       + torch.rand(batch_size, generator=self.rng)
-    ) * (total / batch_size)
+    ) * (total / max(batch_size, 1))
     indices = torch.clamp(
       segment_tree.torch_find_prefixsum_idx(self.sum_tree, masses),
       max=max(int(self.size) - 1, 0),
@@ -179,6 +185,13 @@ class PrioritizedReplay(ReplayMemory):
   def _graph_fn_update_priorities(self, indices, priorities):
     priorities = priorities.to(torch.float32)
     torch_check(
+      indices.shape[0] == priorities.shape[0],
+      self,
+      "update_priorities",
+      "priorities",
+      "indices and priorities differ in length",
+    )
+    torch_check(
       bool(torch.all(torch.isfinite(priorities) & (priorities > 0))),
       self,
       "update_priorities",
@@ -196,7 +209,8 @@ class PrioritizedReplay(ReplayMemory):
     with torch.no_grad():
       segment_tree.torch_update(self.sum_tree, indices, p, "sum")
       segment_tree.torch_update(self.min_tree, indices, p, "min")
-      self.max_priority.fill_(
-        max(float(self.max_priority), float(priorities.max()))
-      )
+      if priorities.numel():
+        self.max_priority.fill_(
+          max(float(self.max_priority), float(priorities.max()))
+        )
     return self.max_priority.detach().clone()

@@ -6,7 +6,7 @@ import tree
 
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.checks import tf_check, torch_check
+from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
 from ingraph_rl.spaces import Dict, IntBox
 from ingraph_rl.utils.lazy import torch
 
@@ -101,9 +101,30 @@ class ReplayMemory(Component):
     start = self.index + (n - keep)
     return (start + tf.range(keep)) % self.capacity, n - keep
 
+  def _check_rows_agree(self, leaves, api_name="insert", argument="records"):
+    """An assert that every leaf has the same number of rows (the root
+    executor checks its own arguments; this guards a memory fed inside a
+    graph)."""
+    sizes = [tf_shape(x)[0] for x in leaves]
+    ok = tf.reduce_all(tf.equal(tf.stack(sizes), sizes[0]))
+    return tf_check(
+      ok,
+      self,
+      api_name,
+      argument,
+      "the leaves of the records disagree on the number of rows",
+    )
+
   def _write(self, records):
-    """Writes a batch into the ring; returns (positions, dropped, n)."""
+    """Writes a batch into the ring (after checking that its leaves agree
+    on the number of rows: nothing is written otherwise); returns the ring
+    positions written."""
     leaves = tree.flatten(records)
+    deps = [self._check_rows_agree(leaves)] if len(leaves) > 1 else []
+    with tf.control_dependencies(deps):
+      return self._write_checked(leaves)
+
+  def _write_checked(self, leaves):
     n = tf.shape(leaves[0])[0]
     positions, dropped = self._ring_positions(n)
     for buf, leaf in zip(self.buffers, leaves):
@@ -136,12 +157,31 @@ class ReplayMemory(Component):
       indices=IntBox(self.capacity, add_batch_rank=True),
     )
 
+  def _check_batch_size(self, batch_size, nonempty=True):
+    """Asserts for `sample(batch_size)`: batch_size >= 0 and, where
+    `nonempty`, a non-empty memory (an empty batch may be drawn from
+    anything); the draw depends on them, so a refused call leaves the RNG
+    alone."""
+    batch_size = tf.cast(batch_size, tf.int32)
+    checks = [
+      tf_check(
+        batch_size >= 0,
+        self,
+        "sample",
+        "batch_size",
+        "batch_size must be >= 0",
+      )
+    ]
+    if nonempty:
+      checks.append(self._check_nonempty("sample", "batch_size"))
+    return checks
+
   @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size):
-    with tf.control_dependencies(
-      [self._check_nonempty("sample", "batch_size")]
-    ):
-      indices = self.rng.uniform([batch_size], 0, self.size, dtype=tf.int32)
+    with tf.control_dependencies(self._check_batch_size(batch_size)):
+      indices = self.rng.uniform(
+        [tf.cast(batch_size, tf.int32)], 0, self.size, dtype=tf.int32
+      )
     return {"records": self._gather(indices), "indices": indices}
 
   @graph_fn(output_space=lambda self: self.record_space.with_batch_rank())
@@ -166,6 +206,13 @@ class ReplayMemory(Component):
   def _torch_write(self, records):
     leaves = tree.flatten(records)
     n = leaves[0].shape[0]
+    torch_check(
+      all(x.shape[0] == n for x in leaves),
+      self,
+      "insert",
+      "records",
+      "the leaves of the records disagree on the number of rows",
+    )
     keep = min(n, self.capacity)
     start = int(self.index) + n - keep
     positions = (start + torch.arange(keep)) % self.capacity
@@ -188,15 +235,25 @@ class ReplayMemory(Component):
       [buf[idx].detach().clone() for buf in self.buffers],
     )
 
-  @_graph_fn_sample.torch
-  def _graph_fn_sample(self, batch_size):
+  def _torch_check_batch_size(self, batch_size):
+    torch_check(
+      int(batch_size) >= 0,
+      self,
+      "sample",
+      "batch_size",
+      "batch_size must be >= 0",
+    )
     torch_check(
       int(self.size) > 0, self, "sample", "batch_size", "the memory is empty"
     )
+
+  @_graph_fn_sample.torch
+  def _graph_fn_sample(self, batch_size):
+    self._torch_check_batch_size(batch_size)
     indices = torch.randint(
       0,
       max(int(self.size), 1),
-      (int(batch_size),),
+      (max(int(batch_size), 0),),
       generator=self.rng,
       dtype=torch.int32,
     )

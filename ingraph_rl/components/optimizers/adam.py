@@ -2,7 +2,11 @@
 
 import tensorflow as tf
 
-from ingraph_rl.components.optimizers.optimizer import Optimizer, torch_layout
+from ingraph_rl.components.optimizers.optimizer import (
+  Optimizer,
+  as_dtype,
+  torch_layout,
+)
 
 
 class Adam(Optimizer):
@@ -32,12 +36,12 @@ class Adam(Optimizer):
       var=var.handle,
       m=m.handle,
       v=v.handle,
-      beta1_power=tf.pow(tf.cast(self.beta1, var.dtype), t),
-      beta2_power=tf.pow(tf.cast(self.beta2, var.dtype), t),
+      beta1_power=tf.pow(as_dtype(self.beta1, var.dtype), t),
+      beta2_power=tf.pow(as_dtype(self.beta2, var.dtype), t),
       lr=lr,
-      beta1=tf.cast(self.beta1, var.dtype),
-      beta2=tf.cast(self.beta2, var.dtype),
-      epsilon=tf.cast(self.epsilon, var.dtype),
+      beta1=as_dtype(self.beta1, var.dtype),
+      beta2=as_dtype(self.beta2, var.dtype),
+      epsilon=as_dtype(self.epsilon, var.dtype),
       grad=grad,
     )
 

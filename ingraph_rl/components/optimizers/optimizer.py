@@ -105,15 +105,19 @@ class Optimizer(Component):
     norm = tf.linalg.global_norm(grads)
     if self.clip_global_norm is not None:
       grads, _ = tf.clip_by_global_norm(grads, self.clip_global_norm, norm)
-    step = self.iterations.assign_add(1)
-    for i, grad in zip(used, grads):
-      self._tf_apply(
-        params[i],
-        grad,
-        [s[i] for s in self.slots.values()],
-        step,
-        tf.cast(lr, params[i].dtype),
-      )
+    # Every write waits for the loss and the gradients: a check that fails
+    # while they are computed (e.g. sampling from an empty memory) leaves
+    # the step count, the slots and the variables as they were.
+    with tf.control_dependencies([loss, norm]):
+      step = self.iterations.assign_add(1)
+      for i, grad in zip(used, grads):
+        self._tf_apply(
+          params[i],
+          grad,
+          [s[i] for s in self.slots.values()],
+          step,
+          as_dtype(lr, params[i].dtype),
+        )
     return {"grad_norm": norm}
 
   def _tf_apply(self, var, grad, slots, step, lr):
@@ -157,6 +161,15 @@ class Optimizer(Component):
 
   def _torch_apply(self, var, grad, slots, step, lr):
     raise NotImplementedError
+
+
+def as_dtype(x, dtype):
+  """`x` (a Python number or a tensor) as a tensor of `dtype`, without the
+  float32 round trip of `tf.cast(python_float, float64)` (which converts
+  the number to float32 first)."""
+  if isinstance(x, (tf.Tensor, tf.Variable)):
+    return tf.cast(x, dtype)
+  return tf.constant(x, dtype)
 
 
 def torch_layout(slot, var):

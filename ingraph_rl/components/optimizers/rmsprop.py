@@ -2,7 +2,11 @@
 
 import tensorflow as tf
 
-from ingraph_rl.components.optimizers.optimizer import Optimizer, torch_layout
+from ingraph_rl.components.optimizers.optimizer import (
+  Optimizer,
+  as_dtype,
+  torch_layout,
+)
 
 
 class RMSProp(Optimizer):
@@ -36,9 +40,9 @@ class RMSProp(Optimizer):
       ms=ms.handle,
       mom=mom.handle,
       lr=lr,
-      rho=tf.cast(self.decay, var.dtype),
-      momentum=tf.cast(self.momentum, var.dtype),
-      epsilon=tf.cast(self.epsilon, var.dtype),
+      rho=as_dtype(self.decay, var.dtype),
+      momentum=as_dtype(self.momentum, var.dtype),
+      epsilon=as_dtype(self.epsilon, var.dtype),
       grad=grad,
     )
 

@@ -7,7 +7,7 @@ from ingraph_rl import spaces as sp
 from ingraph_rl.components.preprocessing._common import check_inputs
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.checks import tf_check, torch_check
+from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
 from ingraph_rl.utils.lazy import torch
 
 
@@ -99,8 +99,8 @@ class FrameStack(Component):
   def _graph_fn_call(self, inputs, resets):
     frames = inputs[..., 0] if self.has_channel else inputs
     ok = tf.logical_and(
-      tf.equal(tf.shape(frames)[0], self.num_envs),
-      tf.equal(tf.shape(resets)[0], self.num_envs),
+      tf.equal(tf_shape(frames)[0], self.num_envs),
+      tf.equal(tf_shape(resets)[0], self.num_envs),
     )
     with tf.control_dependencies(
       [

@@ -483,19 +483,21 @@ class FIFOQueue(Component):
   @graph_fn(output_space=lambda self: self.batch_space)
   def _graph_fn_dequeue_many(self, num_records):
     if isinstance(num_records, (int, np.integer)):
-      if num_records < 0:
-        raise _negative(self, num_records)
+      if not 0 <= num_records <= self.capacity:
+        raise _bad_count(self, num_records)
       n = tf.constant(int(num_records), tf.int32)
       deps = []
     else:
+      # More than the capacity could never be served: it would block
+      # forever instead of failing.
       n = tf.cast(num_records, tf.int32)
       deps = [
         tf_check(
-          n >= 0,
+          (n >= 0) & (n <= self.capacity),
           self,
           "dequeue_many",
           "num_records",
-          "num_records must be >= 0",
+          _count_reason(self),
         )
       ]
     with tf.control_dependencies(deps):
@@ -582,8 +584,8 @@ class FIFOQueue(Component):
     if _common.in_torch_build_pass():
       return _common.build_pass_zeros(self.batch_space, self._flip())
     n = int(num_records)
-    if n < 0:
-      raise _negative(self, n)
+    if not 0 <= n <= self.capacity:
+      raise _bad_count(self, n)
     records = self.queue.dequeue_many(n)
     if not records:
       return _common.torch_zeros(self.batch_space, lambda _: 0)
@@ -602,12 +604,19 @@ class FIFOQueue(Component):
     return self._int32(self.queue.close(bool(cancel_pending_enqueues)))
 
 
-def _negative(component, n):
+def _count_reason(component):
+  return (
+    f"num_records must lie in [0, capacity = {component.capacity}] (more "
+    f"could never be dequeued)"
+  )
+
+
+def _bad_count(component, n):
   return SpaceError(
-    "num_records must be >= 0",
+    _count_reason(component),
     component=component.path,
     api="dequeue_many",
     argument="num_records",
-    expected="an int >= 0",
+    expected=f"an int in [0, {component.capacity}]",
     received=repr(n),
   )

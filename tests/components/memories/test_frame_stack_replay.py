@@ -34,7 +34,8 @@ def record_space(frame=FRAME, stack=K, **overrides):
 def input_spaces(records=None, streams=S, per_stream=C):
   return {
     "records": records or record_space(),
-    "batch_size": IntBox(9, low=1),
+    # Range-checked: the samplings below ask for up to 200.
+    "batch_size": IntBox(256, low=1),
     "indices": IntBox(streams * per_stream, add_batch_rank=True),
   }
 

@@ -219,8 +219,13 @@ def test_a_wrong_batch_size_is_a_space_error_and_changes_nothing(executor):
   ):
     ex.execute("push", *args)
   args = push_args(seq, 1)
-  args[2] = args[2][:2]  # Only the rewards are short.
-  with pytest.raises(SpaceError, match="every argument needs 3 rows"):
+  args[2] = args[2][:2]  # Only the rewards are short: the executor's own
+  # check that arguments agree on the batch size refuses them.
+  with pytest.raises(
+    SpaceError,
+    match="argument 'rewards': batch size 2 differs from the batch size 3 "
+    "of argument 'states'",
+  ):
     ex.execute("push", *args)
   for k, v in ex.get_weights().items():
     np.testing.assert_array_equal(v, before[k])
