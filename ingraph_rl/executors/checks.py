@@ -59,9 +59,93 @@ def tf_check(
   SpaceError with this context. Use it in `tf.control_dependencies`."""
   import tensorflow as tf  # Only TF bodies call this (see module doc).
 
-  return tf.debugging.Assert(
+  op = tf.debugging.Assert(
     condition, [check_message(component, api, argument, reason)]
   )
+  tx = current_transaction()
+  if tx is not None:
+    tx.checks.append(op)
+  return op
+
+
+# --- deferred writes ---------------------------------------------------------
+
+
+class Transaction:
+  """What one replay of an API's graph functions made: its checks, and the
+  writes deferred to its end (`defer`), which run only after every check
+  of the call passed. The executors open one per root API call (and per
+  inlined API replay, e.g. each iteration of an in-graph loop)."""
+
+  def __init__(self) -> None:
+    self.checks: list[typing.Any] = []
+    self.deferred: list[typing.Callable[[], typing.Any]] = []
+
+
+_TX = threading.local()
+
+
+@contextlib.contextmanager
+def transaction() -> typing.Iterator[Transaction]:
+  """Opens a transaction (see `Transaction`); the caller runs its deferred
+  writes (`Transaction.deferred`) once the replay is complete."""
+  stack = getattr(_TX, "stack", None)
+  if stack is None:
+    stack = _TX.stack = []
+  tx = Transaction()
+  stack.append(tx)
+  try:
+    yield tx
+  finally:
+    stack.pop()
+
+
+def current_transaction() -> Transaction | None:
+  stack = getattr(_TX, "stack", None)
+  return stack[-1] if stack else None
+
+
+def defer(write: typing.Callable[[], typing.Any]) -> None:
+  """Runs `write` (a state change that nothing in the call reads, e.g. an
+  RNG's advance) at the end of the running API call, after (in TF:
+  depending on) every check of the call; at once outside one."""
+  tx = current_transaction()
+  if tx is None:
+    write()
+  else:
+    tx.deferred.append(write)
+
+
+def tf_draw(
+  generator: typing.Any, draw: typing.Callable[..., typing.Any]
+) -> typing.Any:
+  """Random numbers from a `tf.random.Generator` that advance it only if
+  the whole call succeeds: `draw(seed)` makes them with
+  `tf.random.stateless_*(..., seed=seed)` from a seed read off the
+  generator's state; the generator's advance is deferred (`defer`). So a
+  check that fails later in the call (e.g. on priorities computed from the
+  sampled records) leaves the RNG state as it was."""
+  import tensorflow as tf  # Only TF bodies call this (see module doc).
+
+  state = generator.state.read_value()
+  out = draw(tf.stack([state[0], state[-1]]))
+  defer(lambda: generator.skip(1))
+  return out
+
+
+def torch_draw(
+  generator: typing.Any, draw: typing.Callable[..., typing.Any]
+) -> typing.Any:
+  """The torch mirror of `tf_draw`: `draw(g)` draws from a copy `g` of the
+  `torch.Generator`, whose state the generator takes at the end of a
+  successful call."""
+  import torch
+
+  copy = torch.Generator()
+  copy.set_state(generator.get_state())
+  out = draw(copy)
+  defer(lambda: generator.set_state(copy.get_state()))
+  return out
 
 
 def tf_check_all(

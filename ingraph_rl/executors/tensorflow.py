@@ -34,6 +34,7 @@ from ingraph_rl.core.inference import InputLead, infer_leaf_space, nest_to_space
 from ingraph_rl.core.meta_graph import GraphFnNode, RootApi, inline_apis_in
 from ingraph_rl.core.variables import VariableSpec, initial_value
 from ingraph_rl.errors import BuildError
+from ingraph_rl.executors import checks as checks_lib
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
 from ingraph_rl.executors.checks import check_message, tf_check_all
@@ -300,14 +301,23 @@ class TFExecutor(Executor):
       with gradients.tf_recording():
         return self.replay(nodes, input_ids, args, outputs)
     values = dict(zip(input_ids, args))
-    for node in nodes:
-      if node.fn is None:
-        values[node.output.id] = values[node.args[0].id][node.getitem_key]
-        continue
-      with tf.name_scope(node.component.path.replace("/", "_")):
-        values[node.output.id] = self.run(
-          node, resolve(values, node.args), resolve(values, node.kwargs)
-        )
+    with checks_lib.transaction() as tx:
+      for node in nodes:
+        if node.fn is None:
+          values[node.output.id] = values[node.args[0].id][node.getitem_key]
+          continue
+        with tf.name_scope(node.component.path.replace("/", "_")):
+          values[node.output.id] = self.run(
+            node, resolve(values, node.args), resolve(values, node.kwargs)
+          )
+    if tx.deferred:
+      # Deferred writes (e.g. RNG advances) wait for every check of this
+      # replay made in this graph (a check inside a cond or loop body
+      # guards that body's op).
+      graph = tf.compat.v1.get_default_graph()
+      with tf.control_dependencies([c for c in tx.checks if c.graph is graph]):
+        for write in tx.deferred:
+          write()
     return resolve(values, outputs)
 
   def function(self, api_name: str) -> typing.Any:

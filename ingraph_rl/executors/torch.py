@@ -245,17 +245,23 @@ class TorchExecutor(Executor):
     """Runs recorded graph-function nodes eagerly with their torch bodies
     (autograd needs no `record`)."""
     values = dict(zip(input_ids, args))
-    for node in nodes:
-      if node.fn is None:
-        values[node.output.id] = values[node.args[0].id][node.getitem_key]
-      else:
-        # The build checked that every graph function has a torch body.
-        body = typing.cast(typing.Callable[..., typing.Any], node.fn.torch_body)
-        values[node.output.id] = body(
-          node.component,
-          *resolve(values, node.args),
-          **resolve(values, node.kwargs),
-        )
+    with checks.transaction() as tx:
+      for node in nodes:
+        if node.fn is None:
+          values[node.output.id] = values[node.args[0].id][node.getitem_key]
+        else:
+          # The build checked that every graph function has a torch body.
+          body = typing.cast(
+            typing.Callable[..., typing.Any], node.fn.torch_body
+          )
+          values[node.output.id] = body(
+            node.component,
+            *resolve(values, node.args),
+            **resolve(values, node.kwargs),
+          )
+    # Reached only when no check raised: the deferred writes happen.
+    for write in tx.deferred:
+      write()
     return resolve(values, outputs)
 
   # --- weights ---------------------------------------------------------------

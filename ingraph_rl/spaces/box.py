@@ -277,6 +277,12 @@ class BoxSpace(Space):
         expected=expected,
         received=describe_value(value),
       )
+    if is_python and self._dtype.kind in "iu":
+      # Python ints beyond int64 make NumPy pick float64 or uint64: say
+      # what is wrong before the dtype check does.
+      numbers = _python_numbers(value)
+      if numbers and all(isinstance(x, int) for x in numbers):
+        self._check_python_range(value, numbers)
     ok_dtype = (
       self._accepts_python(np.asarray(value))
       if is_python

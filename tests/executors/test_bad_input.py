@@ -133,3 +133,71 @@ def test_python_scalars_follow_the_space_kind():
   np.testing.assert_allclose(ex.execute("read", [1]), [[1.5, 2.5]])
   with pytest.raises(SpaceError, match="dtype mismatch"):
     ex.execute("read", [1.5])  # Float index: rejected.
+
+
+# --- issue 12: checks across arguments and of values -------------------------
+
+PAIR_SPACES = {
+  "index": IntBox(8, add_batch_rank=True),
+  "values": FloatBox((2,), add_batch_rank=True),
+}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+@pytest.mark.parametrize(
+  "index,values,argument,reason",
+  [
+    ([0, 1], np.ones((3, 2), np.float32), "values", "batch size 3 differs"),
+    ([0, 8], np.ones((2, 2), np.float32), "index", "values out of range"),
+    ([0, -1], np.ones((2, 2), np.float32), "index", "values out of range"),
+    ([0, 2**31], np.ones((2, 2), np.float32), "index", "int32 range"),
+    (
+      [0, 1],
+      np.array([[0, np.nan], [1, 1]], np.float32),
+      "values",
+      "non-finite",
+    ),
+  ],
+)
+def test_refused_before_any_write(executor, index, values, argument, reason):
+  from ingraph_rl.testing.fuzz import changed, snapshot
+
+  ex = executor(Memoryish(), PAIR_SPACES)
+  before = snapshot(ex)
+  with pytest.raises(SpaceError, match=reason) as e:
+    ex.execute("write", index, values)
+  assert (e.value.component, e.value.api, e.value.argument) == (
+    "root",
+    "write",
+    argument,
+  )
+  assert changed(before, snapshot(ex)) == []
+
+
+def test_the_tf_function_checks_in_the_graph():
+  """Called directly (as a SavedModel signature calls it), the function
+  refuses bad values with a readable message and writes nothing."""
+  import tensorflow as tf
+
+  from ingraph_rl.executors.checks import space_error_from
+
+  ex = TFExecutor(Memoryish(), PAIR_SPACES)
+  before = ex.get_weights()
+  for index, values, argument in (
+    ([0, 9], np.ones((2, 2), np.float32), "index"),
+    ([0, 1], np.ones((3, 2), np.float32), "values"),
+  ):
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+      ex.function("write")(np.array(index, np.int32), values)
+    assert "[ingraph_rl check] component `root`" in str(e.value)
+    assert space_error_from(e.value).argument == argument
+  after = ex.get_weights()
+  assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_value_checks_can_be_turned_off(executor):
+  ex = executor(Memoryish(), PAIR_SPACES, check_values=False)
+  # Index 7 is in range; NaN values are accepted without the value checks.
+  ex.execute("write", [7], np.full((1, 2), np.nan, np.float32))
+  assert np.isnan(ex.get_weights()["root/store/buf"][7]).all()

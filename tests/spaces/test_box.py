@@ -14,6 +14,7 @@ from ingraph_rl.executors.torch_spaces import numpy_dtype, torch_dtype
 from ingraph_rl.spaces import (
   BoolBox,
   BoxSpace,
+  Dict,
   FloatBox,
   IntBox,
   TextBox,
@@ -792,3 +793,52 @@ def test_empty_ranges_are_refused():
     FloatBox(low=1.0, high=0.5)
   assert FloatBox(low=1.0, high=1.0).contains(np.float32(1.0))
   assert IntBox(4, low=3).contains(np.int32(3))
+
+
+# --- issue 12: Python numbers and value checks -----------------------------
+
+
+@pytest.mark.parametrize(
+  "space,value,reason",
+  [
+    (IntBox(), 2**32 + 1, "out of the int32 range"),
+    (IntBox(add_batch_rank=True), [1, 2**40], "out of the int32 range"),
+    (IntBox(add_batch_rank=True), [1, 2**70], "out of the int32 range"),
+    (IntBox(dtype=np.int64), 2**63, "out of the int64 range"),
+    (IntBox(dtype=np.int64, add_batch_rank=True), [0, 2**63], "int64 range"),
+    (IntBox(dtype=np.uint8), -1, "out of the uint8 range"),
+    (FloatBox(), 1e39, "out of the float32 range"),
+    (FloatBox(dtype=np.float64), 10**400, "out of the float64 range"),
+  ],
+)
+def test_python_numbers_are_checked_against_the_dtype_range(
+  space, value, reason
+):
+  with pytest.raises(SpaceError, match=reason):
+    space.check(value)
+
+
+def test_python_numbers_within_range_pass():
+  IntBox(dtype=np.int64).check(2**63 - 1)
+  IntBox().check(-(2**31))
+  FloatBox().check(3)
+  FloatBox().check(float("inf"))  # Finiteness is a value check.
+
+
+def test_value_checks():
+  box = IntBox(4, add_batch_rank=True)
+  assert box.has_value_checks
+  assert box.value_problem(np.array([0, 3], np.int32)) is None
+  assert "out of range" in box.value_problem(np.array([0, 4], np.int32))
+  assert "out of range" in box.value_problem(np.array([-1], np.int32))
+  # Bounds that cover the dtype: nothing to check.
+  assert not IntBox(256, dtype=np.uint8).has_value_checks
+  assert not IntBox().has_value_checks
+  floats = FloatBox(add_batch_rank=True)
+  assert floats.has_value_checks and not BoolBox().has_value_checks
+  assert "NaN" in floats.value_problem(np.array([0, np.nan], np.float32))
+  assert "inf" in floats.value_problem(np.array([-np.inf], np.float32))
+  with pytest.raises(SpaceError, match=r"at \['b'\]: values out of range"):
+    Dict(a=FloatBox(), b=IntBox(2), add_batch_rank=True).check_values(
+      {"a": np.zeros(2, np.float32), "b": np.array([0, 2], np.int32)}
+    )

@@ -360,8 +360,8 @@ class FrameStackReplay(ReplayMemory):
         )
       ]
     ):
-      u = self.rng.uniform(
-        [tf.cast(batch_size, tf.int32)], 0, tf.maximum(total, 1), dtype=tf.int32
+      u = self._tf_uniform_ints(
+        tf.cast(batch_size, tf.int32), tf.maximum(total, 1)
       )
     n = tf.maximum(per_stream, 1)
     back = 1 + u % n
@@ -507,12 +507,8 @@ class FrameStackReplay(ReplayMemory):
       "batch_size",
       "no transition can be sampled yet (each stream needs 2 stored steps)",
     )
-    u = torch.randint(
-      0,
-      max(total, 1),
-      (max(int(batch_size), 0),),
-      generator=self.rng,
-      dtype=torch.int64,
+    u = self._torch_uniform_ints(
+      max(int(batch_size), 0), max(total, 1), torch.int64
     )
     n = max(per_stream, 1)
     slots = (int(self.index) - 1 - (1 + u % n)) % self.capacity

@@ -6,7 +6,13 @@ import tensorflow as tf
 from ingraph_rl.components.memories import segment_tree
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
-from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
+from ingraph_rl.executors.checks import (
+  tf_check,
+  tf_draw,
+  tf_shape,
+  torch_check,
+  torch_draw,
+)
 from ingraph_rl.spaces import Dict, FloatBox
 from ingraph_rl.utils.lazy import torch
 
@@ -89,9 +95,10 @@ class PrioritizedReplay(ReplayMemory):
       batch_size = tf.cast(batch_size, tf.int32)
       total = segment_tree.total(self.sum_tree)
     segment = total / tf.cast(tf.maximum(batch_size, 1), tf.float32)
-    masses = (
-      tf.cast(tf.range(batch_size), tf.float32) + self.rng.uniform([batch_size])
-    ) * segment
+    draws = tf_draw(
+      self.rng, lambda seed: tf.random.stateless_uniform([batch_size], seed)
+    )
+    masses = (tf.cast(tf.range(batch_size), tf.float32) + draws) * segment
     # Float rounding can carry a mass past the last stored record.
     indices = tf.minimum(
       segment_tree.find_prefixsum_idx(self.sum_tree, masses), self.size - 1
@@ -163,10 +170,10 @@ class PrioritizedReplay(ReplayMemory):
     self._torch_check_batch_size(batch_size)
     batch_size = max(int(batch_size), 0)
     total = self.sum_tree[1]
-    masses = (
-      torch.arange(batch_size, dtype=torch.float32)
-      + torch.rand(batch_size, generator=self.rng)
-    ) * (total / max(batch_size, 1))
+    draws = torch_draw(self.rng, lambda g: torch.rand(batch_size, generator=g))
+    masses = (torch.arange(batch_size, dtype=torch.float32) + draws) * (
+      total / max(batch_size, 1)
+    )
     indices = torch.clamp(
       segment_tree.torch_find_prefixsum_idx(self.sum_tree, masses),
       max=max(int(self.size) - 1, 0),

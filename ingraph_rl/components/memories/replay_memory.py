@@ -6,7 +6,13 @@ import tree
 
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
+from ingraph_rl.executors.checks import (
+  tf_check,
+  tf_draw,
+  tf_shape,
+  torch_check,
+  torch_draw,
+)
 from ingraph_rl.spaces import Dict, IntBox
 from ingraph_rl.utils.lazy import torch
 
@@ -179,10 +185,18 @@ class ReplayMemory(Component):
   @graph_fn(output_space=lambda self: self._sample_space())
   def _graph_fn_sample(self, batch_size):
     with tf.control_dependencies(self._check_batch_size(batch_size)):
-      indices = self.rng.uniform(
-        [tf.cast(batch_size, tf.int32)], 0, self.size, dtype=tf.int32
-      )
+      indices = self._tf_uniform_ints(tf.cast(batch_size, tf.int32), self.size)
     return {"records": self._gather(indices), "indices": indices}
+
+  def _tf_uniform_ints(self, n, maxval, dtype=tf.int32):
+    """n ints uniform in [0, maxval) from the memory's RNG, which advances
+    only if the whole call succeeds (`checks.tf_draw`)."""
+    return tf_draw(
+      self.rng,
+      lambda seed: tf.random.stateless_uniform(
+        [n], seed, minval=0, maxval=tf.cast(maxval, dtype), dtype=dtype
+      ),
+    )
 
   @graph_fn(output_space=lambda self: self.record_space.with_batch_rank())
   def _graph_fn_get_records(self, indices):
@@ -250,14 +264,16 @@ class ReplayMemory(Component):
   @_graph_fn_sample.torch
   def _graph_fn_sample(self, batch_size):
     self._torch_check_batch_size(batch_size)
-    indices = torch.randint(
-      0,
-      max(int(self.size), 1),
-      (max(int(batch_size), 0),),
-      generator=self.rng,
-      dtype=torch.int32,
+    indices = self._torch_uniform_ints(
+      max(int(batch_size), 0), max(int(self.size), 1), torch.int32
     )
     return {"records": self._torch_gather(indices), "indices": indices}
+
+  def _torch_uniform_ints(self, n, maxval, dtype):
+    return torch_draw(
+      self.rng,
+      lambda g: torch.randint(0, maxval, (n,), generator=g, dtype=dtype),
+    )
 
   @_graph_fn_get_records.torch
   def _graph_fn_get_records(self, indices):

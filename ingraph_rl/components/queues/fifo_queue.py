@@ -483,17 +483,15 @@ class FIFOQueue(Component):
   @graph_fn(output_space=lambda self: self.batch_space)
   def _graph_fn_dequeue_many(self, num_records):
     if isinstance(num_records, (int, np.integer)):
-      if not 0 <= num_records <= self.capacity:
+      if num_records < 0:
         raise _bad_count(self, num_records)
       n = tf.constant(int(num_records), tf.int32)
       deps = []
     else:
-      # More than the capacity could never be served: it would block
-      # forever instead of failing.
       n = tf.cast(num_records, tf.int32)
       deps = [
         tf_check(
-          (n >= 0) & (n <= self.capacity),
+          n >= 0,
           self,
           "dequeue_many",
           "num_records",
@@ -584,7 +582,7 @@ class FIFOQueue(Component):
     if _common.in_torch_build_pass():
       return _common.build_pass_zeros(self.batch_space, self._flip())
     n = int(num_records)
-    if not 0 <= n <= self.capacity:
+    if n < 0:
       raise _bad_count(self, n)
     records = self.queue.dequeue_many(n)
     if not records:
@@ -605,10 +603,7 @@ class FIFOQueue(Component):
 
 
 def _count_reason(component):
-  return (
-    f"num_records must lie in [0, capacity = {component.capacity}] (more "
-    f"could never be dequeued)"
-  )
+  return "num_records must be >= 0"
 
 
 def _bad_count(component, n):
@@ -617,6 +612,6 @@ def _bad_count(component, n):
     component=component.path,
     api="dequeue_many",
     argument="num_records",
-    expected=f"an int in [0, {component.capacity}]",
+    expected="an int >= 0",
     received=repr(n),
   )

@@ -307,3 +307,26 @@ def test_from_logits_bad_actions_rank_is_named():
     r"wrong rank in vtrace\.torch_from_logits\(\)",
   ):
     vtrace.torch_from_logits(**to_torch(x))
+
+
+def test_float64_settings_are_not_rounded_through_float32():
+  """Issue 12: lambda_ and the clip thresholds are cast to the inputs'
+  dtype without a float32 round trip (tf.cast(0.95, float64) would give
+  0.949999988079071): TF, torch and NumPy agree to float64 precision."""
+  x = {k: v.astype(np.float64) for k, v in inputs(7, 4).items()}
+  settings = dict(
+    clip_rho_threshold=1.3, clip_pg_rho_threshold=0.7, lambda_=0.95
+  )
+  want_vs, want_pg = numpy_vtrace(**x, **settings)
+  tf_out = vtrace.from_importance_weights(**x, **settings)
+  torch_out = vtrace.torch_from_importance_weights(**to_torch(x), **settings)
+  for got_vs, got_pg in (
+    (tf_out.vs.numpy(), tf_out.pg_advantages.numpy()),
+    (torch_out.vs.numpy(), torch_out.pg_advantages.numpy()),
+  ):
+    assert got_vs.dtype == np.float64
+    np.testing.assert_allclose(got_vs, want_vs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_pg, want_pg, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(
+    tf_out.vs.numpy(), torch_out.vs.numpy(), rtol=1e-13, atol=1e-13
+  )

@@ -251,3 +251,42 @@ def _cached_executor(capacity):
   ex, initial = _EXECUTORS[capacity]
   ex.set_weights(initial)
   return ex
+
+
+@pytest.mark.parametrize(
+  "executor,impl",
+  [(TFExecutor, "tf"), (TFExecutor, "custom_op"), (TorchExecutor, None)],
+)
+def test_issue12_lengths_that_differ_change_nothing(executor, impl):
+  """Indices and priorities of different lengths: a SpaceError from the
+  executor's argument check and, with that check off (the memory fed in a
+  graph), from the memory's own; the trees and the running maximum stay
+  as they were on both segment-tree paths."""
+  from ingraph_rl.testing.fuzz import changed, snapshot
+
+  if impl == "custom_op" and segment_tree.DEFAULT_IMPL != "custom_op":
+    pytest.skip("the custom op library is not built")
+  before_impl = segment_tree.DEFAULT_IMPL
+  if impl is not None:
+    segment_tree.DEFAULT_IMPL = impl
+  try:
+    checked = executor(PrioritizedReplay(5), spaces(5))
+    unchecked = executor(
+      PrioritizedReplay(5), spaces(5), check_inputs=False, check_values=False
+    )
+  finally:
+    segment_tree.DEFAULT_IMPL = before_impl
+  indices = np.array([0, 1], np.int32)
+  priorities = np.array([4.0, 4.0, 4.0], np.float32)  # Above the max: 1.
+  for ex, reason in (
+    (checked, "batch size 3 differs from the batch size 2"),
+    (unchecked, "indices and priorities differ in length"),
+  ):
+    ex.execute("insert", RECORDS.sample(4, seed=3))
+    before = snapshot(ex)
+    with pytest.raises(SpaceError, match=reason) as e:
+      ex.execute("update_priorities", indices, priorities)
+    assert e.value.api == "update_priorities"
+    assert e.value.argument == "priorities"
+    assert changed(before, snapshot(ex)) == []
+    assert ex.get_weights()["prioritized_replay/max_priority"] == 1.0

@@ -146,3 +146,44 @@ def test_records_need_a_batch_rank():
         "indices": IntBox(add_batch_rank=True),
       },
     )
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_issue12_negative_and_overflowing_sizes_and_indices(executor):
+  """A negative batch size is a SpaceError (not a raw op error); Python
+  ints beyond int32 are refused before they wrap (a sample size, a record
+  index past the range check); nothing changes, the RNG included."""
+  from ingraph_rl.testing.fuzz import changed, snapshot
+
+  records = Dict(obs=FloatBox((2,)), action=IntBox(3), add_batch_rank=True)
+  ex = executor(
+    ReplayMemory(8),
+    {
+      "records": records,
+      "batch_size": IntBox(100, low=-100),
+      "indices": IntBox(8, add_batch_rank=True),
+    },
+  )
+  ex.execute("insert", records.sample(3, seed=0))
+  before = snapshot(ex)
+  cases = [
+    ("sample", [-1], "batch_size must be >= 0"),
+    ("sample", [2**32 + 2], "out of the int32 range"),
+    ("get_records", [[2**32 + 1]], "out of the int32 range"),
+    ("get_records", [[5]], r"indices must lie in \[0, size\)"),
+    (
+      "insert",
+      [{"obs": np.zeros((2, 2), np.float32), "action": [1, 3]}],
+      "out of range",
+    ),
+    (
+      "insert",
+      [{"obs": np.zeros((2, 2), np.float32), "action": [1, 2**32 + 1]}],
+      "out of the int32 range",
+    ),
+  ]
+  for api, args, reason in cases:
+    with pytest.raises(SpaceError, match=reason) as e:
+      ex.execute(api, *args)
+    assert e.value.component == "replay_memory" and e.value.api == api
+    assert changed(before, snapshot(ex)) == [], (api, args)
