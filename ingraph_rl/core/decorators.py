@@ -32,9 +32,13 @@ class ApiMethod:
   """Descriptor made by `@api`. Calling it on a component records an API
   call in the running assembly (see `core.assembly`)."""
 
-  def __init__(self, fn: Body) -> None:
+  def __init__(
+    self, fn: Body, own_leading_dims: typing.Iterable[str] = ()
+  ) -> None:
     self.fn = fn
     self.name = fn.__name__
+    # Arguments whose batch/time sizes need not agree with the others'.
+    self.own_leading_dims = frozenset(own_leading_dims)
     self.signature = inspect.signature(fn)
     params = list(self.signature.parameters.values())[1:]  # Drop `self`.
     for p in params:
@@ -82,9 +86,18 @@ def _call_api(
   )
 
 
-def api(fn: Body) -> ApiMethod:
-  """Declares an API method of a component."""
-  return ApiMethod(fn)
+def api(
+  fn: Body | None = None, *, own_leading_dims: typing.Iterable[str] = ()
+) -> typing.Any:
+  """Declares an API method of a component.
+
+  By default the arguments of one call must agree on their batch (and
+  time) sizes; `@api(own_leading_dims=("inputs",))` exempts arguments
+  whose leading dims mean something else (e.g. a folded [B * T] batch).
+  """
+  if fn is None:
+    return lambda f: ApiMethod(f, own_leading_dims)
+  return ApiMethod(fn, own_leading_dims)
 
 
 class GraphFn:

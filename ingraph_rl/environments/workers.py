@@ -43,6 +43,7 @@ segment (the memory lives on while mapped), so neither a crash nor a
 `kill -9` of the parent leaves segments behind in /dev/shm.
 """
 
+import contextlib
 import json
 import os
 import select
@@ -51,6 +52,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import weakref
@@ -134,6 +136,26 @@ def split_specs(env_id, num_envs, seed=0, envs_per_worker=1, **kwargs):
 
 def send_message(sock, code, arg=0, payload=b""):
   sock.sendall(HEADER.pack(code, arg, len(payload)) + payload)
+
+
+@contextlib.contextmanager
+def interrupts_after():
+  """Holds Ctrl-C (SIGINT) back until the block is done, then delivers it:
+  a message and the count of replies owed must change together, or the
+  next call would read the previous call's reply (or wait for one that
+  never comes). Waiting for a reply stays interruptible. Only the main
+  thread receives signals, so elsewhere this does nothing."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  held = []
+  previous = signal.signal(signal.SIGINT, lambda *args: held.append(args))
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, previous)
+    if held and callable(previous):
+      previous(*held[0])
 
 
 def _recv_exactly(sock, n):
@@ -466,13 +488,14 @@ class _Worker:
     )
 
   def send(self, code, arg=0, payload=b""):
-    try:
-      send_message(self.sock, code, arg, payload)
-    except OSError as e:
-      raise self.died(
-        f"while sending {COMMAND_NAMES.get(code, code)!r}", e
-      ) from None
-    self.pending += 1
+    with interrupts_after():
+      try:
+        send_message(self.sock, code, arg, payload)
+      except OSError as e:
+        raise self.died(
+          f"while sending {COMMAND_NAMES.get(code, code)!r}", e
+        ) from None
+      self.pending += 1
 
   def died(self, when, cause=None):
     try:
@@ -501,13 +524,14 @@ class _Worker:
         raise WorkerDiedError(
           f"{self.describe()} did not answer within {timeout_s:.0f} s {when}"
         )
-    try:
-      message = recv_message(self.sock)
-    except OSError as e:
-      raise self.died(when, e) from None
-    if message is None:
-      raise self.died(when)
-    self.pending -= 1
+    with interrupts_after():
+      try:
+        message = recv_message(self.sock)
+      except OSError as e:
+        raise self.died(when, e) from None
+      if message is None:
+        raise self.died(when)
+      self.pending -= 1
     code, arg, payload = message
     if code == ERROR:
       raise self.error(payload)

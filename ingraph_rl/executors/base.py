@@ -128,7 +128,14 @@ class Executor:
     # Checks across arguments and of values, per API (before the
     # functions: the TF executor builds them in).
     self.input_checks = {
-      n: InputChecks(root.path, n, list(spec.arg_spaces.items()))
+      n: InputChecks(
+        root.path,
+        n,
+        list(spec.arg_spaces.items()),
+        own_leading_dims=getattr(
+          getattr(type(root), n, None), "own_leading_dims", frozenset()
+        ),
+      )
       for n, spec in self.apis.items()
     }
     start = time.perf_counter()

@@ -116,6 +116,24 @@ def defer(write: typing.Callable[[], typing.Any]) -> None:
     tx.deferred.append(write)
 
 
+def tf_transaction(body: typing.Callable[[], typing.Any]) -> typing.Any:
+  """Traces `body()` (one replay of recorded graph functions) as one
+  transaction: its deferred writes (e.g. RNG advances) wait for every
+  check it made in this graph (a check inside a cond or loop body guards
+  that body's op). Every replay opens its own, so an update inlined in a
+  loop advances its RNG once per iteration."""
+  import tensorflow as tf  # Only TF bodies call this (see module doc).
+
+  with transaction() as tx:
+    out = body()
+  if tx.deferred:
+    graph = tf.compat.v1.get_default_graph()
+    with tf.control_dependencies([c for c in tx.checks if c.graph is graph]):
+      for write in tx.deferred:
+        write()
+  return out
+
+
 def tf_draw(
   generator: typing.Any, draw: typing.Callable[..., typing.Any]
 ) -> typing.Any:

@@ -79,7 +79,8 @@ class InputChecks:
   """The argument checks of one root API (see the module doc).
 
   component: the root's path; api: the API's name; arg_spaces: (argument,
-  space) in argument order; values: include the value checks.
+  space) in argument order; values: include the value checks;
+  own_leading_dims: arguments left out of the leading-dims check.
   """
 
   def __init__(
@@ -88,6 +89,7 @@ class InputChecks:
     api: str,
     arg_spaces: typing.Sequence[tuple[str, Space]],
     values: bool = True,
+    own_leading_dims: typing.AbstractSet[str] = frozenset(),
   ) -> None:
     self.component, self.api = component, api
     self.leaves: list[Leaf] = []
@@ -100,8 +102,9 @@ class InputChecks:
     ]
     # One leaf per argument suffices in Python (a container's own check
     # makes its leaves agree); in the graph every leaf is compared.
-    self.batch_leaves = [x for x in self.leaves if x.batch_dim is not None]
-    self.time_leaves = [x for x in self.leaves if x.time_dim is not None]
+    agreeing = [x for x in self.leaves if x.arg not in own_leading_dims]
+    self.batch_leaves = [x for x in agreeing if x.batch_dim is not None]
+    self.time_leaves = [x for x in agreeing if x.time_dim is not None]
     self.arg_names = [name for name, _ in arg_spaces]
     self._arg_spaces = [space for _, space in arg_spaces]
     # The reasons of the in-graph checks (the executor adds the expected

@@ -97,7 +97,7 @@ import tree
 from ingraph_rl.core.meta_graph import GraphFnNode, InlineApi, OpRecord, RootApi
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
-from ingraph_rl.executors.checks import tf_check
+from ingraph_rl.executors.checks import tf_check, tf_transaction
 from ingraph_rl.spaces import BoxSpace, Space
 
 if typing.TYPE_CHECKING:
@@ -438,7 +438,9 @@ class TowerPlan:
       gradients.tf_recording(),
       gradients.tf_gradient_overrides({}) as registry,
     ):
-      return _TowerTrace(self, registry).run(args)
+      # Its own transaction, like any replay: inlined in a loop, its
+      # deferred writes (RNG advances) happen once per iteration.
+      return tf_transaction(lambda: _TowerTrace(self, registry).run(args))
 
 
 class _TowerTrace:

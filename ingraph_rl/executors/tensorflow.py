@@ -301,7 +301,8 @@ class TFExecutor(Executor):
       with gradients.tf_recording():
         return self.replay(nodes, input_ids, args, outputs)
     values = dict(zip(input_ids, args))
-    with checks_lib.transaction() as tx:
+
+    def run_nodes() -> typing.Any:
       for node in nodes:
         if node.fn is None:
           values[node.output.id] = values[node.args[0].id][node.getitem_key]
@@ -310,15 +311,9 @@ class TFExecutor(Executor):
           values[node.output.id] = self.run(
             node, resolve(values, node.args), resolve(values, node.kwargs)
           )
-    if tx.deferred:
-      # Deferred writes (e.g. RNG advances) wait for every check of this
-      # replay made in this graph (a check inside a cond or loop body
-      # guards that body's op).
-      graph = tf.compat.v1.get_default_graph()
-      with tf.control_dependencies([c for c in tx.checks if c.graph is graph]):
-        for write in tx.deferred:
-          write()
-    return resolve(values, outputs)
+      return resolve(values, outputs)
+
+    return checks_lib.tf_transaction(run_nodes)
 
   def function(self, api_name: str) -> typing.Any:
     """The `tf.function` of a root API (to export it or call it directly)."""

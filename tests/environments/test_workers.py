@@ -196,8 +196,9 @@ import numpy as np
 from ingraph_rl.environments import WorkerVectorEnv
 env = WorkerVectorEnv("CartPole-v1", 3, envs_per_worker=1)
 env.reset()
-print(" ".join(map(str, env.pids)), flush=True)
 try:
+  # Inside the try: Ctrl-C may come as soon as the pids are out.
+  print(" ".join(map(str, env.pids)), flush=True)
   while True:
     env.step(np.zeros(3, np.int64))
     time.sleep(0.01)
@@ -210,9 +211,30 @@ except KeyboardInterrupt:
 """
 
 
-def _start_parent():
+# Ctrl-C at any moment of a call: the parent steps on after each one.
+MANY_INTERRUPTS = """
+import numpy as np
+from ingraph_rl.environments import WorkerVectorEnv
+env = WorkerVectorEnv("CartPole-v1", 3, envs_per_worker=1)
+want = env.reset(seed=5)
+print(" ".join(map(str, env.pids)), flush=True)
+for caught in range(1, 26):
+  try:
+    while True:
+      env.step(np.zeros(3, np.int64))
+  except KeyboardInterrupt:
+    print("caught", caught, flush=True)
+# Replies line up with calls: a seeded reset gives the seeded obs.
+env.step(np.ones(3, np.int64))
+assert np.array_equal(env.reset(seed=5), want)
+env.close()
+print("closed", flush=True)
+"""
+
+
+def _start_parent(script=PARENT):
   proc = subprocess.Popen(
-    [sys.executable, "-c", textwrap.dedent(PARENT)],
+    [sys.executable, "-c", textwrap.dedent(script)],
     cwd=ROOT,
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
@@ -222,6 +244,26 @@ def _start_parent():
   line = proc.stdout.readline()
   assert line.strip(), proc.stderr.read()[-3000:]
   return proc, [psutil.Process(int(p)) for p in line.split()]
+
+
+def test_repeated_ctrl_c_never_desynchronizes_the_workers():
+  proc, children = _start_parent(MANY_INTERRUPTS)
+  try:
+    rng = np.random.default_rng(0)
+    for caught in range(1, 26):
+      # At a random moment of the stepping loop (workers ignore SIGINT).
+      time.sleep(rng.uniform(0.002, 0.02))
+      proc.send_signal(signal.SIGINT)
+      assert proc.stdout.readline().split() == ["caught", str(caught)]
+    proc.wait(timeout=20)  # (communicate would miss buffered lines)
+    out, err = proc.stdout.read(), proc.stderr.read()
+  finally:
+    if proc.poll() is None:
+      os.killpg(proc.pid, signal.SIGKILL)
+  assert proc.returncode == 0, err[-3000:]
+  assert "closed" in out
+  gone, alive = psutil.wait_procs(children, timeout=5)
+  assert not alive
 
 
 def _shm_of(pid):

@@ -21,7 +21,7 @@ class TimeRankFolder(Component):
   def fold(self, inputs):
     return self._graph_fn_fold(inputs)
 
-  @api
+  @api(own_leading_dims=("inputs",))  # [B * T] next to like's [B, T].
   def unfold(self, inputs, like):
     return self._graph_fn_unfold(inputs, like)
 

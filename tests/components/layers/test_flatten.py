@@ -59,7 +59,7 @@ def test_numpy_reference(backend, shape, ranks):
 def test_int_inputs(backend):
   # No variables, so any dtype flattens (and keeps its dtype).
   test = ComponentTest(
-    Flatten(), {"inputs": IntBox(10, (2, 2), **BATCH)}, backend
+    Flatten(), {"inputs": IntBox(12, (2, 2), **BATCH)}, backend
   )
   x = np.arange(12, dtype=np.int32).reshape(3, 2, 2)
   out = test.test("call", x, expected=x.reshape(3, 4), rtol=0, atol=0)
