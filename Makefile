@@ -8,6 +8,7 @@
 #   make bench-memory the memory benchmark (full run: ~10 min, ~9 GiB RAM)
 #   make bench-export the export benchmark (full run: ~8 min, ~12 GiB RAM)
 #   make bench-impala the IMPALA throughput benchmark (full run: ~10 min)
+#   make fuzz        the long fuzz campaign of every root API (~20 min)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +17,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: venv impala lint test test-all bench-build bench-memory \
-    bench-export bench-impala bench-quick clean
+    bench-export bench-impala bench-quick fuzz clean
 
 $(STAMP): requirements.txt requirements-nodeps.txt setup.py pyproject.toml \
     $(wildcard ingraph_rl/ops/*.cc)
@@ -42,6 +43,12 @@ test: lint
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m ""
+
+# >= 100,000 calls over every root API of every shipped component and
+# agent; prints the counts per target, backend and API (JSON in build/).
+fuzz: $(STAMP)
+	$(PY) -m pytest -q tests/fuzz --fuzz-long --timeout=3600 \
+	    --fuzz-report=build/fuzz_report.json
 
 bench-build: $(STAMP)
 	$(PY) -m benchmarks.build_overhead

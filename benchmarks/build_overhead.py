@@ -11,8 +11,10 @@ fresh component objects every repetition:
    against the same variables made by hand and one hand-written tf.function
    per root API.
 3. call: per-call cost of `executor.execute("call", x)` on a built
-   Dense(64), batch 32, with check_inputs on and off, against calling a
-   hand-written tf.function on the same variables.
+   Dense(64), batch 32 (a FloatBox input), and on a table lookup by
+   IntBox indices (whose range the executor checks in the graph), with
+   every check on (the default) and off, against calling a hand-written
+   tf.function on the same variables.
 
 No replay memory, segment tree or loss exists in the library yet: the
 benchmark defines stand-ins for them (marked in `config`).
@@ -72,6 +74,7 @@ DISCOUNT = 0.99
 ALPHA = 0.6
 CALL_UNITS = 64
 CALL_BATCH = 32
+LOOKUP_ROWS = 1000
 
 _now = time.perf_counter
 
@@ -691,12 +694,37 @@ def check_stack():
 # --- case 3: per call --------------------------------------------------------
 
 
+class Lookup(Component):
+  """call(indices) = rows of a table: an API with an IntBox argument, whose
+  range the executor checks (in the graph) by default."""
+
+  def __init__(self, rows, units, scope="lookup"):
+    super().__init__(scope=scope)
+    self.rows, self.units = rows, units
+
+  def create_variables(self, input_spaces):
+    self.table = self.add_variable("table", (self.rows, self.units))
+
+  @api
+  def call(self, indices):
+    return self._graph_fn_lookup(indices)
+
+  @graph_fn
+  def _graph_fn_lookup(self, indices):
+    return tf.gather(self.table, indices)
+
+
 def call_case(calls):
-  ex = TFExecutor(
-    Dense(CALL_UNITS),
-    {"inputs": FloatBox((CALL_UNITS,), add_batch_rank=True)},
-    check_inputs=True,
+  """Per call: Dense on a FloatBox (in-graph finiteness check) and a table
+  lookup on an IntBox (in-graph range check), each with every check on
+  (the default) and off (check_inputs=False, check_values=False), against
+  hand-written tf.functions on the same variables."""
+  dense_space = {"inputs": FloatBox((CALL_UNITS,), add_batch_rank=True)}
+  ex = TFExecutor(Dense(CALL_UNITS), dense_space)
+  ex_off = TFExecutor(
+    Dense(CALL_UNITS), dense_space, check_inputs=False, check_values=False
   )
+  ex_off.set_weights(ex.get_weights())
   kernel, bias = ex.root.kernel, ex.root.bias
 
   @tf.function(
@@ -712,19 +740,47 @@ def call_case(calls):
     .astype(np.float32)
   )
   _close(ex.execute("call", x), plain(x), "call")
+  _close(ex_off.execute("call", x), plain(x), "call")
 
-  def loop(fn, check_inputs):
+  int_space = {"indices": IntBox(LOOKUP_ROWS, add_batch_rank=True)}
+  lookup = TFExecutor(Lookup(LOOKUP_ROWS, CALL_UNITS), int_space)
+  lookup_off = TFExecutor(
+    Lookup(LOOKUP_ROWS, CALL_UNITS),
+    int_space,
+    check_inputs=False,
+    check_values=False,
+  )
+  lookup_off.set_weights(lookup.get_weights())
+  table = lookup.root.table
+
+  @tf.function(
+    input_signature=[tf.TensorSpec([None], tf.int32)], autograph=False
+  )
+  def plain_lookup(indices):
+    return tf.gather(table, indices)
+
+  idx = (
+    np.random.default_rng(4)
+    .integers(0, LOOKUP_ROWS, CALL_BATCH)
+    .astype(np.int32)
+  )
+  _close(lookup.execute("call", idx), plain_lookup(idx), "lookup")
+  _close(lookup_off.execute("call", idx), plain_lookup(idx), "lookup")
+
+  def loop(fn):
     def run():
-      ex.check_inputs = check_inputs  # The plain variant ignores it.
       for _ in range(calls):
         fn()
 
     return run
 
   return {
-    "ours_checked": loop(lambda: ex.execute("call", x), True),
-    "ours_unchecked": loop(lambda: ex.execute("call", x), False),
-    "plain": loop(lambda: plain(x), True),
+    "ours_checked": loop(lambda: ex.execute("call", x)),
+    "ours_unchecked": loop(lambda: ex_off.execute("call", x)),
+    "plain": loop(lambda: plain(x)),
+    "int_ours_checked": loop(lambda: lookup.execute("call", idx)),
+    "int_ours_unchecked": loop(lambda: lookup_off.execute("call", idx)),
+    "int_plain": loop(lambda: plain_lookup(idx)),
   }
 
 
@@ -821,15 +877,24 @@ def main(argv):
         f"call/{name}", "time per call", "us", common.Stat.of(us[name])
       )
     )
-  ratios["call_overhead_ratio_checked"] = common.paired_ratio(
-    us["ours_checked"], us["plain"]
-  )
-  ratios["call_overhead_ratio_unchecked"] = common.paired_ratio(
-    us["ours_unchecked"], us["plain"]
-  )
-  ratios["call_check_inputs_us"] = common.paired_difference(
-    us["ours_checked"], us["ours_unchecked"]
-  )
+    rows.append(
+      common.Row(
+        f"call_int/{name}",
+        "time per call",
+        "us",
+        common.Stat.of(us["int_" + name]),
+      )
+    )
+  for prefix, label in (("", "call"), ("int_", "call_int")):
+    ratios[f"{label}_overhead_ratio_checked"] = common.paired_ratio(
+      us[prefix + "ours_checked"], us[prefix + "plain"]
+    )
+    ratios[f"{label}_overhead_ratio_unchecked"] = common.paired_ratio(
+      us[prefix + "ours_unchecked"], us[prefix + "plain"]
+    )
+    ratios[f"{label}_checks_us"] = common.paired_difference(
+      us[prefix + "ours_checked"], us[prefix + "ours_unchecked"]
+    )
 
   config = {
     "reps": reps,
@@ -900,10 +965,19 @@ def main(argv):
     "call": {
       "layer": f"Dense({CALL_UNITS}) on FloatBox(({CALL_UNITS},)), batch "
       f"{CALL_BATCH}, numpy float32 input",
-      "ours": "executor.execute('call', x), check_inputs toggled on the "
-      "same executor",
+      "ours": "executor.execute('call', x): checked = the default (Python "
+      "space check + the in-graph finiteness check), unchecked = "
+      "check_inputs=False, check_values=False (same weights)",
       "plain": "hand-written tf.function (matmul + bias) on the same "
       "variables, called with the same numpy x",
+    },
+    "call_int": {
+      "component": f"Lookup: tf.gather from a ({LOOKUP_ROWS}, {CALL_UNITS}) "
+      f"table by IntBox({LOOKUP_ROWS}) indices, batch {CALL_BATCH}, numpy "
+      f"int32 input",
+      "ours": "checked = the default (Python space check + the in-graph "
+      "range check), unchecked = check_inputs=False, check_values=False",
+      "plain": "hand-written tf.function (tf.gather) on the same variable",
     },
   }
   path = common.write_results(NAME, quick, config, rows, ratios)
@@ -922,8 +996,10 @@ def main(argv):
     r["stack40_overhead_ms"],
   )
   checked, unchecked = (
-    r["call_overhead_ratio_checked"],
-    r["call_overhead_ratio_unchecked"],
+    max(r["call_overhead_ratio_checked"], r["call_int_overhead_ratio_checked"]),
+    max(
+      r["call_overhead_ratio_unchecked"], r["call_int_overhead_ratio_unchecked"]
+    ),
   )
   summary = (
     f"{NAME}{' [quick]' if quick else ''}: single component "
@@ -932,7 +1008,8 @@ def main(argv):
     f"{verdict(single_ms, TARGETS['single_ms'])}), {n_components}-component "
     f"stack +{stack_ms:.1f} ms ({r['stack40_ours_over_plain']:.2f}x; target "
     f"< {TARGETS['stack_ms']:g} ms {verdict(stack_ms, TARGETS['stack_ms'])}),"
-    f" per call {checked:.2f}x checked / {unchecked:.2f}x unchecked (target "
+    f" per call (worse of Dense and lookup) {checked:.2f}x checked / "
+    f"{unchecked:.2f}x unchecked (target "
     f"<= {TARGETS['call_ratio']:g}: "
     f"{verdict(checked, TARGETS['call_ratio'], le=True)} / "
     f"{verdict(unchecked, TARGETS['call_ratio'], le=True)})"
@@ -981,17 +1058,24 @@ def plot(rows):
       handles.setdefault(lab, h)
   axes[0].legend(handles.values(), handles.keys(), fontsize=8)
   names = ("ours_checked", "ours_unchecked", "plain")
-  vals = [med[(f"call/{n}", "time per call")] for n in names]
-  axes[2].bar(range(3), vals, color=["#4C72B0", "#64B5CD", "#8C8C8C"])
-  for i, v in enumerate(vals):
-    axes[2].text(i, v, f"{v:.0f}", ha="center", va="bottom")
-  axes[2].set_xticks(
-    range(3), ["ours\ncheck_inputs", "ours\nno checks", "plain\ntf.function"]
-  )
+  colors = ["#4C72B0", "#64B5CD", "#8C8C8C"]
+  ticks, labels = [], []
+  for offset, case in ((0, "call"), (4, "call_int")):
+    vals = [med[(f"{case}/{n}", "time per call")] for n in names]
+    xs = [offset + i for i in range(3)]
+    axes[2].bar(xs, vals, color=colors)
+    for x, v in zip(xs, vals):
+      axes[2].text(x, v, f"{v:.0f}", ha="center", va="bottom", fontsize=8)
+    kind = "Dense" if case == "call" else "lookup"
+    ticks += xs
+    labels += [f"{kind}\nchecks", f"{kind}\nno checks", f"{kind}\nplain"]
+  axes[2].set_xticks(ticks, labels, fontsize=7)
   axes[2].margins(y=0.12)
   axes[2].set_ylabel("us per call (median)")
   axes[2].set_title(
-    f"per call: Dense({CALL_UNITS}), batch {CALL_BATCH}", fontsize=10
+    f"per call: Dense({CALL_UNITS}) (FloatBox) and a lookup (IntBox), "
+    f"batch {CALL_BATCH}",
+    fontsize=9,
   )
   return common.save_plot(fig, NAME)
 

@@ -4,9 +4,10 @@ It exists so that every numerical component can be checked TF-vs-torch.
 Spaces flow by running each torch body on two sample inputs of different
 batch and time sizes: dims that differ are the batch/time dims. The samples
 come from the input spaces, so give bounds that make valid inputs (e.g.
-`IntBox(capacity)` for memory indices, `IntBox(9, low=1)` for a batch size);
-value checks (`torch_check`) are off during these passes, and variables are
-reset to their initial values afterwards.
+`IntBox(capacity)` for memory indices, `IntBox(65, low=1)` for a batch size;
+the bounds are also checked at every call, see `input_checks`); value checks
+(`torch_check`) are off during these passes, and variables are reset to
+their initial values afterwards.
 """
 
 import typing

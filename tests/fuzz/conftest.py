@@ -9,6 +9,7 @@ calls). At the end the counts per target, backend and API are printed
 """
 
 import dataclasses
+import os
 
 import hypothesis
 import pytest
@@ -17,7 +18,7 @@ from ingraph_rl.testing import fuzz
 
 # Calls per target and backend: CI, and the long campaign.
 CI_EXAMPLES, CI_CALLS = 12, 40
-LONG_EXAMPLES, LONG_CALLS = 60, 100
+LONG_EXAMPLES, LONG_CALLS = 50, 90
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +51,12 @@ def pytest_addoption(parser):
     default=None,
     help="write the fuzz counts as JSON to this path",
   )
+
+
+def pytest_collection_modifyitems(config, items):
+  for item in items:
+    if "tests/fuzz/" in str(item.fspath).replace("\\", "/"):
+      item.add_marker(pytest.mark.fuzz)
 
 
 @pytest.fixture(scope="session")
@@ -86,5 +93,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
   terminalreporter.write_line(fuzz.STATS.table())
   path = config.getoption("--fuzz-report")
   if path:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fuzz.STATS.dump(path)
     terminalreporter.write_line(f"fuzz counts written to {path}")
