@@ -290,9 +290,9 @@ def bad_leaf(draw, kind, box: BoxSpace, value):
     return arr.astype(_other_dtype(draw, box.dtype)), REJECT
   if kind == "rank":
     if arr.ndim and draw(st.booleans()):
-      return arr[..., 0] if arr.shape[-1] else arr.reshape(arr.shape[:-1]), (
-        REJECT
-      )
+      # One rank less; a zero-sized last dim has no element to keep.
+      lower = arr[..., 0] if arr.shape[-1] else np.zeros(arr.shape[:-1])
+      return lower.astype(arr.dtype), REJECT
     return arr[..., None], REJECT
   if kind == "shape":
     dims = [i for i, d in enumerate(box.shape) if d is not None]
