@@ -172,8 +172,6 @@ def _resource_state(res):
     return np.array(
       tf.raw_ops.StageSize(dtypes=res.dtypes, **res.attrs()).numpy()
     )
-  if kind in ("PythonFIFOQueue", "PythonStagingArea"):
-    return np.array(res.size())
   return None
 
 

@@ -4,12 +4,12 @@ learner side of IMPALA).
 
 TF: the raw `Stage` / `Unstage` / `StageSize` ops on a buffer named by a
 `shared_name` unique to each built component; they work inside the
-executor's `tf.function`s. torch: a Python deque (`PythonStagingArea`) with
-the same blocking semantics.
-"""
+executor's `tf.function`s.
 
-import collections
-import threading
+TF only: staging has no number to compare, so the torch mirror has none
+(the torch executor refuses it at build with a BuildError naming the
+component).
+"""
 
 import tensorflow as tf
 import tree
@@ -18,7 +18,6 @@ from ingraph_rl.components.queues import _common
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors.tf_spaces import tensor_spec, tf_dtype
-from ingraph_rl.utils.lazy import torch
 
 
 class _TFStagingBuffer:
@@ -42,37 +41,6 @@ class _TFStagingBuffer:
     return f"_TFStagingBuffer({self.shared_name!r})"
 
 
-class PythonStagingArea:
-  """The torch executor's staging area: a FIFO deque; `put` blocks while
-  `capacity` (> 0) values are staged, `get` blocks while none is. Waits are
-  unbounded, as in TF."""
-
-  def __init__(self, capacity):
-    self.capacity = int(capacity)
-    self._items = collections.deque()
-    self._cond = threading.Condition()
-
-  def put(self, value):
-    with self._cond:
-      while self.capacity > 0 and len(self._items) >= self.capacity:
-        self._cond.wait()
-      self._items.append(value)
-      self._cond.notify_all()
-      return len(self._items)
-
-  def get(self):
-    with self._cond:
-      while not self._items:
-        self._cond.wait()
-      value = self._items.popleft()
-      self._cond.notify_all()
-      return value
-
-  def size(self):
-    with self._cond:
-      return len(self._items)
-
-
 class StagingArea(Component):
   """Stages values of `record_space` for the next step.
 
@@ -94,9 +62,9 @@ class StagingArea(Component):
   Usage pattern (IMPALA's learner): place the component on the GPU with the
   executor's `device_map`, stage batch 0 once, then in ONE step API call
   `get()` (batch k, already on the device) BEFORE `put(next_batch)` (batch
-  k+1). Stateful ops run in call order inside the API's `tf.function` (and
-  in the torch mirror), so with capacity 1 the put never waits; the copy
-  of batch k+1 runs while batch k is used, for one step of policy lag.
+  k+1). Stateful ops run in call order inside the API's `tf.function`, so
+  with capacity 1 the put never waits; the copy of batch k+1 runs while
+  batch k is used, for one step of policy lag.
   Calling `put` before `get` on a full area blocks forever.
 
       class Learner(Component):
@@ -152,7 +120,6 @@ class StagingArea(Component):
       )
     self.capacity = capacity
     self._leaf_spaces = [s for _, s in self.record_space.flatten()]
-    self._build_flip = False
     self.buffer = None
 
   def create_variables(self, input_spaces):
@@ -164,7 +131,6 @@ class StagingArea(Component):
       tf=lambda: _TFStagingBuffer(
         [tf_dtype(s) for s in self._leaf_spaces], self.capacity, name
       ),
-      torch=lambda: PythonStagingArea(self.capacity),
     )
 
   # --- API -------------------------------------------------------------
@@ -207,28 +173,3 @@ class StagingArea(Component):
   @graph_fn
   def _graph_fn_size(self):
     return self._tf_size()
-
-  # --- torch bodies ----------------------------------------------------
-
-  @_graph_fn_put.torch
-  def _graph_fn_put(self, records):
-    if _common.in_torch_build_pass():
-      _common.check_value(self, self.record_space, records, "put", "records")
-      return torch.tensor(0, dtype=torch.int32)
-    return torch.tensor(
-      self.buffer.put(tree.map_structure(_common.copy_leaf, records)),
-      dtype=torch.int32,
-    )
-
-  @_graph_fn_get.torch
-  def _graph_fn_get(self):
-    if _common.in_torch_build_pass():
-      self._build_flip = not self._build_flip
-      return _common.build_pass_zeros(self.record_space, self._build_flip)
-    return self.buffer.get()
-
-  @_graph_fn_size.torch
-  def _graph_fn_size(self):
-    if _common.in_torch_build_pass():
-      return torch.tensor(0, dtype=torch.int32)
-    return torch.tensor(self.buffer.size(), dtype=torch.int32)

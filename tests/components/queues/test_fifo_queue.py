@@ -1,6 +1,6 @@
-"""Tests of `FIFOQueue` (ingraph_rl/components/queues/fifo_queue.py) under
-the TF and the torch executor: FIFO order against a Python deque, blocking
-across threads, close, SavedModel export, and bad input."""
+"""Tests of `FIFOQueue` (ingraph_rl/components/queues/fifo_queue.py): FIFO
+order against a Python deque, blocking across threads, close, SavedModel
+export, and bad input. TF only: the torch executor refuses a queue."""
 
 import collections
 import copy
@@ -17,21 +17,14 @@ import pytest
 import tensorflow as tf
 import tree
 
-from ingraph_rl.components.queues import (
-  FIFOQueue,
-  QueueCancelledError,
-  QueueClosedError,
-  QueueOutOfRangeError,
-)
+from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.components.queues import fifo_queue as fifo_queue_module
 from ingraph_rl.core import Component, api
-from ingraph_rl.errors import BuildError, IngraphError, SpaceError
+from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.executors.torch import TorchExecutor
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Tuple
 from ingraph_rl.testing.component_test import to_numpy
-
-BACKENDS = ["tf", "torch"]
 
 # A nested record: uint8 frames, float and int leaves, a float64 and a bool
 # inside a Tuple.
@@ -48,13 +41,11 @@ SPACES = {
   "num_records": IntBox(),
   "cancel_pending_enqueues": BoolBox(),
 }
-# What each executor raises where TF raises OutOfRange / Cancelled.
-OUT_OF_RANGE = {"tf": tf.errors.OutOfRangeError, "torch": QueueOutOfRangeError}
-CANCELLED = {"tf": tf.errors.CancelledError, "torch": QueueCancelledError}
+OUT_OF_RANGE = tf.errors.OutOfRangeError
+CANCELLED = tf.errors.CancelledError
 
 
 def build(
-  backend,
   capacity=256,
   shared_name=None,
   record_space=RECORD,
@@ -62,8 +53,7 @@ def build(
   **kwargs,
 ):
   queue = FIFOQueue(record_space, capacity, shared_name=shared_name)
-  cls = {"tf": TFExecutor, "torch": TorchExecutor}[backend]
-  return cls(queue, spaces, **kwargs)
+  return TFExecutor(queue, spaces, **kwargs)
 
 
 def run(executor, api_name, *args):
@@ -105,9 +95,8 @@ def assert_same_records(expected, got):
 # --- FIFO order ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_fifo_order_against_deque_reference(backend):
-  ex = build(backend)
+def test_fifo_order_against_deque_reference():
+  ex = build()
   ref = collections.deque()
   rng = np.random.default_rng(0)
   used = collections.Counter()
@@ -142,22 +131,23 @@ def test_fifo_order_against_deque_reference(backend):
   assert run(ex, "size") == 0
 
 
-def test_output_spaces_fixed_and_equal_across_backends():
-  apis = {b: build(b).apis for b in BACKENDS}
+def test_output_spaces_are_fixed():
+  specs = build().apis
   per_item = [(p, s.dtype, s.shape) for p, s in RECORD.flatten()]
-  for backend, specs in apis.items():
-    out = specs["dequeue"].output_space
-    assert [(p, s.dtype, s.shape) for p, s in out.flatten()] == per_item
-    assert not any(s.has_batch_rank for _, s in out.flatten())
-    out = specs["dequeue_many"].output_space
-    assert [(p, s.dtype, s.shape) for p, s in out.flatten()] == per_item
-    assert all(s.has_batch_rank for _, s in out.flatten()), backend
-    for name in ["enqueue", "enqueue_many", "size", "close"]:
-      assert specs[name].output_space == IntBox(None, (), dtype=np.int32)
-  for name in apis["tf"]:
-    assert apis["tf"][name].output_space == apis["torch"][name].output_space, (
-      name
-    )
+  out = specs["dequeue"].output_space
+  assert [(p, s.dtype, s.shape) for p, s in out.flatten()] == per_item
+  assert not any(s.has_batch_rank for _, s in out.flatten())
+  out = specs["dequeue_many"].output_space
+  assert [(p, s.dtype, s.shape) for p, s in out.flatten()] == per_item
+  assert all(s.has_batch_rank for _, s in out.flatten())
+  for name in ["enqueue", "enqueue_many", "size", "close"]:
+    assert specs[name].output_space == IntBox(None, (), dtype=np.int32)
+
+
+def test_the_torch_executor_refuses_a_queue_by_name():
+  # A queue holds no number to compare, so the torch mirror has none.
+  with pytest.raises(BuildError, match="fifo_queue"):
+    TorchExecutor(FIFOQueue(RECORD, 4), SPACES)
 
 
 class Learner(Component):
@@ -177,10 +167,8 @@ class Learner(Component):
     return self.queue.dequeue_many(self.num_records)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_dequeue_many_python_int_keeps_batch_rank(backend):
-  cls = {"tf": TFExecutor, "torch": TorchExecutor}[backend]
-  ex = cls(Learner(3), {"batch": BATCH})
+def test_dequeue_many_python_int_keeps_batch_rank():
+  ex = TFExecutor(Learner(3), {"batch": BATCH})
   out_space = ex.apis["take"].output_space
   assert all(s.has_batch_rank for _, s in out_space.flatten())
   batch = BATCH.sample(5, seed=4)
@@ -190,11 +178,9 @@ def test_dequeue_many_python_int_keeps_batch_rank(backend):
   assert run(ex, "put", BATCH.sample(1, seed=5)) == 3
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_enqueued_values_are_copies(backend):
-  # The torch executor hands bodies tensors that share the caller's NumPy
-  # memory; the queue must keep what was enqueued, as TF does.
-  ex = build(backend)
+def test_enqueued_values_are_copies():
+  # The queue keeps what was enqueued, not a view of the caller's arrays.
+  ex = build()
   rec, batch = record(5), BATCH.sample(2, seed=6)
   keep_rec, keep_batch = copy.deepcopy(rec), copy.deepcopy(batch)
   run(ex, "enqueue", rec)
@@ -208,9 +194,8 @@ def test_enqueued_values_are_copies(backend):
 # --- blocking across threads -------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_dequeue_blocks_until_another_thread_enqueues(backend, background):
-  ex = build(backend)
+def test_dequeue_blocks_until_another_thread_enqueues(background):
+  ex = build()
   call = background(closer(ex), run, ex, "dequeue")
   assert call.still_blocked()
   assert run(ex, "size") == 0
@@ -220,14 +205,11 @@ def test_dequeue_blocks_until_another_thread_enqueues(backend, background):
   assert run(ex, "size") == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_dequeue_many_waits_for_all_its_records(
-  backend, background, wait_until
-):
+def test_dequeue_many_waits_for_all_its_records(background, wait_until):
   # Capacity 2 < 3 records: the pending dequeue_many takes records as they
   # arrive (size() no longer counts them), which makes room for the rest;
   # a later dequeue waits behind it.
-  ex = build(backend, capacity=2)
+  ex = build(capacity=2)
   recs = [record(30 + i) for i in range(4)]
   run(ex, "enqueue", recs[0])
   many = background(closer(ex), run, ex, "dequeue_many", np.int32(3))
@@ -247,15 +229,8 @@ def test_dequeue_many_waits_for_all_its_records(
 # --- close -------------------------------------------------------------------
 
 
-def test_torch_errors_subclass_queue_closed_error():
-  assert issubclass(QueueOutOfRangeError, QueueClosedError)
-  assert issubclass(QueueCancelledError, QueueClosedError)
-  assert issubclass(QueueClosedError, IngraphError)
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_close_wakes_a_blocked_dequeue(backend, background, wait_until):
-  ex = build(backend)
+def test_close_wakes_a_blocked_dequeue(background, wait_until):
+  ex = build()
   rec = record(40)
   run(ex, "enqueue", rec)
   one = background(closer(ex), run, ex, "dequeue_many", np.int32(2))
@@ -266,43 +241,41 @@ def test_close_wakes_a_blocked_dequeue(backend, background, wait_until):
   # Closing fails the partly served dequeue_many at once, which puts its
   # record back in front (before close returns the size).
   assert run(ex, "close", False) == 1
-  with pytest.raises(OUT_OF_RANGE[backend]):
+  with pytest.raises(OUT_OF_RANGE):
     one.finish()
   assert run(ex, "size") == 1
   assert_same_records(rec, run(ex, "dequeue"))
-  with pytest.raises(OUT_OF_RANGE[backend]):
+  with pytest.raises(OUT_OF_RANGE):
     run(ex, "dequeue")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_after_close(backend):
-  ex = build(backend)
+def test_after_close():
+  ex = build()
   recs = [record(50 + i) for i in range(3)]
   run(ex, "enqueue_many", stack(recs))
   assert run(ex, "close", False) == 3
-  with pytest.raises(CANCELLED[backend]):
+  with pytest.raises(CANCELLED):
     run(ex, "enqueue", recs[0])
-  with pytest.raises(CANCELLED[backend]):
+  with pytest.raises(CANCELLED):
     run(ex, "enqueue_many", stack(recs))
-  with pytest.raises(CANCELLED[backend]):
+  with pytest.raises(CANCELLED):
     run(ex, "close", False)  # Already closed.
   assert run(ex, "close", True) == 3  # Closing with cancel never fails.
   # Remaining records still come out, in order; a dequeue that cannot be
   # served fails at once and loses nothing.
   assert_same_records(recs[0], run(ex, "dequeue"))
-  with pytest.raises(OUT_OF_RANGE[backend]):
+  with pytest.raises(OUT_OF_RANGE):
     run(ex, "dequeue_many", np.int32(3))
   assert run(ex, "size") == 2
   assert_same_records(stack(recs[1:]), run(ex, "dequeue_many", np.int32(2)))
   assert_same_records(stack([]), run(ex, "dequeue_many", np.int32(0)))
-  with pytest.raises(OUT_OF_RANGE[backend]):
+  with pytest.raises(OUT_OF_RANGE):
     run(ex, "dequeue")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("cancel", [False, True])
-def test_close_and_a_pending_enqueue(backend, cancel, background):
-  ex = build(backend, capacity=1)
+def test_close_and_a_pending_enqueue(cancel, background):
+  ex = build(capacity=1)
   a, b = record(60), record(61)
   run(ex, "enqueue", a)
   enqueue = background(closer(ex), run, ex, "enqueue", b)
@@ -310,7 +283,7 @@ def test_close_and_a_pending_enqueue(backend, cancel, background):
   if cancel:
     # Closes at once; the pending enqueue fails.
     assert run(ex, "close", True) == 1
-    with pytest.raises(CANCELLED[backend]):
+    with pytest.raises(CANCELLED):
       enqueue.finish()
     assert_same_records(a, run(ex, "dequeue"))
   else:
@@ -321,33 +294,32 @@ def test_close_and_a_pending_enqueue(backend, cancel, background):
     assert enqueue.finish() == 1
     assert close.finish() == 1
     assert_same_records(b, run(ex, "dequeue"))
-  with pytest.raises(OUT_OF_RANGE[backend]):
+  with pytest.raises(OUT_OF_RANGE):
     run(ex, "dequeue")
 
 
 # --- sharing -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_queues_are_private_unless_shared(backend):
+def test_queues_are_private_unless_shared():
   # In eager TF, two FIFOQueueV2 ops with an empty shared_name and the
   # same attributes are ONE queue; each built component must get its own.
   rec = record(70)
-  a, b = build(backend), build(backend)
+  a, b = build(), build()
   run(a, "enqueue", rec)
   assert run(b, "size") == 0 and run(a, "size") == 1
   name = f"test_fifo_shared_{uuid.uuid4().hex}"
-  c, d = build(backend, shared_name=name), build(backend, shared_name=name)
+  c, d = build(shared_name=name), build(shared_name=name)
   run(c, "enqueue", rec)
   assert run(d, "size") == 1
   assert_same_records(rec, run(d, "dequeue"))
   assert run(c, "size") == 0
   with pytest.raises(BuildError, match=name):
-    build(backend, capacity=3, shared_name=name)
+    build(capacity=3, shared_name=name)
 
 
 def test_private_tf_queue_is_destroyed_with_its_executor():
-  ex = build("tf", capacity=4)
+  ex = build(capacity=4)
   name = ex.root.resource_name
   run(ex, "enqueue", record(71))
   del ex
@@ -481,13 +453,12 @@ def _bad_record(case):
   return rec
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(
   "case",
   ["missing_key", "extra_key", "image_dtype", "image_shape", "tuple_length"],
 )
-def test_bad_enqueue_input(backend, case):
-  ex = build(backend)
+def test_bad_enqueue_input(case):
+  ex = build()
   run(ex, "enqueue", record(81))
   with pytest.raises(SpaceError) as info:
     ex.execute("enqueue", _bad_record(case))
@@ -498,9 +469,8 @@ def test_bad_enqueue_input(backend, case):
   assert run(ex, "size") == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_bad_enqueue_many_and_dequeue_many_input(backend):
-  ex = build(backend)
+def test_bad_enqueue_many_and_dequeue_many_input():
+  ex = build()
   run(ex, "enqueue", record(82))
   bad = BATCH.sample(3, seed=1)
   bad["image"] = bad["image"].astype(np.int32)
@@ -533,9 +503,8 @@ class Actor(Component):
     return self.queue.enqueue(rollout)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("wrong", ["dtype", "structure", "batch_rank"])
-def test_mismatched_space_is_a_build_error(backend, wrong):
+def test_mismatched_space_is_a_build_error(wrong):
   bad_space = {
     "dtype": Dict(
       image=FloatBox(shape=(6, 5, 3)),
@@ -546,14 +515,14 @@ def test_mismatched_space_is_a_build_error(backend, wrong):
     "structure": Dict(image=RECORD["image"], reward=FloatBox()),
     "batch_rank": BATCH,
   }[wrong]
-  cls = {"tf": TFExecutor, "torch": TorchExecutor}[backend]
   with pytest.raises(SpaceError) as info:
-    cls(Actor(RECORD), {"rollout": bad_space})
+    TFExecutor(Actor(RECORD), {"rollout": bad_space})
   msg = str(info.value)
   assert "component 'actor/fifo_queue'" in msg
   assert "API method 'enqueue'" in msg and "argument 'records'" in msg
   # The matching space builds.
-  assert run(cls(Actor(RECORD), {"rollout": RECORD}), "push", record(1)) == 1
+  ex = TFExecutor(Actor(RECORD), {"rollout": RECORD})
+  assert run(ex, "push", record(1)) == 1
 
 
 def test_constructor_checks():

@@ -1,5 +1,5 @@
-"""Tests of `StagingArea` (ingraph_rl/components/queues/staging_area.py)
-under the TF and the torch executor. A call that can block runs in a
+"""Tests of `StagingArea` (ingraph_rl/components/queues/staging_area.py).
+TF only: the torch executor refuses it. A call that can block runs in a
 background thread with a bounded wait (see conftest.py)."""
 
 import doctest
@@ -17,9 +17,6 @@ from ingraph_rl.executors.torch import TorchExecutor
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Tuple
 from ingraph_rl.testing import ComponentTest
 from ingraph_rl.testing.component_test import to_numpy
-
-BACKENDS = ["tf", "torch"]
-EXECUTORS = {"tf": TFExecutor, "torch": TorchExecutor}
 
 # A staged batch: nested, with uint8 frames.
 RECORD = Dict(
@@ -72,9 +69,8 @@ def guarded(background):
 # --- put / get / size ------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_put_then_get_returns_the_same_values(backend, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2), {"records": RECORD})
+def test_put_then_get_returns_the_same_values(guarded):
+  ex = TFExecutor(StagingArea(RECORD, capacity=2), {"records": RECORD})
   a, b = value(3, 1), value(1, 2)
   assert run(ex, "size") == 0
   assert guarded(ex, "put", a) == 1
@@ -87,9 +83,8 @@ def test_put_then_get_returns_the_same_values(backend, guarded):
   assert size == 0 and size.dtype == np.int32 and size.shape == ()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_values_are_copies(backend, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD), {"records": RECORD})
+def test_values_are_copies(guarded):
+  ex = TFExecutor(StagingArea(RECORD), {"records": RECORD})
   a = value(2, 3)
   keep = tree.map_structure(np.copy, a)
   guarded(ex, "put", a)
@@ -97,9 +92,8 @@ def test_values_are_copies(backend, guarded):
   assert_same_records(keep, guarded(ex, "get"))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_get_blocks_until_a_put(backend, background):
-  ex = EXECUTORS[backend](StagingArea(RECORD), {"records": RECORD})
+def test_get_blocks_until_a_put(background):
+  ex = TFExecutor(StagingArea(RECORD), {"records": RECORD})
   get = background(lambda: ex.execute("put", value(1, 999)), run, ex, "get")
   assert get.still_blocked()
   a = value(2, 4)
@@ -108,9 +102,8 @@ def test_get_blocks_until_a_put(backend, background):
   assert run(ex, "size") == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_put_blocks_while_full(backend, background, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=1), {"records": RECORD})
+def test_put_blocks_while_full(background, guarded):
+  ex = TFExecutor(StagingArea(RECORD, capacity=1), {"records": RECORD})
   a, b = value(2, 5), value(3, 6)
   assert guarded(ex, "put", a) == 1
   put = background(lambda: ex.execute("get"), run, ex, "put", b)
@@ -145,11 +138,10 @@ class Pipeline(Component):
     return self.stage.size()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_step_gets_batch_k_and_stages_batch_k_plus_1(backend, guarded):
+def test_step_gets_batch_k_and_stages_batch_k_plus_1(guarded):
   # Capacity 1: this only completes if the get runs before the put, inside
-  # the API's tf.function as in the torch mirror.
-  ex = EXECUTORS[backend](Pipeline(), {"records": RECORD})
+  # the API's tf.function.
+  ex = TFExecutor(Pipeline(), {"records": RECORD})
   batches = [value(2 + k, 10 + k) for k in range(4)]
   assert guarded(ex, "prime", batches[0]) == 1
   for k in range(1, 4):
@@ -159,7 +151,7 @@ def test_step_gets_batch_k_and_stages_batch_k_plus_1(backend, guarded):
   assert run(ex, "size") == 1
 
 
-def test_parity_tf_torch(guarded):
+def test_staged_values_come_out_in_order(guarded):
   calls = [
     ("put", [value(2, 20)]),
     ("size", []),
@@ -171,40 +163,31 @@ def test_parity_tf_torch(guarded):
     ("get", []),
     ("size", []),
   ]
-  outs = {}
-  for backend in BACKENDS:
-    ex = EXECUTORS[backend](
-      StagingArea(RECORD, capacity=2), {"records": RECORD}
-    )
-    outs[backend] = [guarded(ex, name, *args) for name, args in calls]
-  for _, a, b in zip(calls, outs["tf"], outs["torch"]):
-    assert_same_records(a, b)
-  tf_outs = outs["tf"]
-  assert [int(tf_outs[i]) for i in (0, 1, 2, 4, 5, 8)] == [1, 1, 2, 2, 2, 0]
+  ex = TFExecutor(StagingArea(RECORD, capacity=2), {"records": RECORD})
+  outs = [guarded(ex, name, *args) for name, args in calls]
+  assert [int(outs[i]) for i in (0, 1, 2, 4, 5, 8)] == [1, 1, 2, 2, 2, 0]
   for got, put in [(3, 0), (6, 2), (7, 4)]:  # FIFO.
-    assert_same_records(calls[put][1][0], tf_outs[got])
+    assert_same_records(calls[put][1][0], outs[got])
 
 
 # --- spaces, independence ----------------------------------------------------
 
 
-def test_output_spaces_fixed_and_equal_across_backends():
-  apis = {
-    b: EXECUTORS[b](StagingArea(RECORD), {"records": RECORD}).apis
-    for b in BACKENDS
-  }
+def test_output_spaces_are_fixed():
+  specs = TFExecutor(StagingArea(RECORD), {"records": RECORD}).apis
   want = [(p, s.dtype, s.shape, True) for p, s in RECORD.flatten()]
-  for specs in apis.values():
-    got = specs["get"].output_space
-    assert [
-      (p, s.dtype, s.shape, s.has_batch_rank) for p, s in got.flatten()
-    ] == want
-    for name in ["put", "size"]:
-      assert specs[name].output_space == IntBox(None, (), dtype=np.int32)
-  for name in apis["tf"]:
-    assert apis["tf"][name].output_space == apis["torch"][name].output_space, (
-      name
-    )
+  got = specs["get"].output_space
+  assert [
+    (p, s.dtype, s.shape, s.has_batch_rank) for p, s in got.flatten()
+  ] == want
+  for name in ["put", "size"]:
+    assert specs[name].output_space == IntBox(None, (), dtype=np.int32)
+
+
+def test_the_torch_executor_refuses_a_staging_area_by_name():
+  # Staging holds no number to compare, so the torch mirror has none.
+  with pytest.raises(BuildError, match="staging_area"):
+    TorchExecutor(StagingArea(RECORD), {"records": RECORD})
 
 
 class TwoStages(Component):
@@ -222,16 +205,15 @@ class TwoStages(Component):
     return {"first": self.first.size(), "second": self.second.size()}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_each_staging_area_has_its_own_buffer(backend, guarded):
-  ex = EXECUTORS[backend](TwoStages(), {"records": RECORD})
+def test_each_staging_area_has_its_own_buffer(guarded):
+  ex = TFExecutor(TwoStages(), {"records": RECORD})
   guarded(ex, "put_first", value(2, 30))
   sizes = run(ex, "sizes")
   assert (sizes["first"], sizes["second"]) == (1, 0)
   # Two builds of copies of one component do not share either.
   stage = StagingArea(RECORD)
-  a = ComponentTest(stage, {"records": RECORD}, backend).executor
-  b = ComponentTest(stage, {"records": RECORD}, backend).executor
+  a = ComponentTest(stage, {"records": RECORD}, "tf").executor
+  b = ComponentTest(stage, {"records": RECORD}, "tf").executor
   guarded(a, "put", value(1, 31))
   assert run(a, "size") == 1 and run(b, "size") == 0
 
@@ -239,10 +221,9 @@ def test_each_staging_area_has_its_own_buffer(backend, guarded):
 # --- bad input ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", ["dtype", "missing_key", "no_batch_rank"])
-def test_bad_put_input(backend, case, guarded):
-  ex = EXECUTORS[backend](StagingArea(RECORD, capacity=2), {"records": RECORD})
+def test_bad_put_input(case, guarded):
+  ex = TFExecutor(StagingArea(RECORD, capacity=2), {"records": RECORD})
   guarded(ex, "put", value(2, 40))
   bad = value(2, 41)
   if case == "dtype":
@@ -259,8 +240,7 @@ def test_bad_put_input(backend, case, guarded):
   assert run(ex, "size") == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_mismatched_space_is_a_build_error(backend):
+def test_mismatched_space_is_a_build_error():
   wrong = Dict(
     image=FloatBox(shape=(4, 3)),
     reward=FloatBox(),
@@ -269,7 +249,7 @@ def test_mismatched_space_is_a_build_error(backend):
     add_batch_rank=True,
   )
   with pytest.raises(SpaceError) as info:
-    EXECUTORS[backend](Pipeline(), {"records": wrong})
+    TFExecutor(Pipeline(), {"records": wrong})
   msg = str(info.value)
   assert "component 'pipeline/staging_area'" in msg
   assert "API method 'put'" in msg and "argument 'records'" in msg
@@ -292,13 +272,12 @@ def test_docstring_example_runs():
   assert result.failed == 0
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_get_keeps_time_rank_and_bounds_of_the_record_space(backend):
+def test_get_keeps_time_rank_and_bounds_of_the_record_space():
   record = Dict(
     frames=IntBox(256, shape=(3,), dtype=np.uint8),
     add_batch_rank=True,
     add_time_rank=True,
     time_major=True,
   )
-  ex = EXECUTORS[backend](StagingArea(record), {"records": record})
+  ex = TFExecutor(StagingArea(record), {"records": record})
   assert ex.apis["get"].output_space == record
