@@ -18,6 +18,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHER = str(ROOT / "experiments" / "launch_local.py")
@@ -115,6 +116,7 @@ def frames_logged(text):
   return [int(f) for f in re.findall(r"\[impala\] frames +(\d+)", text)]
 
 
+@pytest.mark.slow  # ~50 s; the driver's learning test stays in make test.
 def test_cluster_learns_cartpole(tmp_path):
   """1 ps + 1 learner + 2 actors reach a greedy return >= 150 (CartPole's
   maximum is 500). Seen: 492 after 200k frames in ~75 s."""
