@@ -26,6 +26,7 @@ from ingraph_rl.environments import (
   workers,
 )
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, TextBox
+from ingraph_rl.testing.processes import default_sigint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -240,6 +241,7 @@ def _start_parent(script=PARENT):
     stderr=subprocess.PIPE,
     text=True,
     start_new_session=True,
+    preexec_fn=default_sigint,  # Even when run with SIGINT ignored.
   )
   line = proc.stdout.readline()
   assert line.strip(), proc.stderr.read()[-3000:]

@@ -14,6 +14,7 @@ import psutil
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.testing.processes import default_sigint
 from ingraph_rl.testing.tensorboard import scalar_tags, scalars
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -143,6 +144,7 @@ def test_ctrl_c_stops_everything_within_10_s(tmp_path):
     stderr=subprocess.STDOUT,
     text=True,
     start_new_session=True,
+    preexec_fn=default_sigint,  # Even when run with SIGINT ignored.
   )
   try:
     lines = []
