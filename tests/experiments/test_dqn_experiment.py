@@ -42,6 +42,7 @@ SUMMARY = re.compile(
 )
 
 
+@pytest.mark.slow  # ~10 s; benchmarks/learning.py runs this path too.
 def test_time_budget_and_last100_return(tmp_path):
   logdir = str(tmp_path / "budget")
   out = run(logdir, 10**8, extra=["--max_train_seconds=4"])

@@ -10,11 +10,15 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+# ~16 s; test_impala_dmlab30.py trains through the fake DM Lab in make test.
+@pytest.mark.slow
 def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
   shim = write_deepmind_lab_shim(tmp_path / "shim")
   env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), shim]))

@@ -79,6 +79,7 @@ SUMMARY = re.compile(
 )
 
 
+@pytest.mark.slow  # ~12 s; benchmarks/learning.py runs this path too.
 def test_time_budget_and_last100_return(tmp_path):
   logdir = str(tmp_path / "budget")
   out = run(logdir, 10**9, extra=["--max_train_seconds=5"])

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+import pytest
 import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -101,6 +102,7 @@ def train_until_checkpoint_then_kill(module, flags, checkpoints, progress):
   return [int(s) for s in re.findall(progress, "".join(run.lines))][-1]
 
 
+@pytest.mark.slow  # ~10 s; utils/test_checkpoints kills saves in make test.
 def test_dqn_resumes_at_the_killed_runs_latest_checkpoint(tmp_path):
   logdir = str(tmp_path / "run")
   checkpoints = os.path.join(logdir, "checkpoints")
@@ -140,6 +142,7 @@ def test_dqn_resumes_at_the_killed_runs_latest_checkpoint(tmp_path):
   assert latest_number(checkpoints) == number + 800
 
 
+@pytest.mark.slow  # ~10 s; utils/test_checkpoints kills saves in make test.
 def test_impala_resumes_at_the_killed_runs_latest_checkpoint(tmp_path):
   logdir = str(tmp_path / "run")
   checkpoints = os.path.join(logdir, "checkpoints")

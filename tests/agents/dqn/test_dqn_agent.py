@@ -390,6 +390,8 @@ def learn_cartpole(seed, max_rounds=10, n_step=1):
   return best
 
 
+# ~9 s: the 3-step preset's learning test below stays in make test.
+@pytest.mark.slow
 def test_learns_cartpole():
   """DQN with the in-graph loop reaches a greedy mean return >= 195 over 20
   episodes within 80k env steps.
