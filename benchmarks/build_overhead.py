@@ -40,7 +40,7 @@ from ingraph_rl.components.common import (
   Synchronizable,
   TimeRankFolder,
 )
-from ingraph_rl.components.layers import Dense
+from ingraph_rl.components.layers import Dense, Embedding
 from ingraph_rl.components.networks import NeuralNetwork
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.executors.tensorflow import TFExecutor
@@ -694,26 +694,6 @@ def check_stack():
 # --- case 3: per call --------------------------------------------------------
 
 
-class Lookup(Component):
-  """call(indices) = rows of a table: an API with an IntBox argument, whose
-  range the executor checks (in the graph) by default."""
-
-  def __init__(self, rows, units, scope="lookup"):
-    super().__init__(scope=scope)
-    self.rows, self.units = rows, units
-
-  def create_variables(self, input_spaces):
-    self.table = self.add_variable("table", (self.rows, self.units))
-
-  @api
-  def call(self, indices):
-    return self._graph_fn_lookup(indices)
-
-  @graph_fn
-  def _graph_fn_lookup(self, indices):
-    return tf.gather(self.table, indices)
-
-
 def call_case(calls):
   """Per call: Dense on a FloatBox (in-graph finiteness check) and a table
   lookup on an IntBox (in-graph range check), each with every check on
@@ -742,16 +722,16 @@ def call_case(calls):
   _close(ex.execute("call", x), plain(x), "call")
   _close(ex_off.execute("call", x), plain(x), "call")
 
-  int_space = {"indices": IntBox(LOOKUP_ROWS, add_batch_rank=True)}
-  lookup = TFExecutor(Lookup(LOOKUP_ROWS, CALL_UNITS), int_space)
+  int_space = {"ids": IntBox(LOOKUP_ROWS, add_batch_rank=True)}
+  lookup = TFExecutor(Embedding(LOOKUP_ROWS, CALL_UNITS), int_space)
   lookup_off = TFExecutor(
-    Lookup(LOOKUP_ROWS, CALL_UNITS),
+    Embedding(LOOKUP_ROWS, CALL_UNITS),
     int_space,
     check_inputs=False,
     check_values=False,
   )
   lookup_off.set_weights(lookup.get_weights())
-  table = lookup.root.table
+  table = lookup.root.embeddings
 
   @tf.function(
     input_signature=[tf.TensorSpec([None], tf.int32)], autograph=False
@@ -972,7 +952,7 @@ def main(argv):
       "variables, called with the same numpy x",
     },
     "call_int": {
-      "component": f"Lookup: tf.gather from a ({LOOKUP_ROWS}, {CALL_UNITS}) "
+      "component": f"Embedding: tf.gather from a ({LOOKUP_ROWS}, {CALL_UNITS}) "
       f"table by IntBox({LOOKUP_ROWS}) indices, batch {CALL_BATCH}, numpy "
       f"int32 input",
       "ours": "checked = the default (Python space check + the in-graph "
