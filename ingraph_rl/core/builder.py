@@ -134,11 +134,14 @@ class Builder:
     if not all([self.ensure_variables(c) for c in comps]):
       return False
     # Inline APIs replay bodies as they are: their components' variables
-    # must exist (made by a root API's flow).
+    # must exist (made by a root API's flow, or now where they need no
+    # input spaces, e.g. a queue).
     return all(
-      c.variables_created
-      for api in inline_apis_in((node.args, node.kwargs))
-      for c in api.components()
+      [
+        self.ensure_variables(c)
+        for api in inline_apis_in((node.args, node.kwargs))
+        for c in api.components()
+      ]
     )
 
   # --- the worklist --------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import numpy as np
 import tensorflow as tf
+import tree
 
 from ingraph_rl.components.memories import segment_tree
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
@@ -36,6 +37,11 @@ class PrioritizedReplay(ReplayMemory):
       records at ring positions `indices`. When a batch holds the same index
       several times, its LAST occurrence wins. Bad priorities raise a
       SpaceError and change nothing.
+    insert_with_priorities(records, priorities): `insert` with each
+      record's own initial priority (e.g. an Ape-X actor's |TD|), instead
+      of the largest seen; they raise the running maximum. Priorities must
+      be finite and > 0, one per record, else a SpaceError and nothing is
+      written. Returns the size after.
   """
 
   def __init__(
@@ -74,6 +80,10 @@ class PrioritizedReplay(ReplayMemory):
   def update_priorities(self, indices, priorities):
     return self._graph_fn_update_priorities(indices, priorities)
 
+  @api
+  def insert_with_priorities(self, records, priorities):
+    return self._graph_fn_insert_with_priorities(records, priorities)
+
   # --- TF bodies -----------------------------------------------------------
 
   @graph_fn
@@ -82,6 +92,49 @@ class PrioritizedReplay(ReplayMemory):
     p = tf.fill(tf.shape(positions), self.max_priority**self.alpha)
     segment_tree.update(self.sum_tree, positions, p, "sum")
     segment_tree.update(self.min_tree, positions, p, "min")
+    return tf.identity(self.size)
+
+  def _tf_priority_checks(self, api_name, num_rows, priorities, rows_of):
+    ok_n = tf.equal(num_rows, tf_shape(priorities)[0])
+    ok_p = tf.reduce_all(tf.math.is_finite(priorities) & (priorities > 0))
+    return [
+      tf_check(
+        ok_n,
+        self,
+        api_name,
+        "priorities",
+        f"{rows_of} and priorities differ in length",
+      ),
+      tf_check(
+        ok_p,
+        self,
+        api_name,
+        "priorities",
+        "priorities must be finite and > 0",
+      ),
+    ]
+
+  @graph_fn
+  def _graph_fn_insert_with_priorities(self, records, priorities):
+    priorities = tf.cast(priorities, tf.float32)
+    leaves = tree.flatten(records)
+    checks = self._tf_priority_checks(
+      "insert_with_priorities", tf_shape(leaves[0])[0], priorities, "records"
+    )
+    if len(leaves) > 1:
+      checks.append(
+        self._check_rows_agree(leaves, "insert_with_priorities", "records")
+      )
+    with tf.control_dependencies(checks):
+      n = tf.shape(leaves[0])[0]
+      positions = self._write_checked(leaves)
+      # A batch over capacity keeps its last rows (as `_write` does).
+      p = priorities[n - tf.shape(positions)[0] :] ** self.alpha
+      segment_tree.update(self.sum_tree, positions, p, "sum")
+      segment_tree.update(self.min_tree, positions, p, "min")
+      self.max_priority.assign(
+        tf.maximum(self.max_priority, tf.reduce_max(priorities))
+      )
     return tf.identity(self.size)
 
   def _sample_space(self):
@@ -117,24 +170,10 @@ class PrioritizedReplay(ReplayMemory):
   def _graph_fn_update_priorities(self, indices, priorities):
     indices = tf.cast(indices, tf.int32)
     priorities = tf.cast(priorities, tf.float32)
-    ok_n = tf.equal(tf_shape(indices)[0], tf_shape(priorities)[0])
-    ok_p = tf.reduce_all(tf.math.is_finite(priorities) & (priorities > 0))
     ok_i = tf.reduce_all((indices >= 0) & (indices < self.size))
-    checks = [
-      tf_check(
-        ok_n,
-        self,
-        "update_priorities",
-        "priorities",
-        "indices and priorities differ in length",
-      ),
-      tf_check(
-        ok_p,
-        self,
-        "update_priorities",
-        "priorities",
-        "priorities must be finite and > 0",
-      ),
+    checks = self._tf_priority_checks(
+      "update_priorities", tf_shape(indices)[0], priorities, "indices"
+    ) + [
       tf_check(
         ok_i,
         self,
@@ -187,6 +226,35 @@ class PrioritizedReplay(ReplayMemory):
       "indices": indices,
       "weights": weights.detach().clone(),
     }
+
+  @_graph_fn_insert_with_priorities.torch
+  def _graph_fn_insert_with_priorities(self, records, priorities):
+    priorities = priorities.to(torch.float32)
+    n = tree.flatten(records)[0].shape[0]
+    torch_check(
+      n == priorities.shape[0],
+      self,
+      "insert_with_priorities",
+      "priorities",
+      "records and priorities differ in length",
+    )
+    torch_check(
+      bool(torch.all(torch.isfinite(priorities) & (priorities > 0))),
+      self,
+      "insert_with_priorities",
+      "priorities",
+      "priorities must be finite and > 0",
+    )
+    positions = self._torch_write(records)
+    p = priorities[n - positions.shape[0] :] ** self.alpha
+    with torch.no_grad():
+      segment_tree.torch_update(self.sum_tree, positions, p, "sum")
+      segment_tree.torch_update(self.min_tree, positions, p, "min")
+      if priorities.numel():
+        self.max_priority.fill_(
+          max(float(self.max_priority), float(priorities.max()))
+        )
+    return self.size.clone()
 
   @_graph_fn_update_priorities.torch
   def _graph_fn_update_priorities(self, indices, priorities):

@@ -6,14 +6,12 @@ import numpy as np
 import pytest
 
 from ingraph_rl.agents.dqn import DQNAgent, DQNBuilder, DQNConfig
-from ingraph_rl.environments import (
-  GymnasiumVectorEnv,
-  VectorEnv,
-)
+from ingraph_rl.environments import GymnasiumVectorEnv
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
+from ingraph_rl.testing.references import RecordingEnv, recompute_n_step
 
 OBS = FloatBox((4,))
 
@@ -133,92 +131,6 @@ def test_in_graph_loop_bookkeeping(backend):
   assert stats["return_sum"] == stats["length_sum"] > 0
   assert stats["episodes"] >= 1
   assert int(ex.get_weights()["dqn/memory/size"]) == 120
-
-
-class RecordingEnv(VectorEnv):
-  """Records what the agent saw since the last reset: its observations and
-  every step (the torch build passes step the env too)."""
-
-  def __init__(self, env):
-    self.env = env
-    self.num_envs = env.num_envs
-    self.observation_space = env.observation_space
-    self.action_space = env.action_space
-    self.reset_obs, self.steps = None, []
-
-  def reset(self, seed=None):
-    obs = self.env.reset(seed)
-    self.reset_obs, self.steps = obs.copy(), []
-    return obs
-
-  def step(self, actions):
-    result = self.env.step(actions)
-    self.steps.append(
-      (
-        np.array(actions),
-        result._replace(
-          obs=result.obs.copy(), final_obs=result.final_obs.copy()
-        ),
-      )
-    )
-    return result
-
-  def close(self):
-    self.env.close()
-
-
-def recompute_n_step(env, n, discount):
-  """The n-step transitions of the recorded steps, straight from the
-  definition, in the order the memory should hold them: by the step at
-  which each becomes complete, then env, then start step."""
-  obs = env.reset_obs
-  states, actions, rewards, final, term, trunc = [], [], [], [], [], []
-  for a, step in env.steps:
-    states.append(obs)
-    actions.append(a)
-    rewards.append(step.rewards)
-    final.append(step.final_obs)
-    term.append(step.terminated)
-    trunc.append(step.truncated)
-    obs = step.obs
-  num_t = len(states)
-  rows = []
-  for i in range(env.num_envs):
-    for t in range(num_t):
-      m = next(
-        (
-          k + 1
-          for k in range(n)
-          if t + k < num_t and (term[t + k][i] or trunc[t + k][i])
-        ),
-        n,
-      )
-      last = t + m - 1
-      if last >= num_t:
-        continue
-      rows.append(
-        (
-          last,
-          i,
-          t,
-          dict(
-            states=states[t][i],
-            actions=actions[t][i],
-            rewards=sum(
-              discount**k * float(rewards[t + k][i]) for k in range(m)
-            ),
-            next_states=final[last][i],
-            terminals=bool(term[last][i]),
-            discounts=discount**m,
-          ),
-        )
-      )
-  rows.sort(key=lambda r: r[:3])
-  return (
-    {k: np.array([r[3][k] for r in rows]) for k in rows[0][3]},
-    np.array(term).sum(),
-    np.array(trunc & ~np.array(term)).sum(),
-  )
 
 
 @pytest.mark.parametrize(

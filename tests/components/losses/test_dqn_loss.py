@@ -12,6 +12,7 @@ from ingraph_rl.errors import SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
 from ingraph_rl.testing import ComponentTest, assert_parity
+from ingraph_rl.testing.references import numpy_dqn_loss
 
 A = 4
 SPACES = {
@@ -39,34 +40,6 @@ def batch(seed, size=16):
   b = {k: SPACES[k].sample(size, rng) for k in ORDER}
   b["q_values"] = (3 * b["q_values"]).astype(np.float32)  # Some |td| > 1.
   return [b[k] for k in ORDER]
-
-
-def numpy_dqn_loss(
-  q,
-  a,
-  r,
-  t,
-  nq_target,
-  nq_online,
-  w,
-  discount,
-  n_step,
-  double_q,
-  huber_delta,
-  discounts=None,
-):
-  delta = huber_delta
-  best = np.argmax(nq_online if double_q else nq_target, axis=-1)
-  bootstrap = discount**n_step if discounts is None else discounts
-  target = r + (1 - t) * bootstrap * nq_target[np.arange(len(a)), best]
-  td = target - q[np.arange(len(a)), a]
-  if delta is None:
-    per = 0.5 * td**2
-  else:
-    per = np.where(
-      np.abs(td) <= delta, 0.5 * td**2, delta * (np.abs(td) - 0.5 * delta)
-    )
-  return np.mean(w * per), td
 
 
 CONFIGS = [

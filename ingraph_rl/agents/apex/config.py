@@ -1,0 +1,120 @@
+"""Ape-X settings (Horgan et al., 2018), checked when made. Flag names
+follow the paper and RLlib's Ape-X where they exist."""
+
+import dataclasses
+import typing
+
+from ingraph_rl.errors import BuildError
+from ingraph_rl.utils.config_fields import field, required
+
+
+@dataclasses.dataclass(frozen=True)
+class ApexConfig:
+  """Everything an Ape-X agent needs besides its spaces. Each field's help
+  is its flag's (`experiments/apex.py` generates the flags).
+
+  >>> ApexConfig(num_actions=2).actor_epsilon(0, 1)
+  0.4
+  """
+
+  num_actions: int = required("Size of the discrete action set (the env's).")
+  network: typing.Tuple[dict, ...] = field(
+    (
+      {"type": "dense", "units": 64, "activation": "relu"},
+      {"type": "dense", "units": 64, "activation": "relu"},
+    ),
+    "The Q-network's torso as a layer list spec.",
+    flag=False,
+  )
+  dueling: bool = field(True, "Dueling head.")
+  double_q: bool = field(True, "Double-Q targets.")
+  n_step: int = field(3, "Steps of the bootstrapped return.")
+  discount: float = field(0.99, "Discount.")
+  huber_delta: typing.Optional[float] = field(
+    1.0, "Huber loss delta (0 or None: squared loss).", zero_is_none=True
+  )
+  learning_rate: float = field(1e-4, "Adam learning rate.")
+  adam_epsilon: float = field(1.5e-4, "Adam epsilon.")
+  clip_grad_norm: typing.Optional[float] = field(
+    40.0, "Global-norm gradient clip (0 or None: off).", zero_is_none=True
+  )
+  buffer_size: int = field(
+    2_000_000, "Capacity of EACH replay shard (transitions; a ring)."
+  )
+  prioritized_replay_alpha: float = field(0.6, "Priority exponent alpha.")
+  prioritized_replay_beta: float = field(0.4, "Importance exponent beta.")
+  train_batch_size: int = field(512, "Learner batch size.")
+  learning_starts: int = field(
+    50_000, "Transitions a shard holds before it serves batches."
+  )
+  epsilon: float = field(
+    0.4, "Base exploration rate: actor i uses epsilon^(1 + alpha i/(N-1))."
+  )
+  epsilon_alpha: float = field(7.0, "Exponent spread of the actors' epsilons.")
+  rollout_fragment_length: int = field(
+    50,
+    "Vector steps an actor takes per graph call (the paper's local buffer).",
+  )
+  actor_weight_sync_steps: int = field(
+    400, "Env steps of an actor between reads of the published weights."
+  )
+  target_update_period: int = field(
+    2500, "Learner updates between target network syncs."
+  )
+  publish_every: int = field(1, "Learner updates between weight publishes.")
+  prefetch_batches: int = field(
+    2, "Sampled batches waiting for the learner (the shards' prefetch)."
+  )
+  max_inserts_per_serve: int = field(
+    4096, "Transitions a shard inserts at most per serve call."
+  )
+  insert_queue_capacity: int = field(
+    20_000, "Transitions waiting in a shard's insert queue."
+  )
+  seed: int = field(
+    0,
+    "Seed of the initial weights, exploration and replay sampling.",
+    flag=False,
+  )
+
+  def actor_epsilon(self, index: int, num_actors: int) -> float:
+    """The paper's epsilon of actor `index` of `num_actors`:
+    epsilon^(1 + alpha * index / (num_actors - 1)) (epsilon alone for one
+    actor)."""
+    if not 0 <= index < num_actors:
+      raise ValueError(f"actor index {index} not in [0, {num_actors})")
+    if num_actors == 1:
+      return self.epsilon
+    return self.epsilon ** (1.0 + self.epsilon_alpha * index / (num_actors - 1))
+
+  def __post_init__(self):
+    problems = []
+    if self.num_actions < 2:
+      problems.append("num_actions must be >= 2")
+    if not 0.0 <= self.discount <= 1.0:
+      problems.append("discount must lie in [0, 1]")
+    if self.n_step < 1:
+      problems.append("n_step must be >= 1")
+    if not 1 <= self.train_batch_size <= self.buffer_size:
+      problems.append("need 1 <= train_batch_size <= buffer_size")
+    if self.learning_starts < self.train_batch_size:
+      problems.append("learning_starts must be >= train_batch_size")
+    if self.learning_starts > self.buffer_size:
+      problems.append("learning_starts must be <= buffer_size")
+    if not 0.0 <= self.epsilon <= 1.0:
+      problems.append("epsilon must lie in [0, 1]")
+    if self.learning_rate <= 0:
+      problems.append("learning_rate must be > 0")
+    for name in (
+      "rollout_fragment_length",
+      "actor_weight_sync_steps",
+      "target_update_period",
+      "publish_every",
+      "prefetch_batches",
+      "max_inserts_per_serve",
+      "insert_queue_capacity",
+    ):
+      if getattr(self, name) < 1:
+        problems.append(f"{name} must be >= 1")
+    if problems:
+      raise BuildError("ApexConfig: " + "; ".join(problems))

@@ -1,0 +1,143 @@
+"""The Ape-X learner: ONE graph call per update takes the next prefetched
+prioritized batch from the sample queue, computes the double-Q n-step loss
+with importance weights, queues the batch's new priorities back to the
+shard it came from, steps the optimizer and syncs the target network every
+`target_update_period` updates. It never holds a replay buffer.
+"""
+
+import tensorflow as tf
+
+from ingraph_rl.agents.apex import queues
+from ingraph_rl.agents.apex.shard import UPDATE_QUEUE_BATCHES
+from ingraph_rl.components.optimizers import Adam
+from ingraph_rl.components.queues import FIFOQueue
+from ingraph_rl.core import Component, api, graph_fn, inline
+from ingraph_rl.executors.checks import tf_check
+
+
+class ApexLearner(Component):
+  """APIs (fixed dict results):
+  update() -> {"loss", "mean_q", "grad_norm", "shard", "frames",
+    "train_step"}: "frames" is the batch size (samples trained on),
+    "shard" the shard the batch came from. Blocks until a batch is
+    queued; after `close_queue` it raises OutOfRangeError.
+  get_weights() -> {"online", "target"} variables by path.
+  get_train_step() -> int64 updates so far.
+  queue_size() -> rows waiting on the sample queue.
+  close_queue() -> closes the sample and priority queues, cancelling
+    pending enqueues (the shutdown path).
+  """
+
+  def __init__(self, config, q, record_space, names, scope="learner"):
+    super().__init__(scope=scope)
+    c = config
+    self.config = config
+    self.q = q
+    self.optimizer = Adam(
+      c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
+    )
+    self.samples = FIFOQueue(
+      queues.sample_row_space(record_space, names.num_shards),
+      c.prefetch_batches * c.train_batch_size,
+      shared_name=names.samples,
+      scope="samples",
+    )
+    self.update_queues = [
+      FIFOQueue(
+        queues.update_row_space(),
+        UPDATE_QUEUE_BATCHES * c.train_batch_size,
+        shared_name=names.updates(i),
+        scope=f"shard_{i}_updates",
+      )
+      for i in range(names.num_shards)
+    ]
+
+  @api
+  def update(self):
+    c = self.config
+    rows = self.samples.dequeue_many(c.train_batch_size)
+    out = self.q.td(rows["records"], rows["weight"])
+    written = self._graph_fn_write_back(
+      rows,
+      out["priorities"],
+      [inline(q.enqueue_many) for q in self.update_queues],
+    )
+    loss = self._graph_fn_after(out["loss"], written)
+    stats = self.optimizer.step(loss, self.q.online.variables())
+    step = self._graph_fn_sync_due(
+      stats["grad_norm"], inline(self.q.sync_target)
+    )
+    return {
+      "loss": out["loss"],
+      "mean_q": out["mean_q"],
+      "grad_norm": stats["grad_norm"],
+      "shard": self._graph_fn_first(rows["shard"]),
+      "frames": self._graph_fn_batch_size(rows["weight"]),
+      "train_step": step,
+    }
+
+  @api
+  def get_weights(self):
+    return self.q.get_weights()
+
+  @api
+  def get_train_step(self):
+    return self._graph_fn_train_step()
+
+  @api
+  def queue_size(self):
+    return self.samples.size()
+
+  @api
+  def close_queue(self):
+    sizes = [self.samples.close(True)]
+    sizes += [q.close(True) for q in self.update_queues]
+    return sizes[0]
+
+  @graph_fn
+  def _graph_fn_write_back(self, rows, priorities, enqueues):
+    # Refuse to send non-finite priorities: they would break the shard.
+    ok = tf_check(
+      tf.reduce_all(tf.math.is_finite(priorities)),
+      self,
+      "update",
+      "priorities",
+      "the batch's TD errors are not finite (diverged)",
+    )
+    with tf.control_dependencies([ok]):
+      row = {
+        "index": rows["index"],
+        "priority": priorities,
+        "generation": rows["generation"],
+      }
+    return tf.switch_case(
+      rows["shard"][0], [lambda e=e: e(row) for e in enqueues]
+    )
+
+  @graph_fn
+  def _graph_fn_after(self, value, done):
+    with tf.control_dependencies([done]):
+      return tf.identity(value)
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_train_step(self):
+    return tf.identity(self.optimizer.iterations)
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_sync_due(self, after, sync):
+    """Syncs the target when the step count (read after `after`, the
+    optimizer step) is a multiple of the period; returns the count."""
+    with tf.control_dependencies([after]):
+      step = self.optimizer.iterations.read_value()
+    due = tf.equal(step % self.config.target_update_period, 0)
+    synced = tf.cond(due, sync, lambda: tf.constant(False))
+    with tf.control_dependencies([synced]):
+      return tf.identity(step)
+
+  @graph_fn
+  def _graph_fn_first(self, x):
+    return x[0]
+
+  @graph_fn
+  def _graph_fn_batch_size(self, x):
+    return tf.shape(x, out_type=tf.int64)[0]

@@ -1,0 +1,163 @@
+"""An Ape-X replay shard: a `PrioritizedReplay` that only its own graph
+writes. One `serve` call applies the learner's queued priority updates,
+inserts the actors' queued transitions with their initial priorities, and,
+once the shard holds `learning_starts` transitions and the learner's
+sample queue has room, samples one prioritized batch onto it.
+"""
+
+import tensorflow as tf
+
+from ingraph_rl.agents.apex import queues
+from ingraph_rl.components.memories import PrioritizedReplay
+from ingraph_rl.components.queues import FIFOQueue
+from ingraph_rl.core import Component, api, graph_fn, inline
+
+# Rows of priority updates a shard's queue holds, in learner batches.
+UPDATE_QUEUE_BATCHES = 64
+
+
+class ReplayShard(Component):
+  """APIs (fixed dict results):
+    serve() -> {"inserted", "updated", "dropped_updates", "sampled",
+      "size"}: one round of work (see the module docstring); "sampled" is
+      the number of rows put on the sample queue (0 or a batch);
+      "dropped_updates" counts rows of another generation (sampled before
+      this shard restarted) that were not applied.
+    stats() -> {"size", "mean_priority"}: the mean priority (not raised
+      to alpha) of the stored transitions; O(capacity), call it rarely.
+    get_generation() -> int64: this shard's generation.
+    close_queue() -> closes the insert queue (see the method).
+
+  generation: an int in [1, GENERATION_HIGH), new for every start of the
+    shard (the caller draws it).
+  """
+
+  def __init__(self, config, record_space, names, index, generation):
+    super().__init__(scope=f"shard_{index}")
+    c = config
+    if not 1 <= int(generation) < queues.GENERATION_HIGH:
+      raise ValueError(f"generation must lie in [1, 2^62), got {generation}")
+    self.config = config
+    self.index = int(index)
+    self.generation = int(generation)
+    self.memory = PrioritizedReplay(
+      c.buffer_size,
+      c.prioritized_replay_alpha,
+      c.prioritized_replay_beta,
+      seed=c.seed + 101 * index,
+      scope="memory",
+    )
+    batch = c.train_batch_size
+    self.inserts = FIFOQueue(
+      queues.insert_row_space(record_space),
+      c.insert_queue_capacity,
+      shared_name=names.inserts(index),
+      scope="inserts",
+    )
+    self.updates = FIFOQueue(
+      queues.update_row_space(),
+      UPDATE_QUEUE_BATCHES * batch,
+      shared_name=names.updates(index),
+      scope="updates",
+    )
+    self.samples = FIFOQueue(
+      queues.sample_row_space(record_space, names.num_shards),
+      c.prefetch_batches * batch,
+      shared_name=names.samples,
+      scope="samples",
+    )
+
+  @api
+  def serve(self):
+    # Only this shard dequeues its inserts and updates: `size` rows are
+    # there.
+    ups = self.updates.dequeue_many(self.updates.size())
+    mine = self._graph_fn_of_generation(ups)
+    updated = self.memory.update_priorities(mine["index"], mine["priority"])
+    rows = self.inserts.dequeue_many(
+      self._graph_fn_insert_count(self.inserts.size())
+    )
+    size = self.memory.insert_with_priorities(rows["records"], rows["priority"])
+    sampled = self._graph_fn_sample_if_ready(
+      size,
+      inline(self.samples.size),
+      inline(self.memory.sample),
+      inline(self.samples.enqueue_many),
+    )
+    return self._graph_fn_serve_stats(mine, updated, rows["priority"], sampled)
+
+  @api
+  def stats(self):
+    return self._graph_fn_stats()
+
+  @api
+  def get_generation(self):
+    return self._graph_fn_generation()
+
+  @api
+  def close_queue(self):
+    """Closes the insert queue, cancelling pending enqueues (shutdown:
+    actors blocked on it get CancelledError)."""
+    return self.inserts.close(True)
+
+  @graph_fn
+  def _graph_fn_of_generation(self, ups):
+    mine = tf.equal(ups["generation"], self.generation)
+    return {
+      "index": tf.boolean_mask(ups["index"], mine),
+      "priority": tf.boolean_mask(ups["priority"], mine),
+      "updated": tf.reduce_sum(tf.cast(mine, tf.int32)),
+      "dropped": tf.reduce_sum(tf.cast(~mine, tf.int32)),
+    }
+
+  @graph_fn
+  def _graph_fn_insert_count(self, pending):
+    return tf.minimum(pending, self.config.max_inserts_per_serve)
+
+  @graph_fn
+  def _graph_fn_sample_if_ready(self, size, samples_size, sample, enqueue):
+    batch = self.config.train_batch_size
+    with tf.control_dependencies([size]):
+      room = self.config.prefetch_batches * batch - samples_size()
+    ready = (size >= self.config.learning_starts) & (room >= batch)
+
+    def put_batch():
+      out = sample(batch)
+      ones = tf.ones([batch], tf.int32)
+      done = enqueue(
+        {
+          "records": out["records"],
+          "index": out["indices"],
+          "weight": out["weights"],
+          "shard": ones * self.index,
+          "generation": tf.cast(ones, tf.int64) * self.generation,
+        }
+      )
+      with tf.control_dependencies([done]):
+        return tf.constant(batch)
+
+    return tf.cond(ready, put_batch, lambda: tf.constant(0))
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_serve_stats(self, mine, updated, inserted, sampled):
+    with tf.control_dependencies([updated, sampled]):
+      size = tf.identity(self.memory.size)
+    return {
+      "inserted": tf.shape(inserted)[0],
+      "updated": mine["updated"],
+      "dropped_updates": mine["dropped"],
+      "sampled": sampled,
+      "size": size,
+    }
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_stats(self):
+    m = self.memory
+    size = tf.identity(m.size)
+    leaves = m.sum_tree[m.num_leaves : m.num_leaves + m.capacity][:size]
+    mean = tf.reduce_mean(leaves ** (1.0 / m.alpha))
+    return {"size": size, "mean_priority": tf.where(size > 0, mean, 0.0)}
+
+  @graph_fn
+  def _graph_fn_generation(self):
+    return tf.constant(self.generation, tf.int64)

@@ -1,0 +1,232 @@
+"""A distributed-replay agent (Ape-X; any builder with actors, replay
+shards and a learner) in one process: actor threads, shard threads and a
+learner thread, connected only by the agent's shared-name queues, exactly
+as the processes of a cluster are.
+
+Why threads: every actor rollout, shard round and learner update is ONE
+graph call, and TF releases the GIL while a graph runs, so the threads
+overlap on the cores.
+
+    driver = ReplayDriver(ApexBuilder(config), env_factory, num_actors=2,
+                          num_shards=2)
+    driver.run(total_env_steps=100_000)
+    driver.stop()
+
+The builder provides `queue_names(prefix, num_shards)`, `make_learner(obs
+space, names)`, `make_actor(env, names, index, num_actors)`,
+`make_shard(obs space, names, index, generation)` and `config`
+(`actor_weight_sync_steps`, `publish_every`).
+
+Actors feed the shards round-robin (actor i starts at shard i mod
+shards); an actor loads the newest published weights once it has taken
+`actor_weight_sync_steps` env steps since its last load. Shutdown
+(`stop()`, Ctrl-C, the budget) closes every queue, cancelling pending
+enqueues, so each blocked thread gets Cancelled/OutOfRange and exits.
+"""
+
+import random
+import threading
+import time
+import uuid
+
+import tensorflow as tf
+
+from ingraph_rl.runners.driver import EpisodeTotals
+
+_CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
+# A shard with nothing to do waits this long before its next round.
+IDLE_WAIT_S = 0.002
+
+
+def shard_order(num_shards, start=0):
+  """Round-robin shard indices from `start`: an endless iterator."""
+  i = start % num_shards
+  while True:
+    yield i
+    i = (i + 1) % num_shards
+
+
+def new_generation():
+  """A fresh shard generation in [1, 2^62)."""
+  return random.SystemRandom().randrange(1, 1 << 62)
+
+
+class ReplayDriver:
+  """Builds and runs one learner, `num_shards` replay shards and
+  `num_actors` actors of `builder` (see the module docstring)."""
+
+  def __init__(
+    self, builder, env_factory, num_actors, num_shards, seed=0, prefix=None
+  ):
+    if num_actors < 1 or num_shards < 1:
+      raise ValueError("need num_actors >= 1 and num_shards >= 1")
+    self.builder = builder
+    self.config = builder.config
+    # Private queue names: a closed queue outlives its driver in a process.
+    self.names = builder.queue_names(
+      prefix or f"{builder.name}_{uuid.uuid4().hex}", num_shards
+    )
+    self.envs = [env_factory(i) for i in range(num_actors)]
+    obs_space = self.envs[0].observation_space
+    self.learner_executor = builder.make_learner(obs_space, self.names).build()
+    self.shard_executors = [
+      builder.make_shard(obs_space, self.names, i, new_generation()).build()
+      for i in range(num_shards)
+    ]
+    self.actor_executors = []
+    for i, env in enumerate(self.envs):
+      executor = builder.make_actor(env, self.names, i, num_actors).build()
+      executor.execute("reset_env", seed + 1000 * i)
+      self.actor_executors.append(executor)
+    self.totals = EpisodeTotals()
+    self.shard_stats = [dict(size=0, mean_priority=0.0)] * num_shards
+    self.inserted = [0] * num_shards
+    self._weights = (0, None)
+    self._stop = threading.Event()
+    self._threads = []
+    self.errors = []
+    self.publish_weights()
+
+  # --- weights ------------------------------------------------------------
+
+  def publish_weights(self):
+    version = self._weights[0] + 1
+    self._weights = (version, self.learner_executor.execute("get_weights"))
+
+  # --- thread bodies --------------------------------------------------------
+
+  def _guard(self, name, body):
+    try:
+      body()
+    except _CLOSED:
+      pass  # A queue closed: shutting down.
+    except Exception as e:
+      self.errors.append((name, e))
+      self._stop.set()
+
+  def _actor_loop(self, index, executor):
+    sync_steps = self.config.actor_weight_sync_steps
+    loaded, since_load = 0, sync_steps
+    shards = shard_order(self.names.num_shards, index)
+    while not self._stop.is_set():
+      version, weights = self._weights
+      if version != loaded and since_load >= sync_steps:
+        executor.execute("set_weights", weights)
+        loaded, since_load = version, 0
+      stats = executor.execute("rollout", next(shards))
+      since_load += int(stats["env_steps"])
+      self.totals.add(stats, actor=index)
+
+  def _shard_loop(self, index, executor, stats_every_s=2.0):
+    next_stats = 0.0
+    while not self._stop.is_set():
+      out = executor.execute("serve")
+      self.inserted[index] += int(out["inserted"])
+      if time.monotonic() >= next_stats:
+        stats = executor.execute("stats")
+        self.shard_stats[index] = {k: v.numpy() for k, v in stats.items()}
+        next_stats = time.monotonic() + stats_every_s
+      if not (
+        int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
+      ):
+        time.sleep(IDLE_WAIT_S)
+
+  def _spawn(self, name, target, *args):
+    t = threading.Thread(
+      target=self._guard,
+      args=(name, lambda: target(*args)),
+      name=name,
+      daemon=True,
+    )
+    t.start()
+    self._threads.append(t)
+
+  # --- running ------------------------------------------------------------
+
+  def start(self):
+    """Starts the shard and actor threads."""
+    for i, executor in enumerate(self.shard_executors):
+      self._spawn(
+        f"{self.builder.name}-shard-{i}", self._shard_loop, i, executor
+      )
+    for i, executor in enumerate(self.actor_executors):
+      self._spawn(
+        f"{self.builder.name}-actor-{i}", self._actor_loop, i, executor
+      )
+
+  def update(self):
+    """One learner update (blocks until a batch is sampled); publishes the
+    weights every `publish_every` updates."""
+    out = self.learner_executor.execute("update")
+    if int(out["train_step"]) % self.config.publish_every == 0:
+      self.publish_weights()
+    if self.errors:
+      name, error = self.errors[0]
+      raise RuntimeError(f"{name} failed: {error!r}") from error
+    return out
+
+  def run(self, total_env_steps, on_update=None, max_seconds=None, poll_s=0.25):
+    """Trains until the actors took `total_env_steps` env steps, or
+    `max_seconds` passed, or `stop()` / Ctrl-C. `on_update(result of
+    numpy, env steps)` runs after every update in the learner thread.
+    Returns the env steps taken."""
+    state = {"error": None}
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+
+    def done():
+      return (
+        self._stop.is_set()
+        or self.totals.env_steps >= total_env_steps
+        or (deadline is not None and time.monotonic() >= deadline)
+      )
+
+    def learn():
+      try:
+        while not done():
+          out = {k: v.numpy() for k, v in self.update().items()}
+          if on_update is not None:
+            on_update(out, self.totals.env_steps)
+      except _CLOSED:
+        pass
+      except Exception as e:
+        state["error"] = e
+
+    if not self._threads:
+      self.start()
+    thread = threading.Thread(
+      target=learn, name=f"{self.builder.name}-learner", daemon=True
+    )
+    thread.start()
+    try:
+      # The learner blocks until shards serve: the budget is checked here.
+      while thread.is_alive() and not done():
+        thread.join(poll_s)
+    finally:
+      self.stop()
+      thread.join(10.0)
+    if state["error"] is not None:
+      raise state["error"]
+    if self.errors:
+      name, error = self.errors[0]
+      raise RuntimeError(f"{name} failed: {error!r}") from error
+    return self.totals.env_steps
+
+  def stop(self, timeout_s=10.0):
+    """Closes every queue, joins the threads and closes the envs. Returns
+    the names of threads still alive after `timeout_s` (none expected)."""
+    self._stop.set()
+    for executor in [self.learner_executor] + self.shard_executors:
+      try:
+        executor.execute("close_queue")
+      except tf.errors.CancelledError:
+        pass  # Already closed.
+    deadline = time.monotonic() + timeout_s
+    for t in self._threads:
+      t.join(max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in self._threads if t.is_alive()]
+    for env in self.envs:
+      try:
+        env.close()
+      except Exception as e:
+        print(f"[{self.builder.name}] closing an env failed: {e!r}", flush=True)
+    return alive

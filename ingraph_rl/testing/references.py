@@ -1,0 +1,147 @@
+"""Independent references for tests: plain NumPy versions of the papers'
+formulas (the DQN loss, n-step transitions, a Q-network's forward pass)
+and an env wrapper that records what an agent saw."""
+
+import numpy as np
+
+from ingraph_rl.environments import VectorEnv
+
+
+class RecordingEnv(VectorEnv):
+  """Records what the agent saw since the last reset: its observations and
+  every step (the torch build passes step the env too)."""
+
+  def __init__(self, env):
+    self.env = env
+    self.num_envs = env.num_envs
+    self.observation_space = env.observation_space
+    self.action_space = env.action_space
+    self.reset_obs, self.steps = None, []
+
+  def reset(self, seed=None):
+    obs = self.env.reset(seed)
+    self.reset_obs, self.steps = obs.copy(), []
+    return obs
+
+  def step(self, actions):
+    result = self.env.step(actions)
+    self.steps.append(
+      (
+        np.array(actions),
+        result._replace(
+          obs=result.obs.copy(), final_obs=result.final_obs.copy()
+        ),
+      )
+    )
+    return result
+
+  def close(self):
+    self.env.close()
+
+
+def recompute_n_step(env, n, discount):
+  """The n-step transitions of the recorded steps, straight from the
+  definition, in the order the memory should hold them: by the step at
+  which each becomes complete, then env, then start step."""
+  obs = env.reset_obs
+  states, actions, rewards, final, term, trunc = [], [], [], [], [], []
+  for a, step in env.steps:
+    states.append(obs)
+    actions.append(a)
+    rewards.append(step.rewards)
+    final.append(step.final_obs)
+    term.append(step.terminated)
+    trunc.append(step.truncated)
+    obs = step.obs
+  num_t = len(states)
+  rows = []
+  for i in range(env.num_envs):
+    for t in range(num_t):
+      m = next(
+        (
+          k + 1
+          for k in range(n)
+          if t + k < num_t and (term[t + k][i] or trunc[t + k][i])
+        ),
+        n,
+      )
+      last = t + m - 1
+      if last >= num_t:
+        continue
+      rows.append(
+        (
+          last,
+          i,
+          t,
+          dict(
+            states=states[t][i],
+            actions=actions[t][i],
+            rewards=sum(
+              discount**k * float(rewards[t + k][i]) for k in range(m)
+            ),
+            next_states=final[last][i],
+            terminals=bool(term[last][i]),
+            discounts=discount**m,
+          ),
+        )
+      )
+  rows.sort(key=lambda r: r[:3])
+  return (
+    {k: np.array([r[3][k] for r in rows]) for k in rows[0][3]},
+    np.array(term).sum(),
+    np.array(trunc & ~np.array(term)).sum(),
+  )
+
+
+def numpy_dqn_loss(
+  q,
+  a,
+  r,
+  t,
+  nq_target,
+  nq_online,
+  w,
+  discount,
+  n_step,
+  double_q,
+  huber_delta,
+  discounts=None,
+):
+  delta = huber_delta
+  best = np.argmax(nq_online if double_q else nq_target, axis=-1)
+  bootstrap = discount**n_step if discounts is None else discounts
+  target = r + (1 - t) * bootstrap * nq_target[np.arange(len(a)), best]
+  td = target - q[np.arange(len(a)), a]
+  if delta is None:
+    per = 0.5 * td**2
+  else:
+    per = np.where(
+      np.abs(td) <= delta, 0.5 * td**2, delta * (np.abs(td) - 0.5 * delta)
+    )
+  return np.mean(w * per), td
+
+
+def numpy_dense_stack(x, weights, prefix):
+  """x through the Dense layers `{prefix}dense_{i}/kernel|bias` of a
+  {path: array} dict, ReLU between them (not after the last)."""
+  i = 0
+  while f"{prefix}dense_{i}/kernel" in weights:
+    if i:
+      x = np.maximum(x, 0.0)
+    x = (
+      x @ weights[f"{prefix}dense_{i}/kernel"]
+      + weights[f"{prefix}dense_{i}/bias"]
+    )
+    i += 1
+  return x
+
+
+def numpy_q_values(states, weights, dueling=True):
+  """Q(s, .) of a `QNetwork` (ReLU MLP torso, (dueling) head) from its
+  variables by relative path: Q = V + A - mean(A) with dueling."""
+  h = np.maximum(numpy_dense_stack(states, weights, "torso/"), 0.0)
+  if not dueling:
+    return numpy_dense_stack(h, weights, "head/")
+  v = numpy_dense_stack(h, weights, "head/value/")
+  a = numpy_dense_stack(h, weights, "head/advantage/")
+  return v + a - a.mean(-1, keepdims=True)

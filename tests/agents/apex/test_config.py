@@ -1,0 +1,39 @@
+"""ApexConfig: the paper's per-actor epsilons and the settings checks."""
+
+import pytest
+
+from ingraph_rl.agents.apex import ApexConfig
+from ingraph_rl.errors import BuildError
+
+
+def test_actor_epsilons_follow_the_paper():
+  """eps_i = 0.4^(1 + 7 i / (N - 1)), by hand for N = 3 and N = 8."""
+  c = ApexConfig(num_actions=2)
+  assert [c.actor_epsilon(i, 3) for i in range(3)] == pytest.approx(
+    [0.4, 0.4**4.5, 0.4**8]
+  )
+  eps = [c.actor_epsilon(i, 8) for i in range(8)]
+  assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4**8)
+  assert eps[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+  assert all(a > b for a, b in zip(eps, eps[1:]))
+  assert c.actor_epsilon(0, 1) == 0.4
+  with pytest.raises(ValueError, match="actor index 3"):
+    c.actor_epsilon(3, 3)
+
+
+def test_config_checks_name_every_problem():
+  with pytest.raises(BuildError) as e:
+    ApexConfig(
+      num_actions=1,
+      train_batch_size=100,
+      learning_starts=10,
+      epsilon=2.0,
+      publish_every=0,
+    )
+  for part in (
+    "num_actions",
+    "learning_starts must be >= train_batch_size",
+    "epsilon must lie",
+    "publish_every must be >= 1",
+  ):
+    assert part in str(e.value)
