@@ -1,7 +1,7 @@
 """The experiments' settings (besides the agents' configs), their embedded
 presets, and the configs a run's values make. No flag is defined here:
-`impala.py` and `dqn.py` generate their flags from these dataclasses and
-the agents' configs (`config_flags.py`).
+`impala.py`, `dqn.py` and `apex.py` generate their flags from these
+dataclasses and the agents' configs (`config_flags.py`).
 
 Presets: the embedded default of each experiment is CartPole
 (`IMPALA_CARTPOLE`, `DQN_CARTPOLE`: what runs with no flags); the other
@@ -15,9 +15,11 @@ import dataclasses
 import typing
 
 from experiments import config_flags
+from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
+from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.utils.config_fields import field
 
 JOBS = ("ps", "learner", "actor")
@@ -101,7 +103,20 @@ class DQNSettings(RunSettings):
   steps_per_call: int = field(250, "Vector steps per in-graph train call.")
 
 
+@dataclasses.dataclass(frozen=True)
+class ApexSettings(RunSettings):
+  """experiments/apex.py's settings (RLlib's Ape-X names where it has
+  them)."""
+
+  num_actors: int = field(2, "Actor threads (in a cluster: actor tasks).")
+  num_envs_per_actor: int = field(4, "Envs each actor steps together.")
+  num_replay_shards: int = field(2, "Replay shards (threads or tasks).")
+  total_env_steps: int = field(200_000, "Training budget in env steps.")
+  log_every_seconds: float = field(5.0, "Progress line period.")
+
+
 IMPALA_CLASSES = (IMPALASettings, IMPALAConfig)
+APEX_CLASSES = (ApexSettings, ApexConfig)
 DQN_CLASSES = (DQNSettings, DQNConfig)
 
 # The embedded default of experiments/impala.py: IMPALA on CartPole-v1, 2
@@ -122,6 +137,26 @@ IMPALA_CARTPOLE = dict(
 DQN_CARTPOLE = dict(learning_rate=2.5e-4)
 
 
+# The embedded default of experiments/apex.py: Ape-X on CartPole-v1, 2
+# actors x 4 envs, 2 shards, 200k env steps (ApexSettings' defaults), and
+# these config values (tests/agents/apex/test_driver.py's settings;
+# flagfiles/apex_cartpole.cfg writes it all out).
+APEX_CARTPOLE = dict(
+  train_batch_size=128,
+  learning_starts=1000,
+  buffer_size=50_000,
+  rollout_fragment_length=25,
+  target_update_period=250,
+  learning_rate=1e-3,
+  adam_epsilon=1e-7,
+  clip_grad_norm=10.0,
+  actor_weight_sync_steps=100,
+  max_inserts_per_serve=1024,
+  training_intensity=8.0,
+  epsilon_alpha=2.0,
+)
+
+
 def impala_values(preset=IMPALA_CARTPOLE, flag_values=None):
   """The run's values: `preset` overridden by the passed flags."""
   kwargs = {} if flag_values is None else {"flag_values": flag_values}
@@ -131,6 +166,27 @@ def impala_values(preset=IMPALA_CARTPOLE, flag_values=None):
 def dqn_values(preset=DQN_CARTPOLE, flag_values=None):
   kwargs = {} if flag_values is None else {"flag_values": flag_values}
   return config_flags.resolve(DQN_CLASSES, preset, **kwargs)
+
+
+def apex_values(preset=APEX_CARTPOLE, flag_values=None):
+  kwargs = {} if flag_values is None else {"flag_values": flag_values}
+  return config_flags.resolve(APEX_CLASSES, preset, **kwargs)
+
+
+def apex_settings(values):
+  return config_flags.make(ApexSettings, values)
+
+
+def apex_config(values, num_actions, atari):
+  """The ApexConfig of a run: Nature DQN's torso on Atari frames."""
+  network = tuple(NATURE_DQN_SPEC) if atari else ApexConfig.network
+  return config_flags.make(
+    ApexConfig,
+    values,
+    num_actions=num_actions,
+    network=network,
+    seed=values["seed"],
+  )
 
 
 def impala_settings(values):
@@ -157,6 +213,12 @@ def impala_config(values, num_actions, frames_per_update):
     lr_decay_steps=decay,
     seed=values["seed"],
   )
+
+
+def scaled_frames():
+  """The Q-learning agents' preprocessor of Atari frames (already 84x84x4
+  from ale-py's vector env): uint8 -> float32 in [0, 1]."""
+  return PreprocessorStack(Cast("float32"), Divide(255.0))
 
 
 def dqn_config(values, num_actions, atari):

@@ -32,7 +32,6 @@ from absl import app, logging
 
 from experiments import config_flags, configs
 from ingraph_rl.agents.dqn import DQNBuilder
-from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.environments import is_atari_id, make_vector_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.utils.checkpoints import CheckpointSaver
@@ -40,11 +39,6 @@ from ingraph_rl.utils.episode_stats import RecentEpisodes
 
 # One flag per field of DQNSettings and DQNConfig.
 FLAG_HOLDERS = config_flags.define_flags(*configs.DQN_CLASSES)
-
-
-def atari_preprocessor():
-  """Atari frames: uint8 -> float32 in [0, 1]."""
-  return PreprocessorStack(Cast("float32"), Divide(255.0))
 
 
 def evaluate(executor, env_id, episodes, seed):
@@ -71,7 +65,7 @@ def main(argv):
   env = make_vector_env(settings.env, settings.num_envs, settings.seed)
   config = configs.dqn_config(values, env.action_space.num_categories, atari)
   builder = DQNBuilder(
-    config, preprocessor=atari_preprocessor if atari else None
+    config, preprocessor=configs.scaled_frames if atari else None
   )
   executor = builder.make_agent(env=env).build()
   logging.info(

@@ -19,7 +19,10 @@ space, names)`, `make_actor(env, names, index, num_actors)`,
 
 Actors feed the shards round-robin (actor i starts at shard i mod
 shards); an actor loads the newest published weights once it has taken
-`actor_weight_sync_steps` env steps since its last load. Shutdown
+`actor_weight_sync_steps` env steps since its last load. With
+`training_intensity` (samples trained per env step), actors wait while
+their env steps exceed `learning_starts` per shard plus the samples
+trained / intensity. Shutdown
 (`stop()`, Ctrl-C, the budget) closes every queue, cancelling pending
 enqueues, so each blocked thread gets Cancelled/OutOfRange and exits.
 """
@@ -79,6 +82,13 @@ class ReplayDriver:
       executor.execute("reset_env", seed + 1000 * i)
       self.actor_executors.append(executor)
     self.totals = EpisodeTotals()
+    self.samples_trained = 0
+    # Held around each update / serve call: a checkpoint taken under a
+    # lock sees that part between calls. Take them one at a time (the
+    # learner's, then each shard's), never together: a shard can wait on
+    # the learner's queue.
+    self.learner_lock = threading.Lock()
+    self.shard_locks = [threading.Lock() for _ in range(num_shards)]
     self.shard_stats = [dict(size=0, mean_priority=0.0)] * num_shards
     self.inserted = [0] * num_shards
     self._weights = (0, None)
@@ -104,11 +114,21 @@ class ReplayDriver:
       self.errors.append((name, e))
       self._stop.set()
 
+  def _may_step(self):
+    intensity = self.config.training_intensity
+    if intensity is None:
+      return True
+    warmup = self.config.learning_starts * self.names.num_shards
+    return self.totals.env_steps <= warmup + self.samples_trained / intensity
+
   def _actor_loop(self, index, executor):
     sync_steps = self.config.actor_weight_sync_steps
     loaded, since_load = 0, sync_steps
     shards = shard_order(self.names.num_shards, index)
     while not self._stop.is_set():
+      if not self._may_step():
+        time.sleep(IDLE_WAIT_S)
+        continue
       version, weights = self._weights
       if version != loaded and since_load >= sync_steps:
         executor.execute("set_weights", weights)
@@ -120,7 +140,8 @@ class ReplayDriver:
   def _shard_loop(self, index, executor, stats_every_s=2.0):
     next_stats = 0.0
     while not self._stop.is_set():
-      out = executor.execute("serve")
+      with self.shard_locks[index]:
+        out = executor.execute("serve")
       self.inserted[index] += int(out["inserted"])
       if time.monotonic() >= next_stats:
         stats = executor.execute("stats")
@@ -157,13 +178,20 @@ class ReplayDriver:
   def update(self):
     """One learner update (blocks until a batch is sampled); publishes the
     weights every `publish_every` updates."""
-    out = self.learner_executor.execute("update")
+    with self.learner_lock:
+      out = self.learner_executor.execute("update")
+    self.samples_trained += int(out["frames"])
     if int(out["train_step"]) % self.config.publish_every == 0:
       self.publish_weights()
     if self.errors:
       name, error = self.errors[0]
       raise RuntimeError(f"{name} failed: {error!r}") from error
     return out
+
+  def request_stop(self):
+    """Makes `run` stop after the current update (e.g. from `on_update`,
+    once a target is reached)."""
+    self._stop.set()
 
   def run(self, total_env_steps, on_update=None, max_seconds=None, poll_s=0.25):
     """Trains until the actors took `total_env_steps` env steps, or

@@ -92,6 +92,7 @@ def assert_parity(
   seed=0,
   copy_weights=True,
   tf_kwargs=None,
+  api_names=None,
 ):
   """Builds `component` under TF and torch, copies the weights TF -> torch,
   feeds the same inputs and compares outputs within `rtol`/`atol`.
@@ -100,12 +101,14 @@ def assert_parity(
     leading size `size`) or of `(api_name, args)` pairs; calls run in
     order on both executors, so stateful components are compared step by
     step.
+  api_names: build only these APIs (default: all).
   Returns `(tf_outputs, torch_outputs)`, one entry per call.
   """
+  both = {} if api_names is None else {"api_names": list(api_names)}
   tf_test = ComponentTest(
-    component, input_spaces, "tf", seed, **(tf_kwargs or {})
+    component, input_spaces, "tf", seed, **both, **(tf_kwargs or {})
   )
-  torch_test = ComponentTest(component, input_spaces, "torch", seed + 1)
+  torch_test = ComponentTest(component, input_spaces, "torch", seed + 1, **both)
   if copy_weights:
     torch_test.set_weights(tf_test.get_weights())
   tf_outs, torch_outs = [], []

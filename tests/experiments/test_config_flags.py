@@ -14,6 +14,7 @@ import pytest
 from absl import flags
 
 from experiments import config_flags, configs
+from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
@@ -21,7 +22,11 @@ from ingraph_rl.utils.config_fields import HELP
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FLAGFILES = ROOT / "experiments" / "flagfiles"
-EXPERIMENTS = {"impala": configs.IMPALA_CLASSES, "dqn": configs.DQN_CLASSES}
+EXPERIMENTS = {
+  "impala": configs.IMPALA_CLASSES,
+  "dqn": configs.DQN_CLASSES,
+  "apex": configs.APEX_CLASSES,
+}
 
 
 def parsed(classes, *argv):
@@ -315,3 +320,33 @@ def test_dqn_presets_make_the_configs_of_before(flagfile):
     settings.seed,
   ) == (env, num_envs, total, per_call, 0)
   assert configs.dqn_config(values, expected.num_actions, atari) == expected
+
+
+def test_apex_flagfiles():
+  """apex_cartpole.cfg writes out the embedded preset exactly; the Pong
+  flagfile makes a Nature-DQN config of its own values."""
+  embedded = configs.apex_values(flag_values=parsed(configs.APEX_CLASSES))
+  written = configs.apex_values(
+    flag_values=parsed(
+      configs.APEX_CLASSES, f"--flagfile={FLAGFILES / 'apex_cartpole.cfg'}"
+    )
+  )
+  assert written == embedded
+  assert configs.apex_config(written, 2, False) == ApexConfig(
+    num_actions=2, **configs.APEX_CARTPOLE
+  )
+  pong = configs.apex_values(
+    flag_values=parsed(
+      configs.APEX_CLASSES, f"--flagfile={FLAGFILES / 'apex_pong.cfg'}"
+    )
+  )
+  settings = configs.apex_settings(pong)
+  assert (settings.env, settings.num_actors, settings.num_replay_shards) == (
+    "atari:pong",
+    2,
+    2,
+  )
+  config = configs.apex_config(pong, 6, True)
+  assert config.network == tuple(NATURE_DQN_SPEC)
+  assert (config.buffer_size, config.train_batch_size) == (50_000, 64)
+  assert config.training_intensity == 2.0

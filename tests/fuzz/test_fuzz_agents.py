@@ -1,5 +1,6 @@
-"""Fuzz: the DQN agent (uniform, prioritized, n-step) and the IMPALA actor
-and learner, on every root API their builders declare, on both executors.
+"""Fuzz: the DQN agent (uniform, prioritized, n-step), the IMPALA actor
+and learner, and the Ape-X actor, replay shard and learner, on every root
+API their builders declare, on both executors where they have both.
 
 Models: the replay size and the update count (a refused update advances
 nothing: not the optimizer's step, not the exploration schedule); after
@@ -11,6 +12,7 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
+from ingraph_rl.agents.apex import ApexBuilder, ApexConfig
 from ingraph_rl.agents.dqn import DQNBuilder, DQNConfig
 from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
@@ -157,7 +159,61 @@ def test_dqn(backend, kind, budget, run):
 UNROLL, BATCH, QUEUE = 3, 2, 8
 
 
-class IMPALATarget(Target):
+class MultiRootTarget(Target):
+  """Roots of one agent that share queues; each call goes to one of them
+  ("actor.act", "learner.update"), and after it every other root's
+  snapshot is taken again (the queues moved)."""
+
+  def _setup(self, backend, roots):
+    self.roots = roots
+    first = next(iter(roots.values()))
+    super().__init__(backend, first)
+    self.fuzzers = {
+      name: Fuzzer(f"{self.name}_{name}", backend, ex)
+      for name, ex in roots.items()
+    }
+
+  def _root(self, api):
+    """Points `self.fuzzer` at the root of `api`; returns the plain name."""
+    root, name = api.split(".")
+    self.fuzzer = self.fuzzers[root]
+    return name
+
+  def step(self, draw):
+    api = draw(st.sampled_from(self._apis))
+    name = self._root(api)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mode = draw(st.sampled_from(["good", "bad", "bad", "edge"]))
+    if mode == "edge" and not self.has_batch(name):
+      mode = "good"
+    batch = draw(st.sampled_from(self.edge_sizes)) if mode == "edge" else None
+    args, status = self.good_args(name, rng, batch)
+    if mode != "bad":
+      if status is None:
+        return
+      expect = MAY if mode == "edge" and status == VALID else status
+      m = Mutation(mode, list(args), expect)
+    else:
+      m = mutate(draw, self.fuzzer.arg_spaces(name), args)
+      if m.expect != REJECT and status is None:
+        return
+    result, out = self.fuzzer.call(name, m.args, m.expect, m.kind, m.note)
+    if result == "accepted":
+      self.check(name, m.args, out)
+    for fuzzer in self.fuzzers.values():
+      if fuzzer is not self.fuzzer:
+        fuzzer.resync()
+
+  def _check_finite(self, api):
+    for root, fuzzer in self.fuzzers.items():
+      for k, v in fuzzer.state.items():
+        if v.dtype.kind == "f" and "min_tree" not in k:
+          if not np.all(np.isfinite(v)):
+            self.fuzzer.inconsistent(api, f"non-finite {root} {k}")
+            return
+
+
+class IMPALATarget(MultiRootTarget):
   """The actor and the learner of one IMPALA agent, sharing the rollout
   queue; each call goes to one of them ("actor.act", "learner.update"):
   the model knows the queue's size, so no call blocks."""
@@ -194,51 +250,14 @@ class IMPALATarget(Target):
       env.observation_space, queue, update_from_batch=True
     )
     self.spaces = dict(actor.input_spaces, **learner.input_spaces)
-    self.roots = {
-      "learner": learner.build(backend),
-      "actor": actor.build(backend),
-    }
-    super().__init__(backend, self.roots["learner"])
-    self.fuzzers = {
-      name: Fuzzer(f"impala_{name}", backend, ex)
-      for name, ex in self.roots.items()
-    }
+    self._setup(
+      backend,
+      {"learner": learner.build(backend), "actor": actor.build(backend)},
+    )
     self.roots["actor"].execute("reset_env", 0)
     self.fuzzers["actor"].resync()
     self.queued = 0
     self.train_step = 0
-
-  def _root(self, api):
-    """Points `self.fuzzer` at the root of `api`; returns the plain name."""
-    root, name = api.split(".")
-    self.fuzzer = self.fuzzers[root]
-    return name
-
-  def step(self, draw):
-    api = draw(st.sampled_from(self._apis))
-    name = self._root(api)
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    mode = draw(st.sampled_from(["good", "bad", "bad", "edge"]))
-    if mode == "edge" and not self.has_batch(name):
-      mode = "good"
-    batch = draw(st.sampled_from(self.edge_sizes)) if mode == "edge" else None
-    args, status = self.good_args(name, rng, batch)
-    if mode != "bad":
-      if status is None:
-        return
-      expect = MAY if mode == "edge" and status == VALID else status
-      m = Mutation(mode, list(args), expect)
-    else:
-      m = mutate(draw, self.fuzzer.arg_spaces(name), args)
-      if m.expect != REJECT and status is None:
-        return
-    result, out = self.fuzzer.call(name, m.args, m.expect, m.kind, m.note)
-    if result == "accepted":
-      self.check(name, m.args, out)
-    # The other root's state moves with the shared queue.
-    for fuzzer in self.fuzzers.values():
-      if fuzzer is not self.fuzzer:
-        fuzzer.resync()
 
   def good_args(self, api, rng, batch=None):
     if api == "act":
@@ -291,14 +310,156 @@ class IMPALATarget(Target):
         if not got or not np.array_equal(got[0], np.asarray(value)):
           self.fuzzer.inconsistent(api, f"weight {path} not set")
           return
-    for root, fuzzer in self.fuzzers.items():
-      for k, v in fuzzer.state.items():
-        if v.dtype.kind == "f" and not np.all(np.isfinite(v)):
-          self.fuzzer.inconsistent(api, f"non-finite {root} {k}")
-          return
+    self._check_finite(api)
 
 
 def test_impala_actor_and_learner(budget, run):
   # TF only: IMPALA's roots have no torch mirror (the env stepper and the
   # learner's graph functions have no torch bodies).
   run(IMPALATarget("tf"), budget)
+
+
+# --- Ape-X -------------------------------------------------------------------
+
+APEX = ApexConfig(
+  num_actions=2,
+  network=({"type": "dense", "units": 8, "activation": "relu"},),
+  n_step=N_STEP,
+  buffer_size=CAPACITY,
+  train_batch_size=4,
+  learning_starts=8,
+  rollout_fragment_length=3,
+  insert_queue_capacity=200,
+  max_inserts_per_serve=16,
+  seed=4,
+)
+# What one rollout may emit at most: every pending step plus the new ones.
+MAX_ROLLOUT_ROWS = (N_STEP - 1 + APEX.rollout_fragment_length) * ENVS
+
+
+class ApexTarget(MultiRootTarget):
+  """The actor, a replay shard and the learner of one Ape-X agent, on
+  their shared queues. The model follows every queue (inserts, samples,
+  priority updates) and the shard's size, so no call blocks, and checks
+  each serve's counts and each update's step."""
+
+  name = "apex"
+  weights = {
+    "actor.get_actions": 2,
+    "actor.observe": 2,
+    "actor.priorities": 2,
+    "actor.reset_env": 1,
+    "actor.rollout": 3,
+    "actor.set_weights": 2,
+    "shard.serve": 3,
+    "shard.stats": 1,
+    "shard.get_generation": 1,
+    "learner.update": 2,
+    "learner.get_weights": 1,
+    "learner.get_train_step": 1,
+    "learner.queue_size": 1,
+  }
+  edge_sizes = (0, 9)
+
+  def __init__(self, backend):
+    builder = ApexBuilder(APEX)
+    env = make_vector_env("CartPole-v1", ENVS, seed=3)
+    names = builder.queue_names(f"fuzz_apex_{backend}", 1)
+    actor = builder.make_actor(env, names, 0, 1)
+    shard = builder.make_shard(env.observation_space, names, 0, 77)
+    learner = builder.make_learner(env.observation_space, names)
+    self.spaces = dict(actor.input_spaces)
+    self._setup(
+      backend,
+      {
+        "learner": learner.build(backend),
+        "shard": shard.build(backend),
+        "actor": actor.build(backend),
+      },
+    )
+    self.roots["actor"].execute("reset_env", 0)
+    self.fuzzers["actor"].resync()
+    self.inserts = self.samples = self.updates = 0
+    self.size = self.train_step = 0
+
+  def good_args(self, api, rng, batch=None):
+    spaces = self.spaces
+    if api == "get_actions":
+      b = int(rng.integers(1, 4)) if batch is None else batch
+      return [sample(spaces["states"], rng, batch=b), True], VALID
+    if api == "observe":
+      rows = ENVS if batch is None else batch
+      names = ("states", "actions", "rewards", "next_states")
+      args = [sample(spaces[n], rng, batch=rows) for n in names]
+      args.append(rng.uniform(size=rows) < 0.2)
+      args.append(rng.uniform(size=rows) < 0.1)
+      return args, VALID if rows == ENVS else REJECT
+    if api == "priorities":
+      b = int(rng.integers(1, 5)) if batch is None else batch
+      return [sample(spaces["records"], rng, batch=b)], VALID
+    if api == "reset_env":
+      return [int(rng.integers(0, 1000))], VALID
+    if api == "rollout":
+      room = self.inserts + MAX_ROLLOUT_ROWS <= APEX.insert_queue_capacity
+      return [0], VALID if room else None
+    if api == "set_weights":
+      weights = numpy_of(self.roots["learner"].execute("get_weights"))
+      return [weights], VALID
+    if api == "update":
+      batch_size = APEX.train_batch_size
+      ok = self.samples >= batch_size and self.updates + batch_size <= (
+        64 * batch_size
+      )
+      return [], VALID if ok else None
+    return [], VALID
+
+  def check(self, api, args, out):
+    out = numpy_of(out)
+    batch = APEX.train_batch_size
+    if api == "observe":
+      # The accumulator's pending steps moved: rollouts emit from them.
+      pass
+    elif api == "rollout":
+      self.inserts += int(out["transitions"])
+    elif api == "serve":
+      inserted = min(self.inserts, APEX.max_inserts_per_serve)
+      self.inserts -= inserted
+      self.size = min(self.size + inserted, CAPACITY)
+      room = APEX.prefetch_batches * batch - self.samples
+      sampled = (
+        batch if self.size >= APEX.learning_starts and room >= batch else 0
+      )
+      self.samples += sampled
+      want = (inserted, self.updates, sampled, self.size)
+      self.updates = 0
+      got = tuple(
+        int(out[k]) for k in ("inserted", "updated", "sampled", "size")
+      )
+      if got != want:
+        self.fuzzer.inconsistent(api, f"serve {got} != model {want}")
+    elif api == "update":
+      self.samples -= batch
+      self.updates += batch
+      self.train_step += 1
+      if int(out["train_step"]) != self.train_step or not np.isfinite(
+        out["loss"]
+      ):
+        self.fuzzer.inconsistent(api, f"train step / loss {out}")
+    elif api == "queue_size" and int(out) != self.samples:
+      self.fuzzer.inconsistent(api, f"queue size {out} != {self.samples}")
+    elif api == "get_train_step" and int(out) != self.train_step:
+      self.fuzzer.inconsistent(api, f"train step {out}")
+    elif api == "get_actions":
+      a = out["actions"]
+      if np.any((a < 0) | (a >= 2)) or len(a) != len(args[0]):
+        self.fuzzer.inconsistent(api, f"actions {a}")
+    elif api == "priorities":
+      if np.any(out <= 0) or len(out) != len(args[0]["rewards"]):
+        self.fuzzer.inconsistent(api, f"priorities {out}")
+    self._check_finite(api)
+
+
+def test_apex_actor_shard_and_learner(budget, run):
+  # TF only: the roots step envs and use TF queues (no torch mirror); the
+  # Q-learning core's torch parity is in tests/agents/apex.
+  run(ApexTarget("tf"), budget)

@@ -71,6 +71,13 @@ class ApexConfig:
   insert_queue_capacity: int = field(
     20_000, "Transitions waiting in a shard's insert queue."
   )
+  training_intensity: typing.Optional[float] = field(
+    None,
+    "Samples trained per env step the actors may not outrun (they wait "
+    "past learning_starts per shard); 0 or None: unthrottled, as in the "
+    "paper. On a few cores, actors otherwise starve the learner.",
+    zero_is_none=True,
+  )
   seed: int = field(
     0,
     "Seed of the initial weights, exploration and replay sampling.",
@@ -105,6 +112,8 @@ class ApexConfig:
       problems.append("epsilon must lie in [0, 1]")
     if self.learning_rate <= 0:
       problems.append("learning_rate must be > 0")
+    if self.training_intensity is not None and self.training_intensity < 0:
+      problems.append("training_intensity must be >= 0")
     for name in (
       "rollout_fragment_length",
       "actor_weight_sync_steps",

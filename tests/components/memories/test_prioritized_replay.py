@@ -290,3 +290,62 @@ def test_issue12_lengths_that_differ_change_nothing(executor, impl):
     assert e.value.argument == "priorities"
     assert changed(before, snapshot(ex)) == []
     assert ex.get_weights()["prioritized_replay/max_priority"] == 1.0
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_insert_with_priorities_matches_the_reference(executor):
+  """Each record keeps its own priority (the ring wraps: a batch over the
+  free room overwrites the oldest; a batch over capacity keeps its last
+  rows); the running maximum follows, and later plain inserts get it."""
+  alpha = 0.7
+  ex = executor(PrioritizedReplay(6, alpha=alpha), spaces(6))
+  ref = NumpyPER(6, alpha)
+
+  def insert_with(n, p, seed):
+    out = ex.execute(
+      "insert_with_priorities",
+      RECORDS.sample(n, seed=seed),
+      np.asarray(p, np.float32),
+    )
+    for value in p:  # One at a time: the reference's ring.
+      ref.p[ref.index] = value
+      ref.index = (ref.index + 1) % ref.capacity
+      ref.size = min(ref.size + 1, ref.capacity)
+    ref.max_p = max(ref.max_p, max(p))
+    return int(out)
+
+  assert insert_with(4, [0.5, 2.0, 0.25, 3.0], 0) == 4
+  assert insert_with(3, [1.5, 0.1, 0.2], 1) == 6  # Wraps to slot 0.
+  assert insert_with(8, np.linspace(0.3, 4.5, 8), 2) == 6  # Last 6 kept.
+  ex.execute("insert", RECORDS.sample(1, seed=3))
+  ref.insert(1)
+  w = ex.get_weights()
+  tree = to_numpy(w["prioritized_replay/sum_tree"])
+  leaves = tree[8 : 8 + 6]
+  np.testing.assert_allclose(leaves, ref.p**alpha, rtol=1e-5)
+  assert float(w["prioritized_replay/max_priority"]) == pytest.approx(4.5)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_insert_with_bad_priorities_writes_nothing(executor):
+  from ingraph_rl.testing.fuzz import changed, snapshot
+
+  ex = executor(
+    PrioritizedReplay(5), spaces(5), check_inputs=False, check_values=False
+  )
+  ex.execute("insert", RECORDS.sample(2, seed=3))
+  for priorities, reason in (
+    ([1.0, np.nan], "finite and > 0"),
+    ([1.0, 0.0], "finite and > 0"),
+    ([1.0], "records and priorities differ in length"),
+  ):
+    before = snapshot(ex)
+    with pytest.raises(SpaceError, match=reason) as e:
+      ex.execute(
+        "insert_with_priorities",
+        RECORDS.sample(2, seed=4),
+        np.asarray(priorities, np.float32),
+      )
+    assert e.value.api == "insert_with_priorities"
+    assert e.value.argument == "priorities"
+    assert changed(before, snapshot(ex)) == []

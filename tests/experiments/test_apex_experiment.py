@@ -1,0 +1,83 @@
+"""experiments/apex.py as a user runs it: flagfile, TensorBoard scalars
+(CleanRL names and per-shard replay scalars), the learner's and each
+shard's checkpoints, and resuming from --logdir with the shards' data."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from ingraph_rl.testing.tensorboard import scalar_tags, scalars
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def shard_size(checkpoint):
+  """The replay size stored in a shard's checkpoint."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  (key,) = [
+    k
+    for k in reader.get_variable_to_shape_map()
+    if k.endswith("memory.Ssize/.ATTRIBUTES/VARIABLE_VALUE")
+  ]
+  return int(reader.get_tensor(key))
+
+
+def run(logdir, total):
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.apex",
+    "--flagfile=experiments/flagfiles/apex_cartpole.cfg",
+    f"--total_env_steps={total}",
+    "--eval_episodes=2",
+    "--log_every_seconds=0.5",
+    f"--logdir={logdir}",
+  ]
+  out = subprocess.run(
+    cmd, cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  return out
+
+
+@pytest.mark.slow  # ~60 s: two runs of 5 executors' builds each.
+def test_scalars_checkpoints_and_resume_with_the_shards_data(tmp_path):
+  logdir = str(tmp_path / "run")
+  out = run(logdir, 4000)
+  steps = int(re.search(r"apex: (\d+) env steps, (\d+) updates", out.stdout)[1])
+  assert 4000 <= steps < 4000 + 2 * 100 + 1
+  tags = scalar_tags(logdir)
+  for tag in (
+    "charts/episodic_return",
+    "charts/episodic_return_last100",
+    "charts/SPS",
+    "losses/td_loss",
+    "losses/q_values",
+    "replay/shard_0/size",
+    "replay/shard_1/mean_priority",
+    "eval/episodic_return",
+  ):
+    assert tag in tags, tag
+  root = pathlib.Path(logdir) / "checkpoints"
+  paths = {
+    part: tf.train.latest_checkpoint(str(root / part))
+    for part in ("learner", "shard_0", "shard_1")
+  }
+  assert all(paths.values()), paths
+  sizes = {part: shard_size(paths[part]) for part in ("shard_0", "shard_1")}
+  # Both shards were fed; together they hold (about) every transition.
+  assert all(s > 500 for s in sizes.values()), sizes
+  out = run(logdir, 6000)
+  assert "apex: resumed from" in out.stdout
+  resumed_at = int(re.search(r"env step (\d+)", out.stdout)[1])
+  assert resumed_at == steps
+  # The shards came back with their data and went on filling: each holds
+  # what it held plus about half of the 2000 new transitions.
+  for part, before in sizes.items():
+    after = shard_size(tf.train.latest_checkpoint(str(root / part)))
+    assert after >= before + 500, (part, before, after)
+  assert scalars(logdir, "replay/shard_1/size")
