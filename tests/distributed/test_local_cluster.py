@@ -140,6 +140,8 @@ def test_cluster_learns_cartpole(tmp_path):
     assert versions and max(versions) > 10
 
 
+# ~35 s: make test-all (make test's margin went to the Ape-X tests).
+@pytest.mark.slow
 def test_faults_restarts_and_teardown(tmp_path):
   logdir = str(tmp_path / "faults")
   cluster = Cluster(

@@ -245,6 +245,8 @@ def test_output_reductions_pick_how_scalars_merge():
     np.testing.assert_allclose(wb[k], wa[k], rtol=1e-5, atol=1e-6, err_msg=k)
 
 
+# ~25 s: make test-all (make test's margin went to the Ape-X tests).
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_logical_cpu_towers_in_a_fresh_process():
   # Logical devices must be configured before TF starts: a fresh process

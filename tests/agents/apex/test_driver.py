@@ -73,7 +73,16 @@ def learn_cartpole(
 
 def test_learns_cartpole_with_two_shards():
   """Greedy mean >= 195 over 20 episodes within 120 s; both shards were
-  fed (round-robin) and served the learner; every thread exits."""
+  fed (round-robin) and served the learner; every thread exits.
+
+  Settings: the embedded preset's (experiments/configs.py APEX_CARTPOLE:
+  2 actors x 4 envs, epsilons 0.4 and 0.4^3, batch 128, Adam 1e-3,
+  training intensity 8). Flakiness, measured with `learn_cartpole(seed)`
+  while a DQN Pong run held the machine: seeds 0 and 1 passed (greedy
+  211 after 40 s, 233 after 76 s); seed 2 plateaued near 135 within
+  120 s. Earlier settings (epsilon_alpha 7): seeds 0, 1, 2 passed, 3 and 4
+  plateaued near 150. Seed 0 is fixed here.
+  """
   start = time.monotonic()
   best, driver = learn_cartpole(seed=0)
   assert best >= 195, best
