@@ -86,11 +86,7 @@ def main(argv):
   values = configs.apex_values()
   settings = configs.apex_settings(values)
   atari = is_atari_id(settings.env)
-  run_dir = settings.logdir or os.path.join(
-    "runs",
-    f"{settings.env.replace('/', '_')}__apex__{settings.seed}__"
-    f"{int(time.time())}",
-  )
+  run_dir = configs.run_directory(settings, "apex")
 
   def make_env(i):
     return make_vector_env(

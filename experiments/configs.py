@@ -12,6 +12,8 @@ user passes; flags not passed never do.
 """
 
 import dataclasses
+import os
+import time
 import typing
 
 from experiments import config_flags
@@ -157,6 +159,14 @@ APEX_CARTPOLE = dict(
 )
 
 
+def run_directory(settings, agent):
+  """`--logdir`, or runs/{env}__{agent}__{seed}__{time} (CleanRL's)."""
+  env = settings.env.replace("/", "_").replace(":", "_")
+  return settings.logdir or os.path.join(
+    "runs", f"{env}__{agent}__{settings.seed}__{int(time.time())}"
+  )
+
+
 def impala_values(preset=IMPALA_CARTPOLE, flag_values=None):
   """The run's values: `preset` overridden by the passed flags."""
   kwargs = {} if flag_values is None else {"flag_values": flag_values}
@@ -177,16 +187,22 @@ def apex_settings(values):
   return config_flags.make(ApexSettings, values)
 
 
-def apex_config(values, num_actions, atari):
-  """The ApexConfig of a run: Nature DQN's torso on Atari frames."""
-  network = tuple(NATURE_DQN_SPEC) if atari else ApexConfig.network
+def _q_learning_config(cls, values, num_actions, atari):
+  """A DQN or Ape-X config of a run: Nature DQN's torso on Atari frames,
+  else the config's MLP."""
+  network = tuple(NATURE_DQN_SPEC) if atari else cls.network
   return config_flags.make(
-    ApexConfig,
+    cls,
     values,
     num_actions=num_actions,
     network=network,
     seed=values["seed"],
   )
+
+
+def apex_config(values, num_actions, atari):
+  """The ApexConfig of a run."""
+  return _q_learning_config(ApexConfig, values, num_actions, atari)
 
 
 def impala_settings(values):
@@ -222,12 +238,5 @@ def scaled_frames():
 
 
 def dqn_config(values, num_actions, atari):
-  """The DQNConfig of a run: Nature DQN's torso on Atari frames."""
-  network = tuple(NATURE_DQN_SPEC) if atari else DQNConfig.network
-  return config_flags.make(
-    DQNConfig,
-    values,
-    num_actions=num_actions,
-    network=network,
-    seed=values["seed"],
-  )
+  """The DQNConfig of a run."""
+  return _q_learning_config(DQNConfig, values, num_actions, atari)

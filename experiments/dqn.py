@@ -57,11 +57,7 @@ def main(argv):
   values = configs.dqn_values()
   settings = configs.dqn_settings(values)
   atari = is_atari_id(settings.env)
-  run_dir = settings.logdir or os.path.join(
-    "runs",
-    f"{settings.env.replace('/', '_')}__dqn__{settings.seed}__"
-    f"{int(time.time())}",
-  )
+  run_dir = configs.run_directory(settings, "dqn")
   env = make_vector_env(settings.env, settings.num_envs, settings.seed)
   config = configs.dqn_config(values, env.action_space.num_categories, atari)
   builder = DQNBuilder(

@@ -277,14 +277,7 @@ def evaluate_levels_in_fresh_process(settings, saved_policy, episodes, output):
 
 
 def run_dir_path(settings):
-  return os.path.abspath(
-    settings.logdir
-    or os.path.join(
-      "runs",
-      f"{settings.env.replace('/', '_').replace(':', '_')}__impala__"
-      f"{settings.seed}__{int(time.time())}",
-    )
-  )
+  return os.path.abspath(configs.run_directory(settings, "impala"))
 
 
 def env_factory(settings):

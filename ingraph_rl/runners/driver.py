@@ -27,6 +27,22 @@ _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env", "length_sum_per_env")
 
 
+def join_and_close(threads, envs, name, timeout_s):
+  """Joins `threads` (all within `timeout_s`), then closes `envs` (a dead
+  env must not keep the others open). Returns the names of the threads
+  still alive."""
+  deadline = time.monotonic() + timeout_s
+  for t in threads:
+    t.join(max(0.0, deadline - time.monotonic()))
+  alive = [t.name for t in threads if t.is_alive()]
+  for env in envs:
+    try:
+      env.close()
+    except Exception as e:
+      print(f"[{name}] closing an env failed: {e!r}", flush=True)
+  return alive
+
+
 class EpisodeTotals:
   """Thread-safe running totals of the actors' finished episodes, overall
   and per env: `take_per_env()` attributes them to (actor, env index),
@@ -252,14 +268,6 @@ class ActorLearnerDriver:
       self.learner_executor.execute("close_queue")
     except tf.errors.CancelledError:
       pass  # Already closed.
-    deadline = time.monotonic() + timeout_s
-    for t in self._threads:
-      t.join(max(0.0, deadline - time.monotonic()))
-    alive = [t.name for t in self._threads if t.is_alive()]
-    for env in self.envs:
-      try:
-        env.close()
-      except Exception as e:
-        # Shutdown goes on: a dead env must not keep the others open.
-        print(f"[{self.builder.name}] closing an env failed: {e!r}", flush=True)
-    return alive
+    return join_and_close(
+      self._threads, self.envs, self.builder.name, timeout_s
+    )

@@ -34,7 +34,7 @@ import uuid
 
 import tensorflow as tf
 
-from ingraph_rl.runners.driver import EpisodeTotals
+from ingraph_rl.runners.driver import EpisodeTotals, join_and_close
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # A shard with nothing to do waits this long before its next round.
@@ -248,13 +248,6 @@ class ReplayDriver:
         executor.execute("close_queue")
       except tf.errors.CancelledError:
         pass  # Already closed.
-    deadline = time.monotonic() + timeout_s
-    for t in self._threads:
-      t.join(max(0.0, deadline - time.monotonic()))
-    alive = [t.name for t in self._threads if t.is_alive()]
-    for env in self.envs:
-      try:
-        env.close()
-      except Exception as e:
-        print(f"[{self.builder.name}] closing an env failed: {e!r}", flush=True)
-    return alive
+    return join_and_close(
+      self._threads, self.envs, self.builder.name, timeout_s
+    )

@@ -94,7 +94,8 @@ from absl import flags
 from experiments import config_flags, configs
 name = sys.argv[1]
 module = importlib.import_module(f"experiments.{name}")
-classes = {"impala": configs.IMPALA_CLASSES, "dqn": configs.DQN_CLASSES}[name]
+classes = {"impala": configs.IMPALA_CLASSES, "dqn": configs.DQN_CLASSES,
+           "apex": configs.APEX_CLASSES}[name]
 declared = sorted(f.name for f in
                   flags.FLAGS.flags_by_module_dict()[f"experiments.{name}"])
 print(json.dumps({

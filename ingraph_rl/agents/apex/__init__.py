@@ -6,7 +6,7 @@ and the learner (`ApexLearner`) never touches a Python buffer. Build the
 roots through `ApexBuilder`.
 """
 
-from ingraph_rl.agents.apex.actor import ApexActor
+from ingraph_rl.agents.apex.actor import ApexActor, ApexPolicy
 from ingraph_rl.agents.apex.builder import ApexBuilder
 from ingraph_rl.agents.apex.config import ApexConfig
 from ingraph_rl.agents.apex.learner import ApexLearner
@@ -16,6 +16,7 @@ from ingraph_rl.agents.apex.shard import ReplayShard
 
 __all__ = [
   "ApexActor",
+  "ApexPolicy",
   "ApexBuilder",
   "ApexConfig",
   "ApexLearner",

@@ -15,7 +15,44 @@ from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 
 
-class ApexActor(Component):
+class ApexPolicy(Component):
+  """Acting alone (no env, no queues): the policy an actor runs, and what
+  export and evaluation build.
+
+  APIs:
+    get_actions(states, explore) -> {"actions", "q_values", "epsilon"}:
+      epsilon-greedy on the online network's Q-values (greedy without
+      explore), epsilon fixed (`ApexConfig.actor_epsilon`).
+    set_weights(weights): the online network of the learner's
+      `get_weights()` ({"online", "target"}).
+  """
+
+  def __init__(self, config, q, epsilon, scope="actor"):
+    super().__init__(scope=scope)
+    self.config = config
+    self.epsilon = float(epsilon)
+    self.q = q
+    self.exploration = EpsilonGreedy(
+      config.num_actions, Constant(self.epsilon), seed=config.seed
+    )
+
+  @api
+  def get_actions(self, states, explore=True):
+    q_values = self.q.q_values(states)
+    out = self.exploration.get_action(q_values, explore)
+    return {
+      "actions": out["action"],
+      "q_values": q_values,
+      "epsilon": out["epsilon"],
+    }
+
+  @api
+  def set_weights(self, weights):
+    # Acting needs the online network only.
+    return self.q.online.sync(weights["online"])
+
+
+class ApexActor(ApexPolicy):
   """APIs:
     get_actions(states, explore) -> {"actions", "q_values", "epsilon"}.
     reset_env(seed) -> first observations (drops pending n-step windows).
@@ -32,15 +69,9 @@ class ApexActor(Component):
   def __init__(
     self, config, env, q, epsilon, record_space, names, scope="actor"
   ):
-    super().__init__(scope=scope)
+    super().__init__(config, q, epsilon, scope=scope)
     c = config
-    self.config = config
     self.env = env  # Not a component: stepped via numpy_function.
-    self.epsilon = float(epsilon)
-    self.q = q
-    self.exploration = EpsilonGreedy(
-      c.num_actions, Constant(self.epsilon), seed=c.seed
-    )
     self.accumulator = NStepAccumulator(c.n_step, c.discount, env.num_envs)
     row = queues.insert_row_space(record_space)
     self.insert_queues = [
@@ -62,22 +93,13 @@ class ApexActor(Component):
     )
 
   @api
-  def get_actions(self, states, explore=True):
-    q_values = self.q.q_values(states)
-    out = self.exploration.get_action(q_values, explore)
-    return {
-      "actions": out["action"],
-      "q_values": q_values,
-      "epsilon": out["epsilon"],
-    }
-
-  @api
   def reset_env(self, seed):
     self.accumulator.clear()
     return self._graph_fn_reset_env(seed)
 
   @api
   def set_weights(self, weights):
+    # Priorities need the target network too.
     return self.q.set_weights(weights)
 
   @api

@@ -27,18 +27,18 @@ Spaces:
   weights_space  `get_weights()`: {"online", "target"} variables by path.
 """
 
-from typing import Any, Callable, List, Optional, Tuple, cast
+from typing import Callable, List, Optional, Tuple, cast
 from typing import Dict as TypingDict
 
 import numpy as np
 
-from ingraph_rl.agents.apex.actor import ApexActor
+from ingraph_rl.agents.apex.actor import ApexActor, ApexPolicy
 from ingraph_rl.agents.apex.config import ApexConfig
 from ingraph_rl.agents.apex.learner import ApexLearner
 from ingraph_rl.agents.apex.q_learning import QLearning
 from ingraph_rl.agents.apex.queues import ReplayQueues
 from ingraph_rl.agents.apex.shard import ReplayShard
-from ingraph_rl.core import Component, api
+from ingraph_rl.core import Component
 from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import LEARNER_APIS, Root, weights_space_of
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
@@ -55,34 +55,6 @@ SHARD_APIS = ("serve", "stats", "get_generation", "close_queue")
 POLICY_APIS = ("get_actions", "set_weights")
 # Actor i explores with seed `config.seed + ACTOR_SEED_STRIDE * (i + 1)`.
 ACTOR_SEED_STRIDE = 7919
-
-
-class _Policy(Component):
-  """The actor's acting part alone (no env, no queues)."""
-
-  def __init__(self, config: ApexConfig, q: QLearning, epsilon: float):
-    super().__init__(scope="actor")
-    from ingraph_rl.components.explorations import Constant, EpsilonGreedy
-
-    self.q = q
-    self.exploration = EpsilonGreedy(
-      config.num_actions, Constant(epsilon), seed=config.seed
-    )
-
-  @api
-  def get_actions(self, states: Any, explore: Any = True) -> Any:
-    q_values = self.q.q_values(states)
-    out = self.exploration.get_action(q_values, explore)
-    return {
-      "actions": out["action"],
-      "q_values": q_values,
-      "epsilon": out["epsilon"],
-    }
-
-  @api
-  def set_weights(self, weights: Any) -> Any:
-    # Acting needs the online network only.
-    return self.q.online.sync(weights["online"])
 
 
 class ApexBuilder:
@@ -233,7 +205,7 @@ class ApexBuilder:
       weights=self.weights_space(observation_space),
     )
     return Root(
-      _Policy(self.config, self._q(), self.config.epsilon),
+      ApexPolicy(self.config, self._q(), self.config.epsilon),
       spaces,
       POLICY_APIS,
       seed=self.config.seed,

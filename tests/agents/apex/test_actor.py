@@ -11,14 +11,9 @@ from ingraph_rl.errors import SpaceError
 from ingraph_rl.runners.replay_driver import shard_order
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.queues import queue_feeder
-from ingraph_rl.testing.references import (
-  RecordingEnv,
-  numpy_dqn_loss,
-  numpy_q_values,
-  recompute_n_step,
-)
+from ingraph_rl.testing.references import RecordingEnv, recompute_n_step
 
-from .conftest import SMALL, small_builder
+from .conftest import SMALL, numpy_td, small_builder
 
 
 def drain(builder, obs_space, name):
@@ -34,22 +29,8 @@ def drain(builder, obs_space, name):
 
 
 def numpy_priorities(records, weights, config):
-  online, target = weights["online"], weights["target"]
-  _, td = numpy_dqn_loss(
-    numpy_q_values(records["states"], online),
-    records["actions"],
-    records["rewards"],
-    records["terminals"].astype(np.float32),
-    numpy_q_values(records["next_states"], target),
-    numpy_q_values(records["next_states"], online),
-    np.ones(len(records["actions"])),
-    config.discount,
-    config.n_step,
-    config.double_q,
-    config.huber_delta,
-    records["discounts"],
-  )
-  return np.abs(td) + PRIORITY_EPSILON
+  ones = np.ones(len(records["actions"]))
+  return np.abs(numpy_td(records, ones, weights, config)[1]) + PRIORITY_EPSILON
 
 
 def test_initial_priorities_match_a_numpy_double_q_recomputation(names):

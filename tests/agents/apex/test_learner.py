@@ -11,29 +11,9 @@ from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing import assert_parity
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.queues import queue_feeder
-from ingraph_rl.testing.references import numpy_dqn_loss, numpy_q_values
 
-from .conftest import SMALL, small_builder
+from .conftest import SMALL, numpy_td, small_builder
 from .test_shard import GENERATION, OBS, Setup, records
-
-
-def numpy_td(rows, weights, config):
-  r = rows["records"]
-  online, target = weights["online"], weights["target"]
-  return numpy_dqn_loss(
-    numpy_q_values(r["states"], online),
-    r["actions"],
-    r["rewards"],
-    r["terminals"].astype(np.float32),
-    numpy_q_values(r["next_states"], target),
-    numpy_q_values(r["next_states"], online),
-    rows["weight"],
-    config.discount,
-    config.n_step,
-    config.double_q,
-    config.huber_delta,
-    r["discounts"],
-  )
 
 
 def sample_rows(config, index):
@@ -71,7 +51,7 @@ def test_update_writes_numpy_priorities_back_and_the_last_duplicate_wins(
   feeder.execute("enqueue_many", rows)
   weights = to_numpy(learner.execute("get_weights"))
   out = to_numpy(learner.execute("update"))
-  loss, td = numpy_td(rows, weights, s.config)
+  loss, td = numpy_td(rows["records"], rows["weight"], weights, s.config)
   assert float(out["loss"]) == pytest.approx(loss, rel=1e-4)
   assert int(out["frames"]) == 8 and int(out["train_step"]) == 1
   assert int(out["shard"]) == 0
