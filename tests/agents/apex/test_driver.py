@@ -90,3 +90,30 @@ def test_learns_cartpole_with_two_shards():
   assert all(s["size"] > 0 for s in driver.shard_stats)
   assert driver.stop() == []
   assert time.monotonic() - start < 150
+
+
+def test_training_intensity_holds_actors_back():
+  """With no learner updates, actors stop once their env steps pass
+  learning_starts per shard (at most one rollout more each); after
+  updates they may take batch / intensity more steps per update."""
+  builder = small_builder(training_intensity=2.0, learning_starts=16)
+  driver = ReplayDriver(
+    builder,
+    lambda i: make_vector_env("CartPole-v1", num_envs=2, seed=i),
+    num_actors=1,
+    num_shards=2,
+  )
+  try:
+    driver.start()
+    rollout = 2 * builder.config.rollout_fragment_length
+    warmup = 16 * 2
+    time.sleep(3.0)
+    held = driver.totals.env_steps
+    assert warmup < held <= warmup + rollout
+    for _ in range(4):
+      driver.update()  # Batches of 8: 16 more steps each.
+    time.sleep(2.0)
+    assert driver.totals.env_steps <= warmup + 4 * 8 / 2.0 + rollout
+    assert driver.totals.env_steps > held
+  finally:
+    assert driver.stop() == []
