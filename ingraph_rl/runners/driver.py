@@ -27,6 +27,35 @@ _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env", "length_sum_per_env")
 
 
+def run_learner(name, step, keep_going, stop, poll_s=0.25, watch=None):
+  """Calls `step()` (one learner update) in a learner thread while
+  `keep_going()`; this (main) thread waits in `poll_s` slices, so it stays
+  responsive to Ctrl-C, until the thread ends or `watch()` (if given) is
+  false; then `stop()` (which closes the queues, so a blocked update ends
+  with Cancelled/OutOfRange). Re-raises the learner thread's error."""
+  errors = []
+
+  def learn():
+    try:
+      while keep_going():
+        step()
+    except _CLOSED:
+      pass  # The queues closed: shutting down.
+    except Exception as e:
+      errors.append(e)
+
+  thread = threading.Thread(target=learn, name=f"{name}-learner", daemon=True)
+  thread.start()
+  try:
+    while thread.is_alive() and (watch is None or watch()):
+      thread.join(poll_s)
+  finally:
+    stop()
+    thread.join(10.0)
+  if errors:
+    raise errors[0]
+
+
 def join_and_close(threads, envs, name, timeout_s):
   """Joins `threads` (all within `timeout_s`), then closes `envs` (a dead
   env must not keep the others open). Returns the names of the threads
@@ -225,39 +254,25 @@ class ActorLearnerDriver:
     `on_update(result_dict_of_numpy, frames)` runs after every update, in
     the learner thread. Returns the frames trained on.
     """
-    state = {"frames": 0, "error": None}
+    state = {"frames": 0}
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
-    def learn():
-      try:
-        while (
-          not self._stop.is_set()
-          and state["frames"] < total_frames
-          and (deadline is None or time.monotonic() < deadline)
-        ):
-          out = {k: v.numpy() for k, v in self.update().items()}
-          state["frames"] += int(out["frames"])
-          if on_update is not None:
-            on_update(out, state["frames"])
-      except _CLOSED:
-        pass
-      except Exception as e:
-        state["error"] = e
+    def keep_going():
+      return (
+        not self._stop.is_set()
+        and state["frames"] < total_frames
+        and (deadline is None or time.monotonic() < deadline)
+      )
+
+    def step():
+      out = {k: v.numpy() for k, v in self.update().items()}
+      state["frames"] += int(out["frames"])
+      if on_update is not None:
+        on_update(out, state["frames"])
 
     if not self._threads:
       self.start()
-    thread = threading.Thread(
-      target=learn, name=f"{self.builder.name}-learner", daemon=True
-    )
-    thread.start()
-    try:
-      while thread.is_alive():
-        thread.join(poll_s)
-    finally:
-      self.stop()
-      thread.join(10.0)
-    if state["error"] is not None:
-      raise state["error"]
+    run_learner(self.builder.name, step, keep_going, self.stop, poll_s)
     return state["frames"]
 
   def stop(self, timeout_s=10.0):

@@ -34,7 +34,11 @@ import uuid
 
 import tensorflow as tf
 
-from ingraph_rl.runners.driver import EpisodeTotals, join_and_close
+from ingraph_rl.runners.driver import (
+  EpisodeTotals,
+  join_and_close,
+  run_learner,
+)
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # A shard with nothing to do waits this long before its next round.
@@ -198,42 +202,26 @@ class ReplayDriver:
     `max_seconds` passed, or `stop()` / Ctrl-C. `on_update(result of
     numpy, env steps)` runs after every update in the learner thread.
     Returns the env steps taken."""
-    state = {"error": None}
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
 
-    def done():
-      return (
+    def keep_going():
+      return not (
         self._stop.is_set()
         or self.totals.env_steps >= total_env_steps
         or (deadline is not None and time.monotonic() >= deadline)
       )
 
-    def learn():
-      try:
-        while not done():
-          out = {k: v.numpy() for k, v in self.update().items()}
-          if on_update is not None:
-            on_update(out, self.totals.env_steps)
-      except _CLOSED:
-        pass
-      except Exception as e:
-        state["error"] = e
+    def step():
+      out = {k: v.numpy() for k, v in self.update().items()}
+      if on_update is not None:
+        on_update(out, self.totals.env_steps)
 
     if not self._threads:
       self.start()
-    thread = threading.Thread(
-      target=learn, name=f"{self.builder.name}-learner", daemon=True
+    # The learner blocks until shards serve: the budget is watched here too.
+    run_learner(
+      self.builder.name, step, keep_going, self.stop, poll_s, keep_going
     )
-    thread.start()
-    try:
-      # The learner blocks until shards serve: the budget is checked here.
-      while thread.is_alive() and not done():
-        thread.join(poll_s)
-    finally:
-      self.stop()
-      thread.join(10.0)
-    if state["error"] is not None:
-      raise state["error"]
     if self.errors:
       name, error = self.errors[0]
       raise RuntimeError(f"{name} failed: {error!r}") from error

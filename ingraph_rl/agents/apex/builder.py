@@ -27,6 +27,7 @@ Spaces:
   weights_space  `get_weights()`: {"online", "target"} variables by path.
 """
 
+import dataclasses
 from typing import Callable, List, Optional, Tuple, cast
 from typing import Dict as TypingDict
 
@@ -147,8 +148,6 @@ class ApexBuilder:
   ) -> Root:
     """Actor `index` of `num_actors`: its own epsilon
     (`config.actor_epsilon`) and exploration seed."""
-    import dataclasses
-
     config = dataclasses.replace(self.config, seed=self.actor_seed(index))
     obs_space = cast(Space, env.observation_space)
     actor = ApexActor(
