@@ -17,12 +17,23 @@ learner's in `checkpoints/learner`, each shard's contents in
 the shards' data); ends with a greedy evaluation. Training stops at
 --total_env_steps or --max_train_seconds.
 
+In a cluster (`--job_name=ps|learner|replay|actor`, `--task`, `--cluster`
+or TF_CONFIG, a shared `--logdir`; experiments/launch_local.py starts one
+on loopback) each role is a process (`distributed.replay_roles`): the
+learner trains, checkpoints and evaluates; replay task i keeps shard i
+(saved to `checkpoints/shard_{i}` when it stops, restored when it starts)
+and logs its `replay/shard_{i}/*` scalars; actors roll out.
+
+    python experiments/launch_local.py --agent=apex --num_replay_shards=2 \
+        --num_actors=2 --logdir=runs/apex_cluster
+
 Flags are generated from `ApexSettings` (experiments/configs.py) and
 `ApexConfig` (each field's default and help); only the flags passed
 override the preset.
 """
 
 import os
+import sys
 import time
 
 import tensorflow as tf
@@ -30,6 +41,8 @@ from absl import app, logging
 
 from experiments import config_flags, configs
 from ingraph_rl.agents.apex import ApexBuilder
+from ingraph_rl.distributed import replay_roles, roles
+from ingraph_rl.distributed.cluster import ClusterError
 from ingraph_rl.environments import is_atari_id, make_vector_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
@@ -80,13 +93,74 @@ class Checkpoints:
         saver.save(checkpoint_number=number)
 
 
-def main(argv):
-  del argv
-  wall_start = time.time()
-  values = configs.apex_values()
-  settings = configs.apex_settings(values)
+class Progress:
+  """The learner's `on_update`: CleanRL scalars and a log line every
+  `log_every_seconds`, checkpoints every `checkpoint_every_minutes`.
+
+  take_episodes() -> (episodes, return sum, length sum) since the last
+  call; shard_stats() -> [{"size", "mean_priority"}] (those the learner
+  sees; in a cluster the shards log their own); save(number) checkpoints.
+  """
+
+  def __init__(self, settings, writer, take_episodes, shard_stats, save):
+    self.settings, self.writer = settings, writer
+    self.take_episodes, self.shard_stats, self.save = (
+      take_episodes,
+      shard_stats,
+      save,
+    )
+    self.recent = RecentEpisodes(100)
+    self.last_log = self.last_save = time.time()
+    self.logged_steps = None
+
+  def __call__(self, out, env_steps):
+    now = time.time()
+    if self.logged_steps is None:
+      self.logged_steps = env_steps
+    if now - self.last_log < self.settings.log_every_seconds:
+      return
+    episodes, return_sum, length_sum = self.take_episodes()
+    self.recent.add(return_sum, episodes)
+    sps = (env_steps - self.logged_steps) / (now - self.last_log)
+    self.last_log, self.logged_steps = now, env_steps
+    shards = self.shard_stats()
+    with self.writer.as_default(step=env_steps):
+      if episodes:
+        tf.summary.scalar("charts/episodic_return", return_sum / episodes)
+        tf.summary.scalar("charts/episodic_length", length_sum / episodes)
+        tf.summary.scalar("charts/episodes", episodes)
+        tf.summary.scalar("charts/episodic_return_last100", self.recent.mean)
+      tf.summary.scalar("charts/SPS", sps)
+      tf.summary.scalar("charts/train_step", int(out["train_step"]))
+      tf.summary.scalar("losses/td_loss", float(out["loss"]))
+      tf.summary.scalar("losses/q_values", float(out["mean_q"]))
+      for i, stats in enumerate(shards):
+        write_shard_stats(i, stats)
+    logging.info(
+      "env steps %d  SPS %.0f  updates %d  loss %.4f  last100 %.1f  shards %s",
+      env_steps,
+      sps,
+      int(out["train_step"]),
+      float(out["loss"]),
+      self.recent.mean,
+      [int(s["size"]) for s in shards],
+    )
+    if now - self.last_save > 60 * self.settings.checkpoint_every_minutes:
+      # Numbered by the learner's update count (it only grows).
+      self.save(int(out["train_step"]))
+      self.last_save = time.time()
+
+
+def write_shard_stats(index, stats):
+  tf.summary.scalar(f"replay/shard_{index}/size", int(stats["size"]))
+  tf.summary.scalar(
+    f"replay/shard_{index}/mean_priority", float(stats["mean_priority"])
+  )
+
+
+def make_builder(settings, values):
+  """(builder, env factory, observation space) of the run's settings."""
   atari = is_atari_id(settings.env)
-  run_dir = configs.run_directory(settings, "apex")
 
   def make_env(i):
     return make_vector_env(
@@ -95,11 +169,68 @@ def main(argv):
 
   probe = make_env(0)
   num_actions = probe.action_space.num_categories
+  obs_space = probe.observation_space
   probe.close()
   config = configs.apex_config(values, num_actions, atari)
   builder = ApexBuilder(
     config, preprocessor=configs.scaled_frames if atari else None
   )
+  return builder, make_env, obs_space
+
+
+def greedy_return(builder, obs_space, weights, settings):
+  """The mean greedy return of `eval_episodes` episodes (nan for none)."""
+  if not settings.eval_episodes:
+    return float("nan")
+  policy = builder.make_policy(obs_space).build()
+  policy.execute("set_weights", weights)
+  return mean_greedy_return(
+    lambda obs: policy.execute("get_actions", obs, False)["actions"].numpy(),
+    settings.env,
+    settings.eval_episodes,
+    settings.seed + 10_000,
+  )
+
+
+def report(settings, writer, learner, env_steps, train_s, recent, wall_start):
+  """Greedy evaluation of the learner's weights, its scalar, the last
+  lines."""
+  builder, obs_space, executor, run_dir = learner
+  train_step = int(executor.execute("get_train_step"))
+  eval_return = greedy_return(
+    builder, obs_space, executor.execute("get_weights"), settings
+  )
+  with writer.as_default(step=env_steps):
+    tf.summary.scalar("eval/episodic_return", eval_return)
+  writer.flush()
+  print(
+    f"apex: {env_steps} env steps, {train_step} updates at "
+    f"{env_steps / max(train_s, 1e-9):.0f} SPS; greedy eval return "
+    f"{eval_return:.1f} over {settings.eval_episodes} episodes\n"
+    f"logs and checkpoints: {run_dir}\n"
+    f"apex: last-100 training return {recent.mean:.2f}; wall time "
+    f"{time.time() - wall_start:.1f} s (training {train_s:.1f} s)",
+    flush=True,
+  )
+
+
+def hyperparameters(run_dir, values):
+  writer = tf.summary.create_file_writer(run_dir)
+  with writer.as_default():
+    tf.summary.text("hyperparameters", config_flags.table(values), 0)
+  return writer
+
+
+def main(argv):
+  del argv
+  wall_start = time.time()
+  values = configs.apex_values()
+  settings = configs.apex_settings(values)
+  if settings.job_name:
+    return cluster_main(settings, values, wall_start)
+  run_dir = configs.run_directory(settings, "apex")
+  builder, make_env, obs_space = make_builder(settings, values)
+  config = builder.config
   driver = ReplayDriver(
     builder,
     make_env,
@@ -119,87 +250,133 @@ def main(argv):
       flush=True,
     )
     driver.publish_weights()
-  writer = tf.summary.create_file_writer(run_dir)
-  with writer.as_default():
-    tf.summary.text("hyperparameters", config_flags.table(values), 0)
-
-  recent = RecentEpisodes(100)
-  state = {
-    "last_log": time.time(),
-    "last_save": time.time(),
-    "logged_steps": driver.totals.env_steps,
-  }
-
-  def on_update(out, env_steps):
-    now = time.time()
-    if now - state["last_log"] < settings.log_every_seconds:
-      return
-    episodes, return_sum, length_sum = driver.totals.take()
-    recent.add(return_sum, episodes)
-    sps = (env_steps - state["logged_steps"]) / (now - state["last_log"])
-    state["last_log"], state["logged_steps"] = now, env_steps
-    with writer.as_default(step=env_steps):
-      if episodes:
-        tf.summary.scalar("charts/episodic_return", return_sum / episodes)
-        tf.summary.scalar("charts/episodic_length", length_sum / episodes)
-        tf.summary.scalar("charts/episodes", episodes)
-        tf.summary.scalar("charts/episodic_return_last100", recent.mean)
-      tf.summary.scalar("charts/SPS", sps)
-      tf.summary.scalar("charts/train_step", int(out["train_step"]))
-      tf.summary.scalar("losses/td_loss", float(out["loss"]))
-      tf.summary.scalar("losses/q_values", float(out["mean_q"]))
-      for i, stats in enumerate(driver.shard_stats):
-        tf.summary.scalar(f"replay/shard_{i}/size", int(stats["size"]))
-        tf.summary.scalar(
-          f"replay/shard_{i}/mean_priority", float(stats["mean_priority"])
-        )
-    logging.info(
-      "env steps %d  SPS %.0f  updates %d  loss %.4f  last100 %.1f  shards %s",
-      env_steps,
-      sps,
-      int(out["train_step"]),
-      float(out["loss"]),
-      recent.mean,
-      [int(s["size"]) for s in driver.shard_stats],
-    )
-    if now - state["last_save"] > 60 * settings.checkpoint_every_minutes:
-      # Numbered by the learner's update count (it only grows).
-      checkpoints.save(int(out["train_step"]))
-      state["last_save"] = time.time()
-
+  writer = hyperparameters(run_dir, values)
+  progress = Progress(
+    settings,
+    writer,
+    driver.totals.take,
+    lambda: driver.shard_stats,
+    checkpoints.save,
+  )
   start = time.time()
   env_steps = driver.run(
     settings.total_env_steps,
-    on_update=on_update,
+    on_update=progress,
     max_seconds=settings.max_train_seconds,
   )
   train_s = time.time() - start
-  train_step = int(driver.learner_executor.execute("get_train_step"))
-  checkpoints.save(train_step)
-  policy = builder.make_policy(driver.envs[0].observation_space).build()
-  policy.execute("set_weights", driver.learner_executor.execute("get_weights"))
-  eval_return = (
-    mean_greedy_return(
-      lambda obs: policy.execute("get_actions", obs, False)["actions"].numpy(),
-      settings.env,
-      settings.eval_episodes,
-      settings.seed + 10_000,
+  checkpoints.save(int(driver.learner_executor.execute("get_train_step")))
+  report(
+    settings,
+    writer,
+    (builder, obs_space, driver.learner_executor, run_dir),
+    env_steps,
+    train_s,
+    progress.recent,
+    wall_start,
+  )
+
+
+# --- cluster roles -----------------------------------------------------------
+
+
+def cluster_main(settings, values, wall_start):
+  """--job_name=ps|learner|replay|actor: one task of a cluster."""
+  task = roles.task_from_flags(
+    settings.job_name,
+    settings.task,
+    settings.cluster,
+    num_replay_shards=settings.num_replay_shards,
+  )
+  task.check_addresses(settings.allow_remote_hosts)
+  if task.job == "ps":
+    roles.run_ps(task)
+    return 0
+  if not settings.logdir:
+    raise ClusterError(
+      "a cluster's tasks need one shared --logdir (checkpoints, logs)"
     )
-    if settings.eval_episodes
-    else float("nan")
+  if task.num_replay_shards < 1:
+    raise ClusterError("Ape-X's cluster needs replay tasks")
+  builder, make_env, obs_space = make_builder(settings, values)
+  checkpoints = os.path.join(settings.logdir, "checkpoints")
+  if task.job == "actor":
+    sys.exit(
+      replay_roles.run_replay_actor(
+        task,
+        builder,
+        make_env(task.index),
+        seed=settings.seed + 1000 * task.index,
+      )
+    )
+  if task.job == "replay":
+    writers = []
+
+    def on_stats(stats, env_steps):
+      if not writers:  # Made after connecting: it lives on this task.
+        writers.append(tf.summary.create_file_writer(settings.logdir))
+      writer = writers[0]
+      with writer.as_default(step=env_steps):
+        write_shard_stats(task.index, stats)
+      writer.flush()
+
+    sys.exit(
+      replay_roles.run_replay_shard(
+        task,
+        builder,
+        obs_space,
+        os.path.join(checkpoints, f"shard_{task.index}"),
+        on_stats=on_stats,
+      )
+    )
+  return learner_main(settings, values, task, builder, obs_space, wall_start)
+
+
+def learner_main(settings, values, task, builder, obs_space, wall_start):
+  roles.connect(task)
+  learner = replay_roles.RemoteReplayLearner(task, builder, obs_space)
+  env_steps = tf.Variable(0, dtype=tf.int64)
+  saver = CheckpointSaver(
+    tf.train.Checkpoint(learner=learner.executor.module, env_steps=env_steps),
+    os.path.join(settings.logdir, "checkpoints", "learner"),
   )
-  with writer.as_default(step=env_steps):
-    tf.summary.scalar("eval/episodic_return", eval_return)
-  writer.flush()
-  print(
-    f"apex: {env_steps} env steps, {train_step} updates at "
-    f"{env_steps / max(train_s, 1e-9):.0f} SPS; greedy eval return "
-    f"{eval_return:.1f} over {settings.eval_episodes} episodes\n"
-    f"logs and checkpoints: {run_dir}\n"
-    f"apex: last-100 training return {recent.mean:.2f}; wall time "
-    f"{time.time() - wall_start:.1f} s (training {train_s:.1f} s)",
-    flush=True,
+  resumed = saver.restore()
+  learner.start(int(env_steps.numpy()))
+  train_step = int(learner.executor.execute("get_train_step"))
+  if resumed:
+    roles.log(
+      task,
+      f"resumed from {resumed} at update {train_step}, env step "
+      f"{int(env_steps.numpy())}",
+    )
+  roles.log(
+    task,
+    f"variables on {learner.placement}; queues on {task.learner_device}; "
+    f"{task.num_replay_shards} replay shards; logdir {settings.logdir}",
   )
+
+  def save(number):
+    env_steps.assign(learner.env_steps())
+    saver.save(number)
+
+  writer = hyperparameters(settings.logdir, values)
+  progress = Progress(settings, writer, learner.take_episodes, list, save)
+  start = time.time()
+  steps, _ = learner.train(
+    settings.total_env_steps, progress, settings.max_train_seconds
+  )
+  train_s = time.time() - start
+  save(int(learner.executor.execute("get_train_step")))
+  report(
+    settings,
+    writer,
+    (builder, obs_space, learner.executor, settings.logdir),
+    steps,
+    train_s,
+    progress.recent,
+    wall_start,
+  )
+  return 0
 
 
 if __name__ == "__main__":

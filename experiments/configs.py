@@ -22,9 +22,8 @@ from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
+from ingraph_rl.distributed.cluster import JOBS as CLUSTER_JOBS
 from ingraph_rl.utils.config_fields import field
-
-JOBS = ("ps", "learner", "actor")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +55,30 @@ class RunSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class IMPALASettings(RunSettings):
+class ClusterSettings(RunSettings):
+  """The flags of one task of a distributed-TF cluster."""
+
+  job_name: typing.Optional[str] = field(
+    None,
+    "Cluster role (none: everything in this process).",
+    choices=CLUSTER_JOBS,
+  )
+  task: int = field(0, "Task index within --job_name.")
+  cluster: typing.Optional[str] = field(
+    None,
+    'Cluster spec: JSON {"ps": [...], "learner": [...], "replay": '
+    '[...], "actor": [...]} or "ps=h:p;learner=h:p;actor=h:p,h:p"; '
+    "default: TF_CONFIG (ours, or a Kubernetes TFJob's).",
+  )
+  allow_remote_hosts: bool = field(
+    False,
+    "Allow non-loopback cluster addresses (TF gRPC has no "
+    "authentication: trusted networks only).",
+  )
+
+
+@dataclasses.dataclass(frozen=True)
+class IMPALASettings(ClusterSettings):
   """experiments/impala.py's settings (scalable_agent's flag names where it
   has them)."""
 
@@ -80,20 +102,6 @@ class IMPALASettings(RunSettings):
     True, "Decay the learning rate linearly to 0 over the frame budget."
   )
   log_every_seconds: float = field(5.0, "Progress line period.")
-  job_name: typing.Optional[str] = field(
-    None, "Cluster role (none: everything in this process).", choices=JOBS
-  )
-  task: int = field(0, "Task index within --job_name.")
-  cluster: typing.Optional[str] = field(
-    None,
-    'Cluster spec: JSON {"ps": [...], "learner": [...], "actor": '
-    '[...]} or "ps=h:p;learner=h:p;actor=h:p,h:p"; default: TF_CONFIG.',
-  )
-  allow_remote_hosts: bool = field(
-    False,
-    "Allow non-loopback cluster addresses (TF gRPC has no "
-    "authentication: trusted networks only).",
-  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +114,7 @@ class DQNSettings(RunSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class ApexSettings(RunSettings):
+class ApexSettings(ClusterSettings):
   """experiments/apex.py's settings (RLlib's Ape-X names where it has
   them)."""
 

@@ -513,6 +513,10 @@ def cluster_main(settings, values, wall_start):
     settings.job_name, settings.task, settings.cluster
   )
   task.check_addresses(settings.allow_remote_hosts)
+  if task.job == "replay" or task.num_replay_shards:
+    raise roles.ClusterError(
+      "IMPALA has no replay tasks (they are Ape-X's: experiments/apex.py)"
+    )
   if task.job == "ps":
     roles.run_ps(task)
     return 0

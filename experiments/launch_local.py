@@ -1,12 +1,16 @@
-"""Starts a whole IMPALA cluster as subprocesses on loopback.
+"""Starts a whole IMPALA or Ape-X cluster as subprocesses on loopback.
 
     python experiments/launch_local.py --num_ps=1 --num_actors=2 \
         --logdir=runs/cluster -- \
         --flagfile=experiments/flagfiles/impala_cartpole.cfg
+    python experiments/launch_local.py --agent=apex --num_replay_shards=2 \
+        --num_actors=2 --logdir=runs/apex_cluster
 
-Every task is `python -m experiments.impala --job_name=<ps|learner|actor>
---task=<i> --cluster=<spec> --logdir=<logdir>` plus the arguments after
-`--`. Each logs to `<logdir>/logs/<job>-<i>.log` (printed at start).
+Every task is `python -m experiments.<agent> --job_name=<ps|learner|
+replay|actor> --task=<i> --cluster=<spec> --logdir=<logdir>` plus the
+arguments after `--` (Ape-X's also get --num_actors and
+--num_replay_shards). Each logs to `<logdir>/logs/<job>-<i>.log` (printed
+at start).
 
 Supervision: a task that dies (killed, or an actor whose learner went
 away, or a learner that lost a ps task) is restarted with the same address;
@@ -79,6 +83,18 @@ def parse_args(argv):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--num_ps", type=int, default=1)
   parser.add_argument("--num_actors", type=int, default=2)
+  parser.add_argument(
+    "--agent",
+    choices=("impala", "apex"),
+    default="impala",
+    help="experiments/<agent>.py runs every task",
+  )
+  parser.add_argument(
+    "--num_replay_shards",
+    type=int,
+    default=None,
+    help="replay tasks (Ape-X; default 2 there, none for IMPALA)",
+  )
   parser.add_argument("--logdir", default=None)
   parser.add_argument("--host", default="127.0.0.1")
   parser.add_argument(
@@ -103,19 +119,27 @@ def main(argv=None):
     args.logdir or os.path.join("runs", f"cluster__{int(time.time())}")
   )
   os.makedirs(os.path.join(logdir, "logs"), exist_ok=True)
-  cluster = local_cluster(args.num_ps, args.num_actors, args.host)
+  shards = args.num_replay_shards
+  if args.agent == "apex":
+    shards = 2 if shards is None else shards
+    forwarded = [
+      f"--num_actors={args.num_actors}",
+      f"--num_replay_shards={shards}",
+      *forwarded,
+    ]
+  cluster = local_cluster(args.num_ps, args.num_actors, args.host, shards or 0)
   with open(os.path.join(logdir, "cluster.json"), "w") as f:
     json.dump(cluster, f)
   env = dict(os.environ)
   env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   tasks = []
-  for job in ("ps", "learner", "actor"):
+  for job in ("ps", "learner", "replay", "actor"):
     for i, _ in enumerate(cluster.get(job, [])):
       argv = [
         sys.executable,
         "-m",
-        "experiments.impala",
+        f"experiments.{args.agent}",
         f"--job_name={job}",
         f"--task={i}",
         f"--cluster={json.dumps(cluster)}",
@@ -177,13 +201,28 @@ def main(argv=None):
 
 
 def teardown(tasks, learner, grace_s):
-  """SIGINT to the learner (it checkpoints), SIGTERM to the rest, then
-  SIGKILL whatever is left after `grace_s`."""
+  """SIGINT to the learner (it checkpoints), SIGTERM to the actors and
+  replay tasks (a shard saves its contents); the ps tasks get SIGTERM once
+  the learner is gone (its last checkpoint reads their variables) or
+  `grace_s` passed; whatever is left a second later is killed."""
   learner.signal(signal.SIGINT)
   for task in tasks:
-    if task is not learner:
+    if task is not learner and task.job != "ps":
       task.signal(signal.SIGTERM)
   deadline = time.monotonic() + grace_s
+  _wait([t for t in tasks if t.job != "ps"], deadline)
+  for task in tasks:
+    if task.job == "ps":
+      task.signal(signal.SIGTERM)
+  _wait(tasks, min(deadline, time.monotonic() + 1.0))
+  for task in tasks:
+    task.signal(signal.SIGKILL)
+    if task.proc is not None:
+      task.proc.wait()
+  print("[launch] all tasks stopped", flush=True)
+
+
+def _wait(tasks, deadline):
   for task in tasks:
     if task.proc is None:
       continue
@@ -191,11 +230,6 @@ def teardown(tasks, learner, grace_s):
       task.proc.wait(max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
       pass
-  for task in tasks:
-    task.signal(signal.SIGKILL)
-    if task.proc is not None:
-      task.proc.wait()
-  print("[launch] all tasks stopped", flush=True)
 
 
 if __name__ == "__main__":

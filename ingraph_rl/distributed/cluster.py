@@ -1,10 +1,15 @@
-"""Cluster specs for IMPALA jobs: `ps`, `learner`, `actor`.
+"""Cluster specs: jobs `ps`, `learner`, `replay` (Ape-X's replay shards)
+and `actor`.
 
 A spec comes from `--cluster` (JSON, e.g. '{"ps": ["127.0.0.1:2222"],
 "learner": ["127.0.0.1:2223"], "actor": ["127.0.0.1:2224"]}', or the short
 form "ps=127.0.0.1:2222;learner=127.0.0.1:2223;actor=127.0.0.1:2224,...")
 or from the `TF_CONFIG` environment variable ({"cluster": {...}, "task":
-{"type": "actor", "index": 1}}).
+{"type": "actor", "index": 1}}). Kubernetes' TFJob knows only the
+replica types Chief, PS and Worker (and Evaluator), so a TF_CONFIG with
+"chief"/"worker" jobs is mapped: chief -> learner, ps -> ps, the first
+`num_replay_shards` workers -> replay tasks, the other workers -> actors
+(`from_tfjob`).
 
 Security: TensorFlow's gRPC servers have NO authentication: anyone who can
 reach a port can run ops in that process. Every address must therefore be a
@@ -20,7 +25,9 @@ import socket
 
 import tensorflow as tf
 
-JOBS = ("ps", "learner", "actor")
+JOBS = ("ps", "learner", "replay", "actor")
+# TFJob replica types (lower case, as in TF_CONFIG).
+TFJOB_TYPES = ("chief", "ps", "worker", "evaluator")
 
 
 class ClusterError(ValueError):
@@ -92,6 +99,13 @@ class Task:
   def learner_device(self):
     return "/job:learner/replica:0/task:0/device:CPU:0"
 
+  def device(self, job, index):
+    return f"/job:{job}/replica:0/task:{index}/device:CPU:0"
+
+  @property
+  def num_replay_shards(self):
+    return len(self.cluster.get("replay", []))
+
   def ps_devices(self):
     return [
       f"/job:ps/replica:0/task:{i}/device:CPU:0"
@@ -115,25 +129,61 @@ class Task:
       )
 
   def tf_cluster_spec(self):
-    """The spec this task connects with. Actors get a sparse one (the
-    learner and themselves), so actors can come and go without the learner
-    or each other knowing (DESIGN.md section 6)."""
-    if self.job == "actor":
-      return tf.train.ClusterSpec(
-        {
-          "learner": self.cluster["learner"],
-          "actor": {self.index: self.address},
-        }
-      )
+    """The spec this task connects with. Actors and replay tasks get a
+    sparse one (the learner, an actor also the replay tasks it feeds, and
+    themselves), so they can come and go without the learner or each other
+    knowing (DESIGN.md section 6)."""
+    if self.job in ("actor", "replay"):
+      spec = {
+        "learner": self.cluster["learner"],
+        self.job: {self.index: self.address},
+      }
+      if self.job == "actor" and self.cluster.get("replay"):
+        spec["replay"] = self.cluster["replay"]
+      return tf.train.ClusterSpec(spec)
     spec = {"learner": self.cluster["learner"]}
     if self.cluster.get("ps"):
       spec["ps"] = self.cluster["ps"]
     return tf.train.ClusterSpec(spec)
 
 
-def task_from_flags(job_name, task, cluster_text):
-  """A `Task` from flags, falling back to TF_CONFIG when --cluster is not
-  given."""
+def from_tfjob(cluster, task_type, index, num_replay_shards=0):
+  """(cluster, job, index) in our jobs from a TFJob's TF_CONFIG cluster
+  ({"chief": [...], "ps": [...], "worker": [...]}) and task: chief ->
+  learner; the first `num_replay_shards` workers -> replay; the other
+  workers -> actors (evaluators take no part)."""
+  unknown = set(cluster) - set(TFJOB_TYPES)
+  if unknown:
+    raise ClusterError(
+      f"a TFJob's TF_CONFIG has jobs {TFJOB_TYPES}, got {sorted(unknown)}"
+    )
+  workers = list(cluster.get("worker", []))
+  if not 0 <= num_replay_shards <= len(workers):
+    raise ClusterError(
+      f"{num_replay_shards} replay shards need as many TFJob workers, "
+      f"got {len(workers)}"
+    )
+  ours = {"learner": list(cluster.get("chief", []))}
+  for job, addresses in (
+    ("ps", cluster.get("ps", [])),
+    ("replay", workers[:num_replay_shards]),
+    ("actor", workers[num_replay_shards:]),
+  ):
+    if addresses:
+      ours[job] = list(addresses)
+  if task_type == "chief":
+    job = "learner"
+  elif task_type == "worker":
+    job = "replay" if index < num_replay_shards else "actor"
+    index = index if job == "replay" else index - num_replay_shards
+  else:
+    job = task_type
+  return parse_cluster(json.dumps(ours)), job, int(index)
+
+
+def task_from_flags(job_name, task, cluster_text, num_replay_shards=0):
+  """A `Task` from flags, falling back to TF_CONFIG (ours or a TFJob's,
+  see `from_tfjob`) when --cluster is not given."""
   if cluster_text:
     return Task(parse_cluster(cluster_text), job_name, int(task))
   config = os.environ.get("TF_CONFIG")
@@ -141,15 +191,18 @@ def task_from_flags(job_name, task, cluster_text):
     raise ClusterError("--job_name needs --cluster or TF_CONFIG")
   try:
     config = json.loads(config)
-    cluster = parse_cluster(json.dumps(config["cluster"]))
+    spec = config["cluster"]
     info = config.get("task", {})
-  except (json.JSONDecodeError, KeyError, TypeError) as e:
+    job = job_name or info.get("type")
+    index = int(info.get("index", task) if not job_name else task)
+    if "chief" in spec or "worker" in spec:
+      return Task(*from_tfjob(spec, job, index, num_replay_shards))
+    cluster = parse_cluster(json.dumps(spec))
+  except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+    if isinstance(e, ClusterError):
+      raise
     raise ClusterError(f"bad TF_CONFIG: {e!r}") from None
-  return Task(
-    cluster,
-    job_name or info.get("type"),
-    int(info.get("index", task) if not job_name else task),
-  )
+  return Task(cluster, job, index)
 
 
 def free_ports(n, host="127.0.0.1"):
@@ -165,12 +218,13 @@ def free_ports(n, host="127.0.0.1"):
   return ports
 
 
-def local_cluster(num_ps, num_actors, host="127.0.0.1"):
+def local_cluster(num_ps, num_actors, host="127.0.0.1", num_replay=0):
   """A loopback cluster spec with free ports."""
-  ports = free_ports(num_ps + 1 + num_actors, host)
-  addresses = [f"{host}:{p}" for p in ports]
-  spec = {"learner": [addresses[num_ps]]}
-  if num_ps:
-    spec["ps"] = addresses[:num_ps]
-  spec["actor"] = addresses[num_ps + 1 :]
-  return spec
+  counts = {"ps": num_ps, "learner": 1, "replay": num_replay}
+  counts["actor"] = num_actors
+  ports = iter(free_ports(sum(counts.values()), host))
+  return {
+    job: [f"{host}:{next(ports)}" for _ in range(n)]
+    for job, n in counts.items()
+    if n
+  }

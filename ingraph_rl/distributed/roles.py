@@ -26,15 +26,15 @@ import time
 
 import tensorflow as tf
 
-from ingraph_rl.distributed.cluster import Task, task_from_flags
+from ingraph_rl.distributed.cluster import ClusterError, Task, task_from_flags
 from ingraph_rl.distributed.placement import PSExecutor
-from ingraph_rl.distributed.weights import PublishedWeights
+from ingraph_rl.distributed.weights import PublishedWeights, weight_specs
 
 EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
 QUEUE_NAME = "ingraph_rl/rollouts"
 
-_UNREACHABLE = (
+UNREACHABLE = (
   tf.errors.UnavailableError,
   tf.errors.AbortedError,
   tf.errors.CancelledError,
@@ -80,14 +80,6 @@ def run_ps(task):
   )
   log(task, f"serving at {task.address}")
   server.join()
-
-
-def weight_specs(weights_space):
-  """{path: (shape, dtype)} of a builder's weights space (a Dict of boxes):
-  what `PublishedWeights` holds."""
-  return {
-    p: (tuple(s.shape), tf.as_dtype(s.dtype)) for p, s in weights_space.items()
-  }
 
 
 class RemoteLearner:
@@ -210,7 +202,7 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
     while max_unrolls is None or unrolls < max_unrolls:
       try:
         stats = actor.step()
-      except _UNREACHABLE:
+      except UNREACHABLE:
         # Before the first unroll the learner may still be starting (or
         # not have published weights yet): wait for it a while.
         if unrolls or time.monotonic() > wait_until:
@@ -227,7 +219,7 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
           f"  mean return {returns / max(episodes, 1):.1f}",
         )
         episodes, returns = 0, 0.0
-  except _UNREACHABLE as e:
+  except UNREACHABLE as e:
     log(
       task,
       f"the learner is gone ({type(e).__name__}); exiting so the "
@@ -241,12 +233,13 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
 
 def exit_code_for_learner_error(error):
   """The learner's exit code for an error in training."""
-  if isinstance(error, _UNREACHABLE):
+  if isinstance(error, UNREACHABLE):
     return EXIT_PS_GONE
   raise error
 
 
 __all__ = [
+  "ClusterError",
   "EXIT_LEARNER_GONE",
   "EXIT_PS_GONE",
   "QUEUE_NAME",

@@ -11,6 +11,110 @@ fused unroll function.
 import tensorflow as tf
 
 
+def shared_variable(name, shape, dtype):
+  """A handle to the raw resource variable `name` (every client that names
+  it gets the same variable on the current device)."""
+  return tf.raw_ops.VarHandleOp(
+    dtype=dtype, shape=shape, container="", shared_name=name
+  )
+
+
+def weight_specs(weights_space):
+  """{path: (shape, dtype)} of a weights space (a Dict of boxes, or of
+  Dicts of boxes: nested keys join with "/"): what `PublishedWeights`
+  holds."""
+  return {
+    "/".join(path): (tuple(s.shape), tf.as_dtype(s.dtype))
+    for path, s in weights_space.flatten()
+  }
+
+
+def flat_weights(weights_space, weights):
+  """`weights` (nested like `weights_space`) keyed as `weight_specs`."""
+  out = {}
+  for path, _ in weights_space.flatten():
+    value = weights
+    for key in path:
+      value = value[key]
+    out["/".join(path)] = value
+  return out
+
+
+def nested_weights(weights_space, flat):
+  """The inverse of `flat_weights`."""
+  out = {}
+  for path, _ in weights_space.flatten():
+    node = out
+    for key in path[:-1]:
+      node = node.setdefault(key, {})
+    node[path[-1]] = flat["/".join(path)]
+  return out
+
+
+class SharedCounters:
+  """Named scalar totals on one device that several clients add to
+  (actors: env steps, episodes) and one reads and sets (the learner).
+
+    counters = SharedCounters({"env_steps": tf.int64}, device)
+    counters.assign({"env_steps": 0})   # the learner, at its start
+    counters.add({"env_steps": 400})    # an actor -> the new totals
+  """
+
+  def __init__(self, dtypes, device, prefix="ingraph_rl/counters"):
+    self.dtypes = {k: tf.as_dtype(d) for k, d in sorted(dtypes.items())}
+    self.device = device
+    self.prefix = prefix
+    self.read = tf.function(self._read, input_signature=[])
+    self._add_fn = tf.function(self._add)
+    self._assign_fn = tf.function(self._assign)
+
+  def _tensors(self, values):
+    # Python numbers would retrace the function for every new value.
+    return {k: tf.cast(v, self.dtypes[k]) for k, v in values.items()}
+
+  def add(self, values):
+    """Adds {name: value} (a subset); fails FailedPrecondition before the
+    first `assign`. Returns every total after the add. Callable inside a
+    tf.function."""
+    return self._add_fn(self._tensors(values))
+
+  def assign(self, values):
+    """Sets {name: value} (a subset). Returns every total."""
+    return self._assign_fn(self._tensors(values))
+
+  def _handle(self, name):
+    return shared_variable(f"{self.prefix}/{name}", [], self.dtypes[name])
+
+  def _read(self):
+    with tf.device(self.device):
+      return {
+        k: tf.raw_ops.ReadVariableOp(resource=self._handle(k), dtype=d)
+        for k, d in self.dtypes.items()
+      }
+
+  def _add(self, values):
+    with tf.device(self.device):
+      ops = [
+        tf.raw_ops.AssignAddVariableOp(
+          resource=self._handle(k), value=tf.cast(v, self.dtypes[k])
+        )
+        for k, v in values.items()
+      ]
+      with tf.control_dependencies(ops):
+        return self._read()
+
+  def _assign(self, values):
+    with tf.device(self.device):
+      ops = [
+        tf.raw_ops.AssignVariableOp(
+          resource=self._handle(k), value=tf.cast(v, self.dtypes[k])
+        )
+        for k, v in values.items()
+      ]
+      with tf.control_dependencies(ops):
+        return self._read()
+
+
 class PublishedWeights:
   """`publish(weights)` (learner) and `read()` (actor) of {path: tensor}
   with fixed shapes and dtypes, plus a version counter."""
@@ -34,12 +138,7 @@ class PublishedWeights:
     )
 
   def _handle(self, name, shape, dtype):
-    return tf.raw_ops.VarHandleOp(
-      dtype=dtype,
-      shape=shape,
-      container="",
-      shared_name=f"{self.prefix}/{name}",
-    )
+    return shared_variable(f"{self.prefix}/{name}", shape, dtype)
 
   def _version_handle(self):
     return self._handle("__version__", [], tf.int64)

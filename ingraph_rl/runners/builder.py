@@ -35,7 +35,7 @@ The root APIs runners call (names and results are the contract):
 
 import dataclasses
 import typing
-from typing import Any, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -78,6 +78,9 @@ class Root:
   learner_resident: paths of components that are shared with the learner
     by a `shared_name` (the rollout queue): in a cluster they must live on
     the learner's device (`distributed.roles` pins them there).
+  task_resident: {path: (job, task index)} of components shared by name
+    with another cluster task (Ape-X's actors enqueue on the replay
+    tasks' insert queues): in a cluster they live on that task.
   """
 
   component: "Component"
@@ -85,6 +88,9 @@ class Root:
   api_names: Sequence[str]
   seed: int = 0
   learner_resident: Sequence[str] = ()
+  task_resident: Mapping[str, Tuple[str, int]] = dataclasses.field(
+    default_factory=dict
+  )
 
   def build(
     self, executor: Union[str, type] = "tf", **executor_kwargs: Any

@@ -53,6 +53,17 @@ def shard_order(num_shards, start=0):
     i = (i + 1) % num_shards
 
 
+def may_step(config, num_shards, env_steps, samples_trained):
+  """Whether actors may take more env steps under `training_intensity`
+  (samples trained per env step; None: always): while the env steps are
+  within `learning_starts` per shard plus samples trained / intensity."""
+  intensity = config.training_intensity
+  if intensity is None:
+    return True
+  warmup = config.learning_starts * num_shards
+  return env_steps <= warmup + samples_trained / intensity
+
+
 def new_generation():
   """A fresh shard generation in [1, 2^62)."""
   return random.SystemRandom().randrange(1, 1 << 62)
@@ -119,11 +130,12 @@ class ReplayDriver:
       self._stop.set()
 
   def _may_step(self):
-    intensity = self.config.training_intensity
-    if intensity is None:
-      return True
-    warmup = self.config.learning_starts * self.names.num_shards
-    return self.totals.env_steps <= warmup + self.samples_trained / intensity
+    return may_step(
+      self.config,
+      self.names.num_shards,
+      self.totals.env_steps,
+      self.samples_trained,
+    )
 
   def _actor_loop(self, index, executor):
     sync_steps = self.config.actor_weight_sync_steps

@@ -133,6 +133,10 @@ class CheckpointSaver:
         _fsync_dir(self.directory)
       return path
 
+  def next_number(self):
+    """One above the highest checkpoint number kept (1 when none)."""
+    return max(self._numbers(), default=0) + 1
+
   def _numbers(self):
     return {int(p.rsplit("-", 1)[1]) for p in self.manager.checkpoints}
 

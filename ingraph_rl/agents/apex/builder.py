@@ -173,7 +173,15 @@ class ApexBuilder:
       shard=IntBox(names.num_shards),
       weights=self.weights_space(obs_space),
     )
-    return Root(actor, spaces, ACTOR_APIS, seed=config.seed)
+    return Root(
+      actor,
+      spaces,
+      ACTOR_APIS,
+      seed=config.seed,
+      task_resident={
+        q.path: ("replay", i) for i, q in enumerate(actor.insert_queues)
+      },
+    )
 
   def make_shard(
     self,

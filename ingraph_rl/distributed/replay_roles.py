@@ -1,0 +1,414 @@
+"""The cluster roles of a distributed-replay agent (Ape-X; any builder
+with actors, replay shards and a learner, as `runners.replay_driver`
+takes), one process each. Nothing here knows an agent.
+
+  ps:      serves variables (`roles.run_ps`).
+  learner: builds the learner with its variables on the ps tasks and the
+           sample and priority-update queues on itself; trains; publishes
+           its weights (online and target) and the samples trained.
+  replay:  shard i: its memory and insert queue on itself; every `serve`
+           call applies the learner's priority updates, inserts the
+           actors' transitions and samples a batch onto the learner's
+           queue. Connects to the learner only.
+  actor:   connects to the learner and the replay tasks; each rollout is
+           ONE graph call that steps its envs, computes the initial
+           priorities and enqueues on the next shard (round-robin), and
+           adds its env steps and episodes to the learner's counters.
+
+Shared names connect them (`builder.queue_names(QUEUE_PREFIX, shards)`,
+`PublishedWeights`, `SharedCounters`), as the threads of the single-process
+driver are connected.
+
+Faults: an actor or shard whose learner goes away (or, for an actor, one
+of its shards) exits with `roles.EXIT_LEARNER_GONE`; the launcher restarts
+it and it reconnects. A shard saves its contents in `checkpoint_dir` when
+it stops in an orderly way (its learner gone, SIGTERM, Ctrl-C) and
+restores them when it starts, under a NEW generation, so priority updates
+meant for its old rows are dropped; after `kill -9` it starts from its
+last orderly save (empty if none). The learner resumes from its own
+checkpoint; the shards keep their contents across its restarts.
+"""
+
+import os
+import signal
+import time
+
+import tensorflow as tf
+
+from ingraph_rl.distributed.placement import PSExecutor
+from ingraph_rl.distributed.roles import (
+  EXIT_LEARNER_GONE,
+  UNREACHABLE,
+  connect,
+  exit_code_for_learner_error,
+  log,
+)
+from ingraph_rl.distributed.weights import (
+  PublishedWeights,
+  SharedCounters,
+  flat_weights,
+  nested_weights,
+  weight_specs,
+)
+from ingraph_rl.runners.driver import run_learner
+from ingraph_rl.runners.replay_driver import (
+  may_step,
+  new_generation,
+  shard_order,
+)
+from ingraph_rl.utils.checkpoints import CheckpointSaver
+
+QUEUE_PREFIX = "ingraph_rl/replay"
+# Totals the actors add to and the learner reads (and sets at its start).
+COUNTERS = {
+  "env_steps": tf.int64,
+  "episodes": tf.int64,
+  "return_sum": tf.float64,
+  "length_sum": tf.int64,
+  "samples_trained": tf.int64,
+}
+EPISODE_STATS = ("env_steps", "episodes", "return_sum", "length_sum")
+# Idle shards and throttled actors poll the learner over gRPC: less often
+# than threads in one process do, so they leave the cores to the work.
+IDLE_WAIT_S = 0.01
+THROTTLE_WAIT_S = 0.02
+
+
+def queue_names(builder, task):
+  return builder.queue_names(QUEUE_PREFIX, task.num_replay_shards)
+
+
+def learner_counters(task):
+  return SharedCounters(COUNTERS, task.learner_device)
+
+
+class RemoteReplayLearner:
+  """The learner task's executor, its published weights and the shared
+  counters.
+
+    learner = RemoteReplayLearner(task, builder, observation_space)
+    ... restore a checkpoint of learner.executor.module ...
+    learner.start(env_steps_so_far)
+    env_steps, interrupted = learner.train(total_env_steps, on_update)
+  """
+
+  def __init__(self, task, builder, observation_space):
+    if not task.num_replay_shards:
+      raise ValueError("a replay learner needs replay tasks in the cluster")
+    self.task = task
+    self.config = builder.config
+    root = builder.make_learner(observation_space, queue_names(builder, task))
+    self.weights_space = builder.weights_space(observation_space)
+    with tf.device(task.learner_device):
+      self.executor = root.build(
+        PSExecutor,
+        ps_devices=task.ps_devices(),
+        device_map={
+          path: task.learner_device for path in root.learner_resident
+        },
+      )
+    self.published = PublishedWeights(
+      weight_specs(self.weights_space), task.learner_device
+    )
+    self.counters = learner_counters(task)
+
+  @property
+  def placement(self):
+    """The devices holding the learner's variables."""
+    return sorted(set(self.executor.placement.values())) or [
+      self.task.learner_device
+    ]
+
+  def samples_trained(self):
+    step = int(self.executor.execute("get_train_step"))
+    return step * self.config.train_batch_size
+
+  def start(self, env_steps):
+    """Sets the counters (the env steps so far, e.g. from a checkpoint)
+    and publishes the weights: actors wait for both."""
+    self.counters.assign(
+      dict(
+        {k: 0 for k in COUNTERS},
+        env_steps=env_steps,
+        samples_trained=self.samples_trained(),
+      )
+    )
+    self.publish()
+
+  def publish(self):
+    self.published.publish(
+      flat_weights(self.weights_space, self.executor.execute("get_weights"))
+    )
+
+  def env_steps(self):
+    return int(self.counters.read()["env_steps"])
+
+  def take_episodes(self):
+    """(episodes, return sum, length sum) the actors added since the last
+    call."""
+    totals = self.counters.read()
+    now = [float(totals[k]) for k in EPISODE_STATS[1:]]
+    last = getattr(self, "_last_episodes", [0.0] * len(now))
+    self._last_episodes = now
+    episodes, returns, lengths = (a - b for a, b in zip(now, last))
+    return int(episodes), returns, int(lengths)
+
+  def train(self, total_env_steps, on_update=None, max_seconds=None):
+    """Updates until the actors' env steps reach `total_env_steps`,
+    `max_seconds` passed or Ctrl-C; then closes the learner's queues (the
+    shards see Cancelled and stop). `on_update(result of numpy, env
+    steps)` runs after every update. Returns (env steps, interrupted).
+
+    Losing a ps task exits the process with `roles.EXIT_PS_GONE` (a
+    restart resumes from the latest checkpoint)."""
+    executor, c = self.executor, self.config
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    state = {"env_steps": self.env_steps()}
+
+    def keep_going():
+      return state["env_steps"] < total_env_steps and (
+        deadline is None or time.monotonic() < deadline
+      )
+
+    def watch():
+      state["env_steps"] = self.env_steps()
+      return keep_going()
+
+    def step():
+      out = {k: v.numpy() for k, v in executor.execute("update").items()}
+      step = int(out["train_step"])
+      self.counters.assign({"samples_trained": step * c.train_batch_size})
+      if step % c.publish_every == 0:
+        self.publish()
+      if on_update is not None:
+        on_update(out, state["env_steps"])
+
+    def stop():
+      try:
+        executor.execute("close_queue")
+      except tf.errors.CancelledError:
+        pass
+
+    interrupted = False
+    try:
+      run_learner("learner", step, keep_going, stop, 0.25, watch)
+    except KeyboardInterrupt:
+      interrupted = True
+    except Exception as e:
+      code = exit_code_for_learner_error(e)
+      log(
+        self.task,
+        f"lost a ps task ({type(e).__name__}: "
+        f"{str(e).splitlines()[0][:200]}); exiting with code {code}: "
+        f"restart to resume from the latest checkpoint",
+      )
+      os._exit(code)  # The remote context is unusable.
+    return self.env_steps(), interrupted
+
+
+def _sigterm_as_interrupt():
+  """SIGTERM (the launcher's stop) raises KeyboardInterrupt, so a shard
+  saves its contents on the way out."""
+  signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+def run_replay_shard(
+  task,
+  builder,
+  observation_space,
+  checkpoint_dir,
+  on_stats=None,
+  stats_every_s=10.0,
+  startup_wait_s=120.0,
+):
+  """Replay shard `task.index`: serves until its learner goes away (then
+  saves its contents and returns `EXIT_LEARNER_GONE`) or SIGTERM / Ctrl-C
+  (saves, returns 0). `on_stats(stats of numpy, the actors' env steps)`
+  runs every `stats_every_s`."""
+  _sigterm_as_interrupt()
+  connect(task)
+  generation = new_generation()
+  counters = learner_counters(task)
+  root = builder.make_shard(
+    observation_space, queue_names(builder, task), task.index, generation
+  )
+  executor = root.build(
+    device_map={path: task.learner_device for path in root.learner_resident}
+  )
+  saver = CheckpointSaver(
+    tf.train.Checkpoint(shard=executor.module), checkpoint_dir
+  )
+  restored = saver.restore()
+  size = int(executor.execute("stats")["size"])
+  log(
+    task,
+    f"serving; generation {generation}; "
+    + (f"restored {size} transitions from {restored}" if restored else "empty"),
+  )
+  served, next_stats = 0, 0.0
+  wait_until = time.monotonic() + startup_wait_s
+  code = 0
+  try:
+    while True:
+      try:
+        out = executor.execute("serve")
+      except UNREACHABLE:
+        if served or time.monotonic() > wait_until:
+          raise
+        time.sleep(0.5)  # The learner is still starting.
+        continue
+      served += 1
+      if time.monotonic() >= next_stats:
+        stats = {k: v.numpy() for k, v in executor.execute("stats").items()}
+        log(
+          task,
+          f"size {int(stats['size'])}  mean priority "
+          f"{float(stats['mean_priority']):.4f}  rounds {served}",
+        )
+        if on_stats is not None:
+          try:
+            env_steps = int(counters.read()["env_steps"])
+          except tf.errors.FailedPreconditionError:
+            env_steps = None  # The learner has not started yet.
+          if env_steps is not None:
+            on_stats(stats, env_steps)
+        next_stats = time.monotonic() + stats_every_s
+      if not (
+        int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
+      ):
+        time.sleep(IDLE_WAIT_S)
+  except UNREACHABLE as e:
+    log(
+      task,
+      f"the learner is gone ({type(e).__name__}); saving the contents and "
+      f"exiting so the launcher can restart this shard",
+    )
+    code = EXIT_LEARNER_GONE
+  except KeyboardInterrupt:
+    log(task, "stopping: saving the contents")
+  path = saver.save(saver.next_number())
+  log(
+    task,
+    f"saved {int(executor.execute('stats')['size'])} transitions to {path}",
+  )
+  return code
+
+
+class RemoteReplayActor:
+  """An actor process's executor and its two graph calls: `sync()` (read
+  the published weights on the learner, load them; -> version) and
+  `step(shard)` (one rollout enqueued on `shard`, its episode stats added
+  to the learner's counters; -> the rollout's stats plus "totals")."""
+
+  def __init__(self, task, builder, env):
+    self.task = task
+    root = builder.make_actor(
+      env,
+      queue_names(builder, task),
+      task.index,
+      len(task.cluster["actor"]),
+    )
+    weights_space = root.input_spaces["weights"]
+    published = PublishedWeights(
+      weight_specs(weights_space), task.learner_device
+    )
+    self.counters = learner_counters(task)
+    self.executor = root.build(
+      device_map={
+        path: task.device(job, index)
+        for path, (job, index) in root.task_resident.items()
+      }
+    )
+    set_weights = self.executor.function("set_weights")
+    rollout = self.executor.function("rollout")
+    add = self.counters.add
+
+    @tf.function
+    def sync():
+      got = published.read()
+      loaded = set_weights(nested_weights(weights_space, got["weights"]))
+      with tf.control_dependencies(tf.nest.flatten(loaded)):
+        return tf.identity(got["version"])
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def step(shard):
+      stats = rollout(shard)
+      totals = add({k: stats[k] for k in EPISODE_STATS})
+      return dict(stats, totals=totals)
+
+    self.sync, self.step = sync, step
+
+
+def run_replay_actor(
+  task, builder, env, seed, max_rollouts=None, startup_wait_s=120.0
+):
+  """Actor `task.index`: rolls out until its learner or a shard goes away;
+  returns the exit code. Loads the published weights every
+  `actor_weight_sync_steps` env steps; with `training_intensity` waits
+  while the actors' env steps run ahead of the samples trained."""
+  _sigterm_as_interrupt()
+  connect(task)
+  actor = RemoteReplayActor(task, builder, env)
+  actor.executor.execute("reset_env", seed)
+  config, shards = builder.config, task.num_replay_shards
+  order = shard_order(shards, task.index)
+  log(task, "connected; rolling out")
+  rollouts, since_sync, version = 0, config.actor_weight_sync_steps, 0
+  episodes, returns = 0, 0.0
+  totals = None
+  wait_until = time.monotonic() + startup_wait_s
+  try:
+    while max_rollouts is None or rollouts < max_rollouts:
+      try:
+        if since_sync >= config.actor_weight_sync_steps:
+          version, since_sync = int(actor.sync()), 0
+        if totals is not None and not may_step(
+          config,
+          shards,
+          int(totals["env_steps"]),
+          int(totals["samples_trained"]),
+        ):
+          time.sleep(THROTTLE_WAIT_S)
+          totals = actor.counters.read()
+          continue
+        out = actor.step(tf.constant(next(order), tf.int32))
+      except UNREACHABLE:
+        # Before the first rollout the learner may still be starting.
+        if rollouts or time.monotonic() > wait_until:
+          raise
+        time.sleep(0.5)
+        continue
+      rollouts += 1
+      totals = out["totals"]
+      since_sync += int(out["env_steps"])
+      episodes += int(out["episodes"])
+      returns += float(out["return_sum"])
+      if rollouts % 100 == 0:
+        log(
+          task,
+          f"rollouts {rollouts}  weights v{version}  mean return "
+          f"{returns / max(episodes, 1):.1f}",
+        )
+        episodes, returns = 0, 0.0
+  except UNREACHABLE as e:
+    log(
+      task,
+      f"the learner or a replay shard is gone ({type(e).__name__}); "
+      f"exiting so the launcher can restart this actor",
+    )
+    return EXIT_LEARNER_GONE
+  except KeyboardInterrupt:
+    return 0
+  finally:
+    env.close()
+  return 0
+
+
+__all__ = [
+  "COUNTERS",
+  "QUEUE_PREFIX",
+  "RemoteReplayActor",
+  "RemoteReplayLearner",
+  "run_replay_actor",
+  "run_replay_shard",
+]
