@@ -42,7 +42,7 @@ from absl import app, logging
 from experiments import config_flags, configs
 from ingraph_rl.agents.apex import ApexBuilder
 from ingraph_rl.distributed import replay_roles, roles
-from ingraph_rl.distributed.cluster import ClusterError
+from ingraph_rl.distributed.cluster import ClusterError, in_cluster
 from ingraph_rl.environments import is_atari_id, make_vector_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
@@ -226,7 +226,7 @@ def main(argv):
   wall_start = time.time()
   values = configs.apex_values()
   settings = configs.apex_settings(values)
-  if settings.job_name:
+  if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
   run_dir = configs.run_directory(settings, "apex")
   builder, make_env, obs_space = make_builder(settings, values)

@@ -61,6 +61,7 @@ from absl import app
 from experiments import config_flags, configs
 from ingraph_rl.agents.impala import IMPALABuilder
 from ingraph_rl.distributed import roles
+from ingraph_rl.distributed.cluster import in_cluster
 from ingraph_rl.environments import dmlab30, dmlab_set_name
 from ingraph_rl.export import export_policy
 from ingraph_rl.runners.driver import ActorLearnerDriver
@@ -448,7 +449,7 @@ def main(argv):
   wall_start = time.time()
   values = configs.impala_values()
   settings = configs.impala_settings(values)
-  if settings.job_name:
+  if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
   run_dir = run_dir_path(settings)
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)

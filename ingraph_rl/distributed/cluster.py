@@ -147,6 +147,12 @@ class Task:
     return tf.train.ClusterSpec(spec)
 
 
+def in_cluster(job_name):
+  """Whether a process is a cluster task: `--job_name` was given, or
+  TF_CONFIG is set (as Kubernetes' TFJob sets it for every replica)."""
+  return bool(job_name) or bool(os.environ.get("TF_CONFIG"))
+
+
 def from_tfjob(cluster, task_type, index, num_replay_shards=0):
   """(cluster, job, index) in our jobs from a TFJob's TF_CONFIG cluster
   ({"chief": [...], "ps": [...], "worker": [...]}) and task: chief ->
