@@ -176,7 +176,7 @@ setuptools.setup(
     # Ask for the CPU build explicitly (see requirements.txt).
     "torch": ["torch==2.13.0"],
     "atari": ["ale-py>=0.10", "opencv-python-headless>=4.8"],
-    "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6"],
+    "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "pyyaml>=6"],
   },
   cmdclass={"build": build, "build_ops": build_ops},
   distclass=BinaryDistribution,
