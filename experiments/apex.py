@@ -333,6 +333,7 @@ def cluster_main(settings, values, wall_start):
 
 
 def learner_main(settings, values, task, builder, obs_space, wall_start):
+  roles.sigterm_as_interrupt()  # Kubernetes stops pods with SIGTERM.
   roles.connect(task)
   learner = replay_roles.RemoteReplayLearner(task, builder, obs_space)
   env_steps = tf.Variable(0, dtype=tf.int64)

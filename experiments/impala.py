@@ -533,6 +533,7 @@ def cluster_main(settings, values, wall_start):
 
 
 def learner_main(settings, values, task, builder, obs_space, wall_start):
+  roles.sigterm_as_interrupt()  # Kubernetes stops pods with SIGTERM.
   roles.connect(task)
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   learner = roles.RemoteLearner(task, builder, obs_space)

@@ -122,10 +122,11 @@ def main(argv=None):
   shards = args.num_replay_shards
   if args.agent == "apex":
     shards = 2 if shards is None else shards
+    # After the forwarded flags: a flagfile there must not override them.
     forwarded = [
+      *forwarded,
       f"--num_actors={args.num_actors}",
       f"--num_replay_shards={shards}",
-      *forwarded,
     ]
   cluster = local_cluster(args.num_ps, args.num_actors, args.host, shards or 0)
   with open(os.path.join(logdir, "cluster.json"), "w") as f:

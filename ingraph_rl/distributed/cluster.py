@@ -27,7 +27,7 @@ import tensorflow as tf
 
 JOBS = ("ps", "learner", "replay", "actor")
 # TFJob replica types (lower case, as in TF_CONFIG).
-TFJOB_TYPES = ("chief", "ps", "worker", "evaluator")
+TFJOB_TYPES = ("chief", "master", "ps", "worker", "evaluator")
 
 
 class ClusterError(ValueError):
@@ -155,9 +155,9 @@ def in_cluster(job_name):
 
 def from_tfjob(cluster, task_type, index, num_replay_shards=0):
   """(cluster, job, index) in our jobs from a TFJob's TF_CONFIG cluster
-  ({"chief": [...], "ps": [...], "worker": [...]}) and task: chief ->
-  learner; the first `num_replay_shards` workers -> replay; the other
-  workers -> actors (evaluators take no part)."""
+  ({"chief": [...], "ps": [...], "worker": [...]}) and task: chief (or
+  the older "master") -> learner; the first `num_replay_shards` workers
+  -> replay; the other workers -> actors (evaluators take no part)."""
   unknown = set(cluster) - set(TFJOB_TYPES)
   if unknown:
     raise ClusterError(
@@ -169,7 +169,7 @@ def from_tfjob(cluster, task_type, index, num_replay_shards=0):
       f"{num_replay_shards} replay shards need as many TFJob workers, "
       f"got {len(workers)}"
     )
-  ours = {"learner": list(cluster.get("chief", []))}
+  ours = {"learner": list(cluster.get("chief", cluster.get("master", [])))}
   for job, addresses in (
     ("ps", cluster.get("ps", [])),
     ("replay", workers[:num_replay_shards]),
@@ -177,7 +177,12 @@ def from_tfjob(cluster, task_type, index, num_replay_shards=0):
   ):
     if addresses:
       ours[job] = list(addresses)
-  if task_type == "chief":
+  if task_type == "evaluator":
+    raise ClusterError(
+      "a TFJob evaluator takes no part in training: evaluate with "
+      "experiments/play_policy.py or the experiment's own evaluation"
+    )
+  if task_type in ("chief", "master"):
     job = "learner"
   elif task_type == "worker":
     job = "replay" if index < num_replay_shards else "actor"
@@ -201,7 +206,7 @@ def task_from_flags(job_name, task, cluster_text, num_replay_shards=0):
     info = config.get("task", {})
     job = job_name or info.get("type")
     index = int(info.get("index", task) if not job_name else task)
-    if "chief" in spec or "worker" in spec:
+    if {"chief", "master", "worker"} & set(spec):
       return Task(*from_tfjob(spec, job, index, num_replay_shards))
     cluster = parse_cluster(json.dumps(spec))
   except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:

@@ -15,9 +15,10 @@ takes), one process each. Nothing here knows an agent.
            priorities and enqueues on the next shard (round-robin), and
            adds its env steps and episodes to the learner's counters.
 
-Shared names connect them (`builder.queue_names(QUEUE_PREFIX, shards)`,
-`PublishedWeights`, `SharedCounters`), as the threads of the single-process
-driver are connected.
+The builder's shard component also has `stored()` (its transitions, read
+eagerly). Shared names connect the tasks (`builder.queue_names(
+QUEUE_PREFIX, shards)`, `PublishedWeights`, `SharedCounters`), as they
+connect the threads of the single-process driver.
 
 Faults: an actor or shard whose learner goes away (or, for an actor, one
 of its shards) exits with `roles.EXIT_LEARNER_GONE`; the launcher restarts
@@ -30,7 +31,6 @@ checkpoint; the shards keep their contents across its restarts.
 """
 
 import os
-import signal
 import time
 
 import tensorflow as tf
@@ -42,6 +42,7 @@ from ingraph_rl.distributed.roles import (
   connect,
   exit_code_for_learner_error,
   log,
+  sigterm_as_interrupt,
 )
 from ingraph_rl.distributed.weights import (
   PublishedWeights,
@@ -206,12 +207,6 @@ class RemoteReplayLearner:
     return self.env_steps(), interrupted
 
 
-def _sigterm_as_interrupt():
-  """SIGTERM (the launcher's stop) raises KeyboardInterrupt, so a shard
-  saves its contents on the way out."""
-  signal.signal(signal.SIGTERM, signal.default_int_handler)
-
-
 def run_replay_shard(
   task,
   builder,
@@ -225,7 +220,7 @@ def run_replay_shard(
   saves its contents and returns `EXIT_LEARNER_GONE`) or SIGTERM / Ctrl-C
   (saves, returns 0). `on_stats(stats of numpy, the actors' env steps)`
   runs every `stats_every_s`."""
-  _sigterm_as_interrupt()
+  sigterm_as_interrupt()
   connect(task)
   generation = new_generation()
   counters = learner_counters(task)
@@ -239,11 +234,14 @@ def run_replay_shard(
     tf.train.Checkpoint(shard=executor.module), checkpoint_dir
   )
   restored = saver.restore()
-  size = int(executor.execute("stats")["size"])
   log(
     task,
     f"serving; generation {generation}; "
-    + (f"restored {size} transitions from {restored}" if restored else "empty"),
+    + (
+      f"restored {root.component.stored()} transitions from {restored}"
+      if restored
+      else "empty"
+    ),
   )
   served, next_stats = 0, 0.0
   wait_until = time.monotonic() + startup_wait_s
@@ -268,7 +266,7 @@ def run_replay_shard(
         if on_stats is not None:
           try:
             env_steps = int(counters.read()["env_steps"])
-          except tf.errors.FailedPreconditionError:
+          except (tf.errors.NotFoundError, tf.errors.FailedPreconditionError):
             env_steps = None  # The learner has not started yet.
           if env_steps is not None:
             on_stats(stats, env_steps)
@@ -286,12 +284,26 @@ def run_replay_shard(
     code = EXIT_LEARNER_GONE
   except KeyboardInterrupt:
     log(task, "stopping: saving the contents")
-  path = saver.save(saver.next_number())
-  log(
-    task,
-    f"saved {int(executor.execute('stats')['size'])} transitions to {path}",
-  )
+  path = save_local(saver)
+  log(task, f"saved {root.component.stored()} transitions to {path}")
   return code
+
+
+def save_local(saver):
+  """Saves a checkpoint of this task's own variables, also after the
+  learner went away: TF writes the files and the state (the write
+  callbacks) and THEN syncs every executor of the eager context, remote
+  ones included, which fails once a remote task is gone. The checkpoint is
+  complete by then, so such an error is ignored when the state names it.
+  """
+  number = saver.next_number()
+  try:
+    return saver.save(number)
+  except UNREACHABLE:
+    path = saver.latest_checkpoint
+    if path is None or not path.endswith(f"ckpt-{number}"):
+      raise
+    return path
 
 
 class RemoteReplayActor:
@@ -346,7 +358,7 @@ def run_replay_actor(
   returns the exit code. Loads the published weights every
   `actor_weight_sync_steps` env steps; with `training_intensity` waits
   while the actors' env steps run ahead of the samples trained."""
-  _sigterm_as_interrupt()
+  sigterm_as_interrupt()
   connect(task)
   actor = RemoteReplayActor(task, builder, env)
   actor.executor.execute("reset_env", seed)

@@ -22,6 +22,7 @@ restarts it, and it reconnects. A learner that loses a ps task exits with
 """
 
 import os
+import signal
 import time
 
 import tensorflow as tf
@@ -47,6 +48,13 @@ UNREACHABLE = (
 
 def log(task, message):
   print(f"[{task.job}:{task.index}] {message}", flush=True)
+
+
+def sigterm_as_interrupt():
+  """SIGTERM (the launcher's stop for actors and shards; Kubernetes' for
+  every pod) raises KeyboardInterrupt, so the task stops as on Ctrl-C: a
+  learner checkpoints, a shard saves its contents."""
+  signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def connect(task, timeout_s=60.0):
@@ -247,6 +255,7 @@ __all__ = [
   "RemoteLearner",
   "Task",
   "connect",
+  "sigterm_as_interrupt",
   "log",
   "run_actor",
   "run_ps",

@@ -73,8 +73,8 @@ class SharedCounters:
     return {k: tf.cast(v, self.dtypes[k]) for k, v in values.items()}
 
   def add(self, values):
-    """Adds {name: value} (a subset); fails FailedPrecondition before the
-    first `assign`. Returns every total after the add. Callable inside a
+    """Adds {name: value} (a subset); fails (NotFound or
+    FailedPrecondition) before the first `assign`. Returns every total after the add. Callable inside a
     tf.function."""
     return self._add_fn(self._tensors(values))
 

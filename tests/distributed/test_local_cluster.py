@@ -10,106 +10,25 @@ process behind.
 """
 
 import os
-import pathlib
 import re
-import signal
-import subprocess
-import sys
 import time
 
-import psutil
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LAUNCHER = str(ROOT / "experiments" / "launch_local.py")
+from ingraph_rl.testing.local_cluster import LocalCluster
 
 
-class Cluster:
-  """A running launcher and its tasks' logs."""
-
-  def __init__(self, logdir, frames, extra=()):
-    self.logdir = logdir
-    self.proc = subprocess.Popen(
-      [
-        sys.executable,
-        LAUNCHER,
-        "--num_ps=1",
-        "--num_actors=2",
-        f"--logdir={logdir}",
-        "--",
-        f"--total_environment_frames={frames}",
-        "--num_envs_per_actor=8",
-        *extra,
-      ],
-      cwd=ROOT,
-      stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT,
-      text=True,
-      start_new_session=True,
-    )
-    self.pids = {}
-    for line in self.proc.stdout:
-      m = re.match(r"\[launch\] (\w+:\d+) +pid +(\d+)", line)
-      if m:
-        self.pids[m.group(1)] = int(m.group(2))
-      if len(self.pids) == 4:
-        break
-
-  def log(self, task):
-    path = os.path.join(self.logdir, "logs", f"{task.replace(':', '-')}.log")
-    with open(path, errors="replace") as f:
-      return f.read()
-
-  def wait_for(self, task, pattern, timeout_s, after=0):
-    """The first match of `pattern` in `task`'s log at offset >= after."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-      text = self.log(task)
-      m = re.compile(pattern).search(text, after)
-      if m:
-        return m
-      assert self.proc.poll() is None, self.tail()
-      time.sleep(0.5)
-    raise AssertionError(
-      f"no {pattern!r} in {task} within {timeout_s} s:\n"
-      + self.log(task)[-3000:]
-    )
-
-  def task_pids(self):
-    """Live pids of the launcher's children (tasks and their children)."""
-    try:
-      return {
-        p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)
-      }
-    except psutil.NoSuchProcess:
-      return set()
-
-  def kill9(self, task):
-    pid = self.current_pid(task)
-    os.kill(pid, signal.SIGKILL)
-    return pid
-
-  def current_pid(self, task):
-    job = task.split(":")[0]
-    for p in psutil.Process(self.proc.pid).children():
-      cmd = " ".join(p.cmdline())
-      if f"--job_name={job}" in cmd and f"--task={task.split(':')[1]}" in cmd:
-        return p.pid
-    raise AssertionError(f"{task} is not running")
-
-  def tail(self):
-    return "\n".join(
-      f"== {t}\n{self.log(t)[-1500:]}" for t in ("learner:0", "actor:0", "ps:0")
-    )
-
-  def stop(self):
-    if self.proc.poll() is None:
-      os.killpg(self.proc.pid, signal.SIGINT)
-    try:
-      return self.proc.communicate(timeout=30)[0]
-    finally:
-      if self.proc.poll() is None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
+def impala_cluster(logdir, frames, extra=()):
+  """1 ps, 1 learner, 2 IMPALA actors."""
+  return LocalCluster(
+    logdir,
+    ["--num_ps=1", "--num_actors=2"],
+    [
+      f"--total_environment_frames={frames}",
+      "--num_envs_per_actor=8",
+      *extra,
+    ],
+  )
 
 
 def frames_logged(text):
@@ -120,7 +39,9 @@ def frames_logged(text):
 def test_cluster_learns_cartpole(tmp_path):
   """1 ps + 1 learner + 2 actors reach a greedy return >= 150 (CartPole's
   maximum is 500). Seen: 492 after 200k frames in ~75 s."""
-  cluster = Cluster(str(tmp_path / "learn"), 200_000, ["--eval_episodes=10"])
+  cluster = impala_cluster(
+    str(tmp_path / "learn"), 200_000, ["--eval_episodes=10"]
+  )
   out = cluster.proc.communicate(timeout=600)[0]
   assert cluster.proc.returncode == 0, out[-2000:] + cluster.tail()
   learner = cluster.log("learner:0")
@@ -144,7 +65,7 @@ def test_cluster_learns_cartpole(tmp_path):
 @pytest.mark.slow
 def test_faults_restarts_and_teardown(tmp_path):
   logdir = str(tmp_path / "faults")
-  cluster = Cluster(
+  cluster = impala_cluster(
     logdir,
     100_000_000,
     [
@@ -221,16 +142,4 @@ def test_faults_restarts_and_teardown(tmp_path):
     raise
   finally:
     # 4. Ctrl-C of the launcher: everything is gone within 10 s.
-    pids = cluster.task_pids()
-    start = time.monotonic()
-    out = cluster.stop()
-    elapsed = time.monotonic() - start
-  assert elapsed < 10.0, out[-2000:]
-  assert "[launch] all tasks stopped" in out
-  alive = [
-    p
-    for p in pids
-    if psutil.pid_exists(p)
-    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-  ]
-  assert not alive, alive
+    cluster.assert_no_orphans_after_ctrl_c()

@@ -67,6 +67,12 @@ class ReplayShard(Component):
       scope="samples",
     )
 
+  def stored(self):
+    """The number of stored transitions, read eagerly from the variable
+    (no graph call: in a cluster, after the learner went away, a new graph
+    call cannot even be registered)."""
+    return int(self.memory.size.numpy())
+
   @api
   def serve(self):
     # Only this shard dequeues its inserts and updates: `size` rows are
