@@ -74,8 +74,8 @@ class SharedCounters:
 
   def add(self, values):
     """Adds {name: value} (a subset); fails (NotFound or
-    FailedPrecondition) before the first `assign`. Returns every total after the add. Callable inside a
-    tf.function."""
+    FailedPrecondition) before the first `assign`. Returns every total
+    after the add. Callable inside a tf.function."""
     return self._add_fn(self._tensors(values))
 
   def assign(self, values):
