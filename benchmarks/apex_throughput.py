@@ -1,7 +1,9 @@
-r"""Ape-X throughput. This first part measures the LEARNER side: prioritized
-sample + update + priority write-back at batch 512 from a replay of
-capacity 1e6 (CartPole-sized n-step transitions), ours against the classic
-Python-side design of the same algorithm.
+r"""Ape-X throughput, in three parts (`--parts`, all by default).
+
+learner: the LEARNER side: prioritized sample + update + priority
+write-back at batch 512 from a replay of capacity 1e6 (CartPole-sized
+n-step transitions), ours against the classic Python-side design of the
+same algorithm.
 
   ours     a `ReplayShard` (PrioritizedReplay on the custom-op segment
            trees, filled to capacity) and an `ApexLearner` in this process,
@@ -21,12 +23,18 @@ Both run `calls` steps per repetition, interleaved (`common.interleave`),
 on the same network (the CartPole MLP, 64x64, dueling) and settings. The
 ratio is python time / ours time per step (higher: ours faster).
 
-Not measured yet (issue 14): env frames/s of actors only and end to end
-against raw stepping (Pong, CartPole; 1/2/4 actors, 1/2 shards) and the
-loopback-cluster figures; their ratio keys are absent.
+frames: env steps/s on Pong and CartPole with 1, 2 and 4 actors (2
+shards) and 2 actors with 1 shard: raw stepping (the ceiling), actors only
+and end to end, interleaved per setup (`benchmarks/apex_frames.py`).
+Ratios `<env>_actors_only_over_raw_actors_<n>` (2 shards) and
+`<env>_end_to_end_over_raw_actors_<n>`.
+
+cluster: experiments/apex.py's CartPole preset as a loopback cluster (1 ps,
+2 shards, 2 actors: 6 processes) against one process (threads), on the
+same 2 cores, interleaved: `cluster_over_single_shards_2`.
 
     python -m benchmarks.apex_throughput            # the measurement
-    python -m benchmarks.apex_throughput --quick    # smoke, capacity 1e4
+    python -m benchmarks.apex_throughput --quick    # smoke: small, short
 """
 
 import types
@@ -34,7 +42,10 @@ import types
 import numpy as np
 from absl import app, flags
 
-from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
+from benchmarks import (
+  apex_frames,
+  common,  # Sets OMP_WAIT_POLICY before TF loads.
+)
 from benchmarks.python_replay import PythonPER
 
 NAME = "apex_throughput"
@@ -45,6 +56,18 @@ _CAPACITY = flags.DEFINE_integer("capacity", None, "Replay capacity (1e6).")
 _BATCH = flags.DEFINE_integer("batch", 512, "Learner batch size.")
 _CALLS = flags.DEFINE_integer(
   "calls", None, "Steps per repetition (20; 5 with --quick)."
+)
+_PARTS = flags.DEFINE_list(
+  "parts", ["learner", "frames", "cluster"], "Parts to measure."
+)
+_ENVS = flags.DEFINE_list(
+  "envs", ["atari:pong", "CartPole-v1"], "Envs of the frames part."
+)
+_SECONDS = flags.DEFINE_float(
+  "seconds", None, "Frames window per measurement (8 s; 3 with --quick)."
+)
+_CLUSTER_SECONDS = flags.DEFINE_float(
+  "cluster_seconds", None, "Training per cluster run (60 s; 20 --quick)."
 )
 
 
@@ -146,14 +169,11 @@ def build(capacity, batch, seed=0):
   return shard, learner, fed, per
 
 
-def main(argv):
-  del argv
-  quick = _QUICK.value
+def learner_part(quick, reps):
+  """(rows, ratios, config) of the learner side."""
   capacity = _CAPACITY.value or (10_000 if quick else 1_000_000)
   batch = _BATCH.value
-  reps = _REPS.value or (2 if quick else 5)
   calls = _CALLS.value or (5 if quick else 20)
-  threads = common.configure_threads()
   shard, learner, fed, per = build(capacity, batch)
 
   def ours():
@@ -201,22 +221,154 @@ def main(argv):
     "capacity": capacity,
     "batch": batch,
     "calls_per_rep": calls,
-    "reps": reps,
-    "threads": threads,
     "network": "CartPole MLP 64x64, dueling, double-Q, 3-step",
     "ours": "ReplayShard.serve + ApexLearner.update, one thread, shard local",
     "python": "benchmarks.python_replay.PythonPER + a fed learner graph",
-    "not_measured": (
-      "actors-only and end-to-end env frames/s, loopback cluster: issue 14"
+  }
+  return rows, ratios, config
+
+
+def frame_setups(envs, quick):
+  out = []
+  for env in envs:
+    num_envs = 8 if "pong" in env.lower() else 4
+    actors = [(2, 2)] if quick else [(1, 2), (2, 2), (4, 2), (2, 1)]
+    out += [apex_frames.Setup(env, a, s, num_envs) for a, s in actors]
+  return out
+
+
+def frames_part(quick, reps):
+  """(rows, ratios, config) of env steps/s: raw, actors only, end to end."""
+  seconds = _SECONDS.value or (3.0 if quick else 8.0)
+  warmup = 2.0 if quick else 3.0
+  rows, ratios = [], {}
+  for setup in frame_setups(_ENVS.value, quick):
+    runs = common.interleave(
+      {
+        "raw": lambda s=setup: {
+          "env_steps_per_s": apex_frames.raw_rate(s, seconds, warmup)
+        },
+        "actors_only": lambda s=setup: apex_frames.actors_only_rate(
+          apex_frames.make_driver(s), seconds, warmup
+        ),
+        "end_to_end": lambda s=setup: apex_frames.end_to_end_rate(
+          apex_frames.make_driver(s), seconds, warmup
+        ),
+      },
+      reps=reps,
+      warmup=0,
+    )
+    rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
+    for name, values in rate.items():
+      rows.append(
+        common.Row(
+          f"{setup.name}/{name}",
+          "env_steps_per_s",
+          "steps/s",
+          common.Stat.of(values),
+        )
+      )
+    rows.append(
+      common.Row(
+        f"{setup.name}/end_to_end",
+        "updates_per_s",
+        "updates/s",
+        common.Stat.of(common.column(runs["end_to_end"], "updates_per_s")),
+      )
+    )
+    env = setup.env.replace("atari:", "").replace("-v1", "").lower()
+    key = f"actors_{setup.num_actors}" + (
+      "" if setup.num_shards == 2 else f"_shards_{setup.num_shards}"
+    )
+    for name in ("actors_only", "end_to_end"):
+      ratios[f"{env}_{name}_over_raw_{key}"] = common.paired_ratio(
+        rate[name], rate["raw"]
+      )
+  config = {
+    "frames_window_s": seconds,
+    "frames_warmup_s": warmup,
+    "frames_setups": [s.name for s in frame_setups(_ENVS.value, quick)],
+    "frames_envs_per_actor": "Pong 8, CartPole 4",
+    "frames_settings": (
+      "flagfiles/apex_pong.cfg's network and batch (shards of 5k), the "
+      "CartPole preset; no training_intensity throttle"
     ),
   }
+  return rows, ratios, config
+
+
+def cluster_part(quick, reps):
+  """The CartPole preset as loopback clusters with 2 shards, without and
+  with a ps task, against one process."""
+  seconds = _CLUSTER_SECONDS.value or (20.0 if quick else 60.0)
+  runs = common.interleave(
+    {
+      "cluster": lambda: apex_frames.experiment_rate(True, seconds, num_ps=0),
+      "cluster_with_ps": lambda: apex_frames.experiment_rate(
+        True, seconds, num_ps=1
+      ),
+      "single_process": lambda: apex_frames.experiment_rate(False, seconds),
+    },
+    reps=reps,
+    warmup=0,
+  )
+  rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
+  rows = [
+    common.Row(
+      f"cartpole_preset/{name}/shards_2",
+      "env_steps_per_s",
+      "steps/s",
+      common.Stat.of(values),
+    )
+    for name, values in rate.items()
+  ]
+  ratios = {
+    "cluster_over_single_shards_2": common.paired_ratio(
+      rate["cluster"], rate["single_process"]
+    ),
+    "cluster_with_ps_over_single_shards_2": common.paired_ratio(
+      rate["cluster_with_ps"], rate["single_process"]
+    ),
+  }
+  config = {
+    "cluster_seconds": seconds,
+    "cluster": (
+      "experiments/apex.py CartPole preset (training_intensity 8): "
+      "launch_local learner + 2 replay + 2 actors (cluster_with_ps: + 1 "
+      "ps holding the variables) vs one process with the same threads"
+    ),
+  }
+  return rows, ratios, config
+
+
+PARTS = {
+  "learner": learner_part,
+  "frames": frames_part,
+  "cluster": cluster_part,
+}
+
+
+def main(argv):
+  del argv
+  quick = _QUICK.value
+  reps = _REPS.value or (2 if quick else 5)
+  threads = common.configure_threads()
+  rows, ratios = [], {}
+  config = {"reps": reps, "threads": threads}
+  for part in _PARTS.value:
+    if part not in PARTS:
+      raise app.UsageError(f"--parts: unknown part {part!r}; {list(PARTS)}")
+    # Frames and clusters take minutes per round: at most 2 rounds.
+    r, q, c = PARTS[part](quick, reps if part == "learner" else min(reps, 2))
+    rows, ratios = rows + r, dict(ratios, **q)
+    config.update(c)
   path = common.write_results(NAME, quick, config, rows, ratios)
   common.print_table(
     NAME,
     rows,
     ratios,
-    summary=f"learner sample+update+write-back, batch {batch}, capacity "
-    f"{label}: python / ours per step",
+    summary="learner: python / ours per step; frames: over raw stepping; "
+    "cluster: over one process",
     quick=quick,
     path=path,
   )

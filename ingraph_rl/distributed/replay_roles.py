@@ -112,6 +112,31 @@ class RemoteReplayLearner:
       weight_specs(self.weights_space), task.learner_device
     )
     self.counters = learner_counters(task)
+    self.update = self._fused_update()
+
+  def _fused_update(self):
+    """ONE graph call: the update, then the samples trained into the
+    counters and, every `publish_every` updates, the new weights
+    published (automatic control dependencies order them after the
+    update)."""
+    c, space = self.config, self.weights_space
+    update = self.executor.function("update")
+    get_weights = self.executor.function("get_weights")
+    counters, published = self.counters, self.published
+
+    @tf.function
+    def fused():
+      out = update()
+      step = tf.cast(out["train_step"], tf.int64)
+      counters.assign({"samples_trained": step * c.train_batch_size})
+      tf.cond(
+        step % c.publish_every == 0,
+        lambda: published.publish(flat_weights(space, get_weights())),
+        lambda: tf.constant(0, tf.int64),
+      )
+      return out
+
+    return fused
 
   @property
   def placement(self):
@@ -162,7 +187,7 @@ class RemoteReplayLearner:
 
     Losing a ps task exits the process with `roles.EXIT_PS_GONE` (a
     restart resumes from the latest checkpoint)."""
-    executor, c = self.executor, self.config
+    executor = self.executor
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     state = {"env_steps": self.env_steps()}
 
@@ -176,11 +201,7 @@ class RemoteReplayLearner:
       return keep_going()
 
     def step():
-      out = {k: v.numpy() for k, v in executor.execute("update").items()}
-      step = int(out["train_step"])
-      self.counters.assign({"samples_trained": step * c.train_batch_size})
-      if step % c.publish_every == 0:
-        self.publish()
+      out = {k: v.numpy() for k, v in self.update().items()}
       if on_update is not None:
         on_update(out, state["env_steps"])
 

@@ -13,11 +13,19 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow  # ~30 s: make test-all.
+@pytest.mark.slow  # ~60 s: make test-all.
 def test_quick_run_writes_contract_json(tmp_path):
   env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
   out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.apex_throughput", "--quick"],
+    [
+      sys.executable,
+      "-m",
+      "benchmarks.apex_throughput",
+      "--quick",
+      "--parts=learner,frames",
+      "--envs=CartPole-v1",
+      "--reps=1",
+    ],
     cwd=ROOT,
     env=env,
     capture_output=True,
@@ -32,3 +40,8 @@ def test_quick_run_writes_contract_json(tmp_path):
     assert (f"learner/b512/1e4/{name}", "sample_update_writeback") in cases
   ratio = doc["ratios"]["learner_sample_update_over_python_b512_1e4"]
   assert ratio > 0
+  for name in ("raw", "actors_only", "end_to_end"):
+    assert (f"CartPole-v1/a2/s2/{name}", "env_steps_per_s") in cases
+  for name in ("actors_only", "end_to_end"):
+    # Actors that also run a Q-network cannot outrun raw stepping.
+    assert 0 < doc["ratios"][f"cartpole_{name}_over_raw_actors_2"] < 1

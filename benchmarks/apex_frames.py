@@ -1,0 +1,224 @@
+"""Ape-X env frame rates (no flags here: `apex_throughput` runs them).
+
+  raw          the ceiling: one thread per actor steps its own vector env
+               with random actions in Python (no policy, no replay).
+  actors_only  `ReplayDriver`'s actor and shard threads without a learner:
+               every rollout is one graph call (epsilon-greedy Q, n-step
+               transitions, initial priorities, the enqueue on a shard), the
+               shards insert.
+  end_to_end   the same plus the learner thread training (no
+               `training_intensity` throttle: actors run as fast as they
+               can beside it).
+  cluster / single_process
+               experiments/apex.py's CartPole preset for `seconds`, as a
+               loopback cluster (launch_local: 1 ps, 2 replay shards, 2
+               actors) and as one process (threads), each in a subprocess;
+               the rate is the median of its progress lines' SPS after the
+               first third of the run.
+
+Rates are env steps (agent steps; an ALE step is 4 frames) per second,
+counted over a window after `warmup_s`.
+"""
+
+import dataclasses
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from ingraph_rl.agents.apex import ApexBuilder, ApexConfig
+from ingraph_rl.components.networks import NATURE_DQN_SPEC
+from ingraph_rl.environments import is_atari_id, make_vector_env
+from ingraph_rl.runners.replay_driver import ReplayDriver
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Progress lines of experiments/apex.py.
+SPS_LINE = re.compile(r"env steps +(\d+) +SPS +(\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  env: str
+  num_actors: int
+  num_shards: int
+  num_envs: int  # Per actor.
+
+  @property
+  def name(self):
+    env = self.env.replace("atari:", "")
+    return f"{env}/a{self.num_actors}/s{self.num_shards}"
+
+
+def config_for(setup, num_actions):
+  """The shipped flagfile's settings (flagfiles/apex_pong.cfg, the CartPole
+  preset), with small shards (their size does not change the rates) and
+  no throttle."""
+  if is_atari_id(setup.env):
+    return ApexConfig(
+      num_actions=num_actions,
+      network=tuple(NATURE_DQN_SPEC),
+      n_step=3,
+      train_batch_size=64,
+      learning_starts=500,
+      buffer_size=5_000,
+      rollout_fragment_length=25,
+      learning_rate=1e-4,
+      actor_weight_sync_steps=400,
+    )
+  return ApexConfig(
+    num_actions=num_actions,
+    train_batch_size=128,
+    learning_starts=1000,
+    buffer_size=50_000,
+    rollout_fragment_length=50,
+    actor_weight_sync_steps=400,
+  )
+
+
+def make_env_factory(setup):
+  def make_env(i):
+    return make_vector_env(setup.env, setup.num_envs, seed=1000 * i)
+
+  return make_env
+
+
+def make_driver(setup):
+  from experiments.configs import scaled_frames
+
+  make_env = make_env_factory(setup)
+  probe = make_env(0)
+  num_actions = probe.action_space.num_categories
+  probe.close()
+  builder = ApexBuilder(
+    config_for(setup, num_actions),
+    preprocessor=scaled_frames if is_atari_id(setup.env) else None,
+  )
+  return ReplayDriver(
+    builder,
+    make_env,
+    setup.num_actors,
+    setup.num_shards,
+    prefix=f"bench_{uuid.uuid4().hex}",
+  )
+
+
+def raw_rate(setup, seconds, warmup_s):
+  """Env steps/s of `num_actors` threads stepping random actions."""
+  envs = [make_env_factory(setup)(i) for i in range(setup.num_actors)]
+  steps = [0] * len(envs)
+  stop = threading.Event()
+
+  def loop(i, env):
+    rng = np.random.default_rng(i)
+    n = env.action_space.num_categories
+    env.reset()
+    while not stop.is_set():
+      env.step(rng.integers(0, n, env.num_envs))
+      steps[i] += env.num_envs
+
+  threads = [
+    threading.Thread(target=loop, args=(i, env), daemon=True)
+    for i, env in enumerate(envs)
+  ]
+  for t in threads:
+    t.start()
+  try:
+    return _window(lambda: sum(steps), seconds, warmup_s)
+  finally:
+    stop.set()
+    for t in threads:
+      t.join()
+    for env in envs:
+      env.close()
+
+
+def _window(count, seconds, warmup_s):
+  time.sleep(warmup_s)
+  c0, t0 = count(), time.monotonic()
+  time.sleep(seconds)
+  return (count() - c0) / (time.monotonic() - t0)
+
+
+def actors_only_rate(driver, seconds, warmup_s):
+  """Env steps/s of the driver's actors and shards, no learner."""
+  driver.start()
+  try:
+    return {
+      "env_steps_per_s": _window(
+        lambda: driver.totals.env_steps, seconds, warmup_s
+      )
+    }
+  finally:
+    driver.stop()
+
+
+def end_to_end_rate(driver, seconds, warmup_s):
+  """Env steps/s and updates/s with the learner training beside the
+  actors (the window starts after `warmup_s` AND the first update)."""
+  marks = []
+
+  def on_update(out, env_steps):
+    marks.append((time.monotonic(), env_steps, int(out["train_step"])))
+
+  start = time.monotonic()
+  try:
+    driver.run(1 << 62, on_update=on_update, max_seconds=warmup_s + seconds)
+  finally:
+    driver.stop()
+  begin = start + warmup_s
+  window = [m for m in marks if m[0] >= begin] or marks[-2:]
+  (t0, s0, u0), (t1, s1, u1) = window[0], window[-1]
+  dt = max(t1 - t0, 1e-9)
+  return {"env_steps_per_s": (s1 - s0) / dt, "updates_per_s": (u1 - u0) / dt}
+
+
+def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1):
+  """experiments/apex.py's CartPole preset for `seconds` of training, as a
+  loopback cluster (1 ps, 2 shards, 2 actors) or one process; the median
+  SPS of its progress lines after the first third."""
+  with tempfile.TemporaryDirectory() as logdir:
+    task_args = [
+      f"--max_train_seconds={seconds}",
+      "--eval_episodes=0",
+      f"--log_every_seconds={log_every_s}",
+      "--total_env_steps=100000000",
+      f"--logdir={logdir}",
+    ]
+    if cluster:
+      argv = [
+        os.path.join(ROOT, "experiments", "launch_local.py"),
+        "--agent=apex",
+        f"--num_ps={num_ps}",
+        "--num_actors=2",
+        "--num_replay_shards=2",
+        f"--logdir={logdir}",
+        "--",
+        *task_args,
+      ]
+    else:
+      argv = ["-m", "experiments.apex", *task_args]
+    single_log = os.path.join(logdir, "single.log")
+    with open(single_log, "w") as err:
+      subprocess.run(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        check=True,
+        timeout=seconds + 240,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+      )
+    log = (
+      os.path.join(logdir, "logs", "learner-0.log") if cluster else single_log
+    )
+    with open(log) as f:
+      rates = [int(m.group(2)) for m in SPS_LINE.finditer(f.read())]
+  if len(rates) < 3:
+    raise RuntimeError(f"too few progress lines ({len(rates)})")
+  return {"env_steps_per_s": statistics.median(rates[len(rates) // 3 :])}
