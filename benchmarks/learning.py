@@ -26,6 +26,8 @@ The cases (the targets are issue 11's):
   dqn_cartpole     `dqn_cartpole.cfg`, 5 seeds, the preset's 60k env steps;
                    reached = greedy mean over 20 episodes >= 195.
   dqn_pong         `dqn_pong.cfg`, seed 0, 2 h; target: clearly above -21.
+  apex_pong        `apex_pong.cfg`, seed 0, 2 h (`--budget_s` to change);
+                   target: clearly above -21.
 
 There is no baseline implementation to interleave with here: the curves
 are the measurement, and the ratios are the issue's summary figures.
@@ -105,6 +107,17 @@ CASES = {
   "dqn_pong": Case(
     "dqn",
     "dqn_pong.cfg",
+    (0,),
+    7200.0,
+    20.0,
+    _DQN_EVAL,
+    -21.0,
+    "training",
+    frames_per_step=4,
+  ),
+  "apex_pong": Case(
+    "apex",
+    "apex_pong.cfg",
     (0,),
     7200.0,
     20.0,
@@ -194,7 +207,7 @@ def first_time_at(curve, threshold):
   return None
 
 
-def summarize(name, case, runs):
+def summarize(name, case, runs, budget_s=None):
   """Rows and the issue's ratio(s) of one case."""
 
   def reached(run):
@@ -232,6 +245,9 @@ def summarize(name, case, runs):
     )
   elif name == "dqn_pong":
     ratios["dqn_pong_last100_return_at_2h"] = final[0] if final else None
+  elif name == "apex_pong":
+    ratios["apex_pong_final_last100_return"] = final[0] if final else None
+    ratios["apex_pong_training_seconds"] = budget_s
   return rows, ratios
 
 
@@ -265,6 +281,12 @@ def main(argv=None):
     "--seeds", default=None, help="comma-separated seeds (default: each case's)"
   )
   parser.add_argument("--quick", action="store_true")
+  parser.add_argument(
+    "--budget_s",
+    type=float,
+    default=None,
+    help="training seconds per run (default: each case's)",
+  )
   args = parser.parse_args(argv)
   names = [n for n in args.cases.split(",") if n]
   unknown = sorted(set(names) - set(CASES))
@@ -284,6 +306,8 @@ def main(argv=None):
       if args.seeds:
         seeds = tuple(int(s) for s in args.seeds.split(","))
       budget = case.quick_budget_s if args.quick else case.budget_s
+      if args.budget_s is not None and not args.quick:
+        budget = args.budget_s
       runs = [
         run_seed(
           name,
@@ -306,7 +330,9 @@ def main(argv=None):
       }
   rows, ratios = [], dict(previous.get("ratios", {}))
   for name in cases:
-    r, q = summarize(name, CASES[name], cases[name]["runs"])
+    r, q = summarize(
+      name, CASES[name], cases[name]["runs"], cases[name]["budget_s"]
+    )
     rows += r
     ratios.update(q)
   config = {

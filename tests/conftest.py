@@ -16,3 +16,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+import pytest  # noqa: E402
+
+from ingraph_rl.testing.fresh_process import run_fresh  # noqa: E402
+
+
+@pytest.fixture
+def fresh_python():
+  """`run_fresh`: a script in `python -I` without ingraph_rl."""
+  return run_fresh

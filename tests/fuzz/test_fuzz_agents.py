@@ -35,6 +35,15 @@ OBS = FloatBox((3,))
 NET = ({"type": "dense", "units": 8, "activation": "relu"},)
 
 
+def n_step_rows(pending, terminals, truncated):
+  """(transitions emitted, new pending counts) of one vector step through
+  an n-step accumulator holding `pending` steps per env."""
+  done = np.asarray(terminals, bool) | np.asarray(truncated, bool)
+  length = pending + 1
+  rows = np.where(done, length, (length == N_STEP).astype(np.int64))
+  return int(rows.sum()), np.where(done, 0, np.minimum(length, N_STEP - 1))
+
+
 class DQNTarget(Target):
   weights = {
     "get_actions": 3,
@@ -99,11 +108,7 @@ class DQNTarget(Target):
     state = self.fuzzer.state
     if api == "observe":
       if self.kind == "n_step":
-        done = np.asarray(args[4], bool) | np.asarray(args[5], bool)
-        length = self.pending + 1
-        rows = np.where(done, length, (length == N_STEP).astype(np.int64))
-        self.pending = np.where(done, 0, np.minimum(length, N_STEP - 1))
-        added = int(rows.sum())
+        added, self.pending = n_step_rows(self.pending, args[4], args[5])
       else:
         added = len(np.asarray(args[1]))
       self.size = min(self.size + added, CAPACITY)
@@ -457,6 +462,85 @@ class ApexTarget(MultiRootTarget):
       if np.any(out <= 0) or len(out) != len(args[0]["rewards"]):
         self.fuzzer.inconsistent(api, f"priorities {out}")
     self._check_finite(api)
+
+
+class ApexAgentTarget(Target):
+  """The complete Ape-X agent (`make_agent`: act, observe, update, weights)
+  on both executors. The model follows the n-step windows, the memory
+  size and the update count."""
+
+  name = "apex_agent"
+  weights = {
+    "get_actions": 3,
+    "observe": 5,
+    "update": 3,
+    "get_weights": 1,
+    "set_weights": 1,
+    "get_train_step": 1,
+  }
+  edge_sizes = (0, 50)
+
+  def __init__(self, backend):
+    config = ApexConfig(
+      num_actions=NUM_ACTIONS,
+      network=NET,
+      n_step=N_STEP,
+      train_batch_size=4,
+      buffer_size=CAPACITY,
+      learning_starts=4,
+      seed=2,
+    )
+    root = ApexBuilder(config).make_agent(OBS, ENVS)
+    self.spaces = dict(root.input_spaces)
+    super().__init__(backend, root.build(backend))
+    self.size = self.train_step = 0
+    self.pending = np.zeros(ENVS, np.int64)
+
+  def good_args(self, api, rng, batch=None):
+    spaces = self.spaces
+    if api == "get_actions":
+      b = int(rng.integers(1, 5)) if batch is None else batch
+      return [sample(spaces["states"], rng, batch=b), True], VALID
+    if api == "observe":
+      rows = ENVS if batch is None else batch
+      names = ("states", "actions", "rewards", "next_states")
+      args = [sample(spaces[n], rng, batch=rows) for n in names]
+      args.append(rng.uniform(size=rows) < 0.2)
+      args.append(rng.uniform(size=rows) < 0.1)
+      return args, VALID if rows == ENVS else REJECT
+    if api == "update":
+      return [], VALID if self.size else REJECT
+    if api == "set_weights":
+      return [numpy_of(self.executor.execute("get_weights"))], VALID
+    return [], VALID
+
+  def check(self, api, args, out):
+    out = numpy_of(out)
+    if api == "observe":
+      added, self.pending = n_step_rows(self.pending, args[4], args[5])
+      self.size = min(self.size + added, CAPACITY)
+      if int(out["size"]) != self.size or int(out["transitions"]) != added:
+        self.fuzzer.inconsistent(api, f"size {out} != {self.size}")
+    elif api == "update":
+      self.train_step += 1
+      if int(out["train_step"]) != self.train_step or not np.isfinite(
+        out["loss"]
+      ):
+        self.fuzzer.inconsistent(api, f"train step / loss {out}")
+    elif api == "get_train_step" and int(out) != self.train_step:
+      self.fuzzer.inconsistent(api, f"train step {out}")
+    elif api == "get_actions":
+      a = out["actions"]
+      if np.any((a < 0) | (a >= NUM_ACTIONS)) or len(a) != len(args[0]):
+        self.fuzzer.inconsistent(api, f"actions {a}")
+    state = self.fuzzer.state
+    if int(state["var:agent/memory/size"]) != self.size:
+      self.fuzzer.inconsistent(api, "memory size differs from the model")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_apex_agent(backend, budget, run):
+  run(ApexAgentTarget(backend), budget)
 
 
 def test_apex_actor_shard_and_learner(budget, run):

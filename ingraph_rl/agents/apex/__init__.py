@@ -7,6 +7,7 @@ roots through `ApexBuilder`.
 """
 
 from ingraph_rl.agents.apex.actor import ApexActor, ApexPolicy
+from ingraph_rl.agents.apex.agent import ApexAgent
 from ingraph_rl.agents.apex.builder import ApexBuilder
 from ingraph_rl.agents.apex.config import ApexConfig
 from ingraph_rl.agents.apex.learner import ApexLearner
@@ -16,6 +17,7 @@ from ingraph_rl.agents.apex.shard import ReplayShard
 
 __all__ = [
   "ApexActor",
+  "ApexAgent",
   "ApexPolicy",
   "ApexBuilder",
   "ApexConfig",

@@ -22,6 +22,9 @@ Roots (`runners.builder.Root`):
   shard    `ReplayShard`: serve, stats, get_generation.
   policy   the actor without an env: get_actions, set_weights (export,
            evaluation).
+  agent    `ApexAgent`, the complete agent without queues or env:
+           get_actions, observe, update, get_weights, set_weights,
+           get_train_step (`export.export_agent`).
 Spaces:
   record_space   one n-step transition as a shard stores it.
   weights_space  `get_weights()`: {"online", "target"} variables by path.
@@ -34,6 +37,7 @@ from typing import Dict as TypingDict
 import numpy as np
 
 from ingraph_rl.agents.apex.actor import ApexActor, ApexPolicy
+from ingraph_rl.agents.apex.agent import ApexAgent
 from ingraph_rl.agents.apex.config import ApexConfig
 from ingraph_rl.agents.apex.learner import ApexLearner
 from ingraph_rl.agents.apex.q_learning import QLearning
@@ -54,6 +58,14 @@ ACTOR_APIS = (
 )
 SHARD_APIS = ("serve", "stats", "get_generation", "close_queue")
 POLICY_APIS = ("get_actions", "set_weights")
+AGENT_APIS = (
+  "get_actions",
+  "observe",
+  "update",
+  "get_weights",
+  "set_weights",
+  "get_train_step",
+)
 # Actor i explores with seed `config.seed + ACTOR_SEED_STRIDE * (i + 1)`.
 ACTOR_SEED_STRIDE = 7919
 
@@ -203,6 +215,29 @@ class ApexBuilder:
       SHARD_APIS,
       seed=self.config.seed,
       learner_resident=(shard.samples.path, shard.updates.path),
+    )
+
+  def make_agent(self, observation_space: Space, num_envs: int) -> Root:
+    """The complete agent in one root (`ApexAgent`: act, observe, update,
+    weights) for `num_envs` envs stepped by the caller: what
+    `export.export_agent` saves."""
+    states = observation_space.with_batch_rank()
+    spaces = dict(
+      self.policy_input_spaces(observation_space),
+      actions=IntBox(
+        self.config.num_actions, dtype=np.int64, add_batch_rank=True
+      ),
+      rewards=FloatBox(add_batch_rank=True),
+      next_states=states,
+      terminals=BoolBox(add_batch_rank=True),
+      truncated=BoolBox(add_batch_rank=True),
+      weights=self.weights_space(observation_space),
+    )
+    return Root(
+      ApexAgent(self.config, self._q(), self.config.epsilon, num_envs),
+      spaces,
+      AGENT_APIS,
+      seed=self.config.seed,
     )
 
   def make_policy(self, observation_space: Space) -> Root:

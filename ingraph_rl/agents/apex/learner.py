@@ -15,6 +15,26 @@ from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.executors.checks import tf_check
 
 
+def make_optimizer(config):
+  return Adam(
+    config.learning_rate,
+    epsilon=config.adam_epsilon,
+    clip_global_norm=config.clip_grad_norm,
+  )
+
+
+def sync_target_when_due(optimizer, config, after, sync):
+  """Syncs the target (`sync()`) when the step count (read after `after`,
+  the optimizer step) is a multiple of `target_update_period`; returns the
+  count. A graph_fn body."""
+  with tf.control_dependencies([after]):
+    step = optimizer.iterations.read_value()
+  due = tf.equal(step % config.target_update_period, 0)
+  synced = tf.cond(due, sync, lambda: tf.constant(False))
+  with tf.control_dependencies([synced]):
+    return tf.identity(step)
+
+
 class ApexLearner(Component):
   """APIs (fixed dict results):
   update() -> {"loss", "mean_q", "grad_norm", "shard", "frames",
@@ -33,9 +53,7 @@ class ApexLearner(Component):
     c = config
     self.config = config
     self.q = q
-    self.optimizer = Adam(
-      c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
-    )
+    self.optimizer = make_optimizer(c)
     self.samples = FIFOQueue(
       queues.sample_row_space(record_space, names.num_shards),
       c.prefetch_batches * c.train_batch_size,
@@ -125,14 +143,7 @@ class ApexLearner(Component):
 
   @graph_fn(needs_subtree=True)
   def _graph_fn_sync_due(self, after, sync):
-    """Syncs the target when the step count (read after `after`, the
-    optimizer step) is a multiple of the period; returns the count."""
-    with tf.control_dependencies([after]):
-      step = self.optimizer.iterations.read_value()
-    due = tf.equal(step % self.config.target_update_period, 0)
-    synced = tf.cond(due, sync, lambda: tf.constant(False))
-    with tf.control_dependencies([synced]):
-      return tf.identity(step)
+    return sync_target_when_due(self.optimizer, self.config, after, sync)
 
   @graph_fn
   def _graph_fn_first(self, x):

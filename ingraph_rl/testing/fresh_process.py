@@ -1,11 +1,10 @@
-"""Runs Python in a fresh process that cannot import ingraph_rl."""
+"""Runs Python in a fresh process that cannot import ingraph_rl (what a
+SavedModel's user has)."""
 
 import json
 import os
 import subprocess
 import sys
-
-import pytest
 
 # `-I` drops PYTHONPATH, the user site and the cwd from sys.path; the
 # sys.modules entry also blocks an editable install of the package.
@@ -30,8 +29,3 @@ def run_fresh(script, *args, timeout=240):
   )
   assert res.returncode == 0, res.stderr[-4000:]
   return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture
-def fresh_python():
-  return run_fresh
