@@ -62,7 +62,7 @@ def play_env(env, agent, steps, seed):
 def test_observe_inserts_n_step_transitions_with_numpy_priorities(
   monkeypatch,
 ):
-  env, agent = build(monkeypatch, epsilon=1.0)
+  env, agent = build(monkeypatch, epsilon=1.0, buffer_size=1000)
   weights = to_numpy(agent.execute("get_weights"))
   out = play_env(env, agent, 40, seed=4)
   want, terminated, truncated = recompute_n_step(env, SMALL.n_step, 0.9)
