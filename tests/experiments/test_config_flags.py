@@ -350,4 +350,4 @@ def test_apex_flagfiles():
   config = configs.apex_config(pong, 6, True)
   assert config.network == tuple(NATURE_DQN_SPEC)
   assert (config.buffer_size, config.train_batch_size) == (50_000, 64)
-  assert config.training_intensity == 2.0
+  assert config.training_intensity == 4.0
