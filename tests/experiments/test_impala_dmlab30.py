@@ -22,6 +22,9 @@ from ingraph_rl.testing.tensorboard import scalars
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
+# ~15 s: make test-all (make test's margin; the DM Lab worker path stays
+# in make test through test_impala_dmlab and test_evaluate_dmlab).
+@pytest.mark.slow
 def test_dmlab30_training_logs_scores_per_level(tmp_path):
   shim = write_deepmind_lab_shim(tmp_path / "shim")
   logdir = tmp_path / "run"

@@ -159,6 +159,7 @@ def assert_same(loaded, expected):
     )
 
 
+@pytest.mark.slow  # ~7 s: make test-all (make test's margin).
 def test_dict_observations_with_instructions(tmp_path, fresh_python):
   """DM Lab-style observations: `observation_RGB_INTERLEAVED` uint8 and
   `observation_INSTR` string inputs; the instruction changes the output."""

@@ -17,7 +17,7 @@ import pytest
 from ingraph_rl.testing import fuzz
 
 # Calls per target and backend: CI, and the long campaign.
-CI_EXAMPLES, CI_CALLS = 12, 40
+CI_EXAMPLES, CI_CALLS = 10, 40
 LONG_EXAMPLES, LONG_CALLS = 50, 90
 
 
