@@ -39,6 +39,7 @@ from ingraph_rl.distributed.placement import PSExecutor
 from ingraph_rl.distributed.roles import (
   EXIT_LEARNER_GONE,
   UNREACHABLE,
+  ActorProgress,
   connect,
   exit_code_for_learner_error,
   log,
@@ -386,12 +387,12 @@ def run_replay_actor(
   config, shards = builder.config, task.num_replay_shards
   order = shard_order(shards, task.index)
   log(task, "connected; rolling out")
-  rollouts, since_sync, version = 0, config.actor_weight_sync_steps, 0
-  episodes, returns = 0, 0.0
+  progress = ActorProgress(task, "rollouts", 100)
+  since_sync, version = config.actor_weight_sync_steps, 0
   totals = None
   wait_until = time.monotonic() + startup_wait_s
   try:
-    while max_rollouts is None or rollouts < max_rollouts:
+    while max_rollouts is None or progress.calls < max_rollouts:
       try:
         if since_sync >= config.actor_weight_sync_steps:
           version, since_sync = int(actor.sync()), 0
@@ -407,22 +408,13 @@ def run_replay_actor(
         out = actor.step(tf.constant(next(order), tf.int32))
       except UNREACHABLE:
         # Before the first rollout the learner may still be starting.
-        if rollouts or time.monotonic() > wait_until:
+        if progress.calls or time.monotonic() > wait_until:
           raise
         time.sleep(0.5)
         continue
-      rollouts += 1
       totals = out["totals"]
       since_sync += int(out["env_steps"])
-      episodes += int(out["episodes"])
-      returns += float(out["return_sum"])
-      if rollouts % 100 == 0:
-        log(
-          task,
-          f"rollouts {rollouts}  weights v{version}  mean return "
-          f"{returns / max(episodes, 1):.1f}",
-        )
-        episodes, returns = 0, 0.0
+      progress.add(out, version)
   except UNREACHABLE as e:
     log(
       task,

@@ -197,6 +197,28 @@ class RemoteActor:
     self.step = step
 
 
+class ActorProgress:
+  """An actor task's progress line every `every` calls: how many, the
+  weights version, and the mean return of the episodes since the last
+  line."""
+
+  def __init__(self, task, noun, every):
+    self.task, self.noun, self.every = task, noun, every
+    self.calls, self.episodes, self.returns = 0, 0, 0.0
+
+  def add(self, stats, version):
+    self.calls += 1
+    self.episodes += int(stats["episodes"])
+    self.returns += float(stats["return_sum"])
+    if self.calls % self.every == 0:
+      mean = self.returns / max(self.episodes, 1)
+      log(
+        self.task,
+        f"{self.noun} {self.calls}  weights v{version}  mean return {mean:.1f}",
+      )
+      self.episodes, self.returns = 0, 0.0
+
+
 def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
   """Actor `task.index` of `builder`, stepping `env` (reset with `seed`):
   unrolls until the learner goes away; returns the exit code."""
@@ -204,29 +226,20 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
   actor = RemoteActor(task, builder, env)
   actor.executor.execute("reset_env", seed)
   log(task, "connected; unrolling")
-  unrolls, episodes, returns = 0, 0, 0.0
+  progress = ActorProgress(task, "unrolls", 50)
   wait_until = time.monotonic() + startup_wait_s
   try:
-    while max_unrolls is None or unrolls < max_unrolls:
+    while max_unrolls is None or progress.calls < max_unrolls:
       try:
         stats = actor.step()
       except UNREACHABLE:
         # Before the first unroll the learner may still be starting (or
         # not have published weights yet): wait for it a while.
-        if unrolls or time.monotonic() > wait_until:
+        if progress.calls or time.monotonic() > wait_until:
           raise
         time.sleep(0.5)
         continue
-      unrolls += 1
-      episodes += int(stats["episodes"])
-      returns += float(stats["return_sum"])
-      if unrolls % 50 == 0:
-        log(
-          task,
-          f"unrolls {unrolls}  weights v{int(stats['weights_version'])}"
-          f"  mean return {returns / max(episodes, 1):.1f}",
-        )
-        episodes, returns = 0, 0.0
+      progress.add(stats, int(stats["weights_version"]))
   except UNREACHABLE as e:
     log(
       task,
@@ -247,6 +260,7 @@ def exit_code_for_learner_error(error):
 
 
 __all__ = [
+  "ActorProgress",
   "ClusterError",
   "EXIT_LEARNER_GONE",
   "EXIT_PS_GONE",

@@ -81,6 +81,17 @@ class LocalCluster:
       + self.log(task)[-3000:]
     )
 
+  def wait_for_checkpoint(self, directory, timeout_s=60):
+    """Waits until `directory` (under the logdir) holds a checkpoint."""
+    path = os.path.join(self.logdir, directory)
+    deadline = time.monotonic() + timeout_s
+    while not (
+      os.path.isdir(path)
+      and any(f.endswith(".index") for f in os.listdir(path))
+    ):
+      assert time.monotonic() < deadline, f"no checkpoint in {path}"
+      time.sleep(0.5)
+
   def task_pids(self):
     """Live pids of the launcher's children (tasks and their children)."""
     try:

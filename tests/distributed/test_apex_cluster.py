@@ -102,14 +102,7 @@ def test_faults_restarts_and_teardown(tmp_path):
 
     # 3. kill -9 the learner: restarted, it resumes from its checkpoint;
     #    the shards save their contents and restore them.
-    checkpoints = os.path.join(logdir, "checkpoints", "learner")
-    deadline = time.monotonic() + 60
-    while not (
-      os.path.isdir(checkpoints)
-      and any(f.endswith(".index") for f in os.listdir(checkpoints))
-    ):
-      assert time.monotonic() < deadline, "no periodic checkpoint"
-      time.sleep(0.5)
+    cluster.wait_for_checkpoint(os.path.join("checkpoints", "learner"))
     offset = len(cluster.log("learner:0"))
     shard_offset = len(cluster.log("replay:0"))
     cluster.kill9("learner:0")

@@ -9,9 +9,7 @@ variables come back from the checkpoint); Ctrl-C of the launcher leaves no
 process behind.
 """
 
-import os
 import re
-import time
 
 import pytest
 
@@ -88,14 +86,7 @@ def test_faults_restarts_and_teardown(tmp_path):
 
     # 2. kill -9 the learner: restarted, it resumes from its checkpoint,
     #    and the actors reconnect.
-    checkpoints = os.path.join(logdir, "checkpoints")
-    deadline = time.monotonic() + 60
-    while not (
-      os.path.isdir(checkpoints)
-      and any(f.endswith(".index") for f in os.listdir(checkpoints))
-    ):
-      assert time.monotonic() < deadline, "no periodic checkpoint"
-      time.sleep(0.5)
+    cluster.wait_for_checkpoint("checkpoints")
     offset = len(cluster.log("learner:0"))
     actor_offset = len(cluster.log("actor:1"))
     cluster.kill9("learner:0")

@@ -344,6 +344,20 @@ APEX = ApexConfig(
 MAX_ROLLOUT_ROWS = (N_STEP - 1 + APEX.rollout_fragment_length) * ENVS
 
 
+def apex_acting_args(spaces, api, rng, batch):
+  """Arguments of an Ape-X actor's or agent's get_actions / observe (one
+  row per env; another batch is refused)."""
+  if api == "get_actions":
+    b = int(rng.integers(1, 5)) if batch is None else batch
+    return [sample(spaces["states"], rng, batch=b), True], VALID
+  rows = ENVS if batch is None else batch
+  names = ("states", "actions", "rewards", "next_states")
+  args = [sample(spaces[n], rng, batch=rows) for n in names]
+  args.append(rng.uniform(size=rows) < 0.2)
+  args.append(rng.uniform(size=rows) < 0.1)
+  return args, VALID if rows == ENVS else REJECT
+
+
 class ApexTarget(MultiRootTarget):
   """The actor, a replay shard and the learner of one Ape-X agent, on
   their shared queues. The model follows every queue (inserts, samples,
@@ -391,16 +405,8 @@ class ApexTarget(MultiRootTarget):
 
   def good_args(self, api, rng, batch=None):
     spaces = self.spaces
-    if api == "get_actions":
-      b = int(rng.integers(1, 4)) if batch is None else batch
-      return [sample(spaces["states"], rng, batch=b), True], VALID
-    if api == "observe":
-      rows = ENVS if batch is None else batch
-      names = ("states", "actions", "rewards", "next_states")
-      args = [sample(spaces[n], rng, batch=rows) for n in names]
-      args.append(rng.uniform(size=rows) < 0.2)
-      args.append(rng.uniform(size=rows) < 0.1)
-      return args, VALID if rows == ENVS else REJECT
+    if api in ("get_actions", "observe"):
+      return apex_acting_args(spaces, api, rng, batch)
     if api == "priorities":
       b = int(rng.integers(1, 5)) if batch is None else batch
       return [sample(spaces["records"], rng, batch=b)], VALID
@@ -509,16 +515,8 @@ class ApexAgentTarget(Target):
 
   def good_args(self, api, rng, batch=None):
     spaces = self.spaces
-    if api == "get_actions":
-      b = int(rng.integers(1, 5)) if batch is None else batch
-      return [sample(spaces["states"], rng, batch=b), True], VALID
-    if api == "observe":
-      rows = ENVS if batch is None else batch
-      names = ("states", "actions", "rewards", "next_states")
-      args = [sample(spaces[n], rng, batch=rows) for n in names]
-      args.append(rng.uniform(size=rows) < 0.2)
-      args.append(rng.uniform(size=rows) < 0.1)
-      return args, VALID if rows == ENVS else REJECT
+    if api in ("get_actions", "observe"):
+      return apex_acting_args(spaces, api, rng, batch)
     if api == "update":
       return [], VALID if self.size else REJECT
     if api == "set_weights":
