@@ -14,7 +14,8 @@ Logs TensorBoard scalars with CleanRL's names under `--logdir` (default
 `replay/shard_{i}/mean_priority` per shard; keeps checkpoints there (the
 learner's in `checkpoints/learner`, each shard's contents in
 `checkpoints/shard_{i}`: a rerun with the same `--logdir` resumes with
-the shards' data); ends with a greedy evaluation. Training stops at
+the shards' data); ends with a greedy evaluation and the export of the
+complete agent (act, observe, update) to `saved_agent/`. Training stops at
 --total_env_steps or --max_train_seconds.
 
 In a cluster (`--job_name=ps|learner|replay|actor`, `--task`, `--cluster`
@@ -44,6 +45,7 @@ from ingraph_rl.agents.apex import ApexBuilder
 from ingraph_rl.distributed import replay_roles, roles
 from ingraph_rl.distributed.cluster import ClusterError, in_cluster
 from ingraph_rl.environments import is_atari_id, make_vector_env
+from ingraph_rl.export import export_agent
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
 from ingraph_rl.utils.checkpoints import CheckpointSaver
@@ -192,14 +194,27 @@ def greedy_return(builder, obs_space, weights, settings):
   )
 
 
+def export_complete_agent(builder, obs_space, weights, settings, run_dir):
+  """The complete agent (`ApexBuilder.make_agent`: act, observe, update)
+  with the learner's weights, as a SavedModel in `<run_dir>/saved_agent`
+  (its replay starts empty and its optimizer fresh: the shards' contents
+  and the learner's Adam state are in the checkpoints). Returns the
+  path."""
+  agent = builder.make_agent(obs_space, settings.num_envs_per_actor).build()
+  agent.execute("set_weights", weights)
+  path = os.path.join(run_dir, "saved_agent")
+  export_agent(agent, path)
+  return path
+
+
 def report(settings, writer, learner, env_steps, train_s, recent, wall_start):
-  """Greedy evaluation of the learner's weights, its scalar, the last
-  lines."""
+  """Greedy evaluation of the learner's weights, its scalar, the complete
+  agent's export, the last lines."""
   builder, obs_space, executor, run_dir = learner
   train_step = int(executor.execute("get_train_step"))
-  eval_return = greedy_return(
-    builder, obs_space, executor.execute("get_weights"), settings
-  )
+  weights = executor.execute("get_weights")
+  eval_return = greedy_return(builder, obs_space, weights, settings)
+  saved = export_complete_agent(builder, obs_space, weights, settings, run_dir)
   with writer.as_default(step=env_steps):
     tf.summary.scalar("eval/episodic_return", eval_return)
   writer.flush()
@@ -208,6 +223,7 @@ def report(settings, writer, learner, env_steps, train_s, recent, wall_start):
     f"{env_steps / max(train_s, 1e-9):.0f} SPS; greedy eval return "
     f"{eval_return:.1f} over {settings.eval_episodes} episodes\n"
     f"logs and checkpoints: {run_dir}\n"
+    f"apex: exported the complete agent (act, observe, update) to {saved}\n"
     f"apex: last-100 training return {recent.mean:.2f}; wall time "
     f"{time.time() - wall_start:.1f} s (training {train_s:.1f} s)",
     flush=True,

@@ -1,15 +1,19 @@
 """experiments/apex.py as a user runs it: flagfile, TensorBoard scalars
 (CleanRL names and per-shard replay scalars), the learner's and each
-shard's checkpoints, and resuming from --logdir with the shards' data."""
+shard's checkpoints, the complete agent's SavedModel, and resuming from
+--logdir with the shards' data."""
 
 import pathlib
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.export import load as export_load
+from ingraph_rl.testing.references import numpy_q_values
 from ingraph_rl.testing.tensorboard import scalar_tags, scalars
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -24,6 +28,15 @@ def shard_size(checkpoint):
     if k.endswith("memory.Ssize/.ATTRIBUTES/VARIABLE_VALUE")
   ]
   return int(reader.get_tensor(key))
+
+
+def online_path(key):
+  """The online network's variable path of a learner checkpoint key, or
+  None (e.g. "learner/.../online/torso/dense_0/kernel")."""
+  name = key.split("/.ATTRIBUTES")[0].replace(".S", "/")
+  if "/online/" not in name:
+    return None
+  return name.split("/online/", 1)[1]
 
 
 def run(logdir, total):
@@ -71,6 +84,28 @@ def test_scalars_checkpoints_and_resume_with_the_shards_data(tmp_path):
   sizes = {part: shard_size(paths[part]) for part in ("shard_0", "shard_1")}
   # Both shards were fed; together they hold (about) every transition.
   assert all(s > 500 for s in sizes.values()), sizes
+  # The complete agent's SavedModel acts greedily with the learner's
+  # weights: the same actions as the learner's last checkpoint's Q-values.
+  saved = pathlib.Path(logdir) / "saved_agent"
+  assert f"exported the complete agent (act, observe, update) to {saved}" in (
+    out.stdout
+  )
+  agent = export_load(str(saved))
+  assert {"action", "observe", "update"} <= set(agent.signatures)
+  states = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+  got = agent.signatures["action"](
+    states=tf.constant(states), explore=tf.constant(False)
+  )
+  reader = tf.train.load_checkpoint(paths["learner"])
+  online = {
+    path: reader.get_tensor(key)
+    for key in reader.get_variable_to_shape_map()
+    for path in [online_path(key)]
+    if path
+  }
+  want = numpy_q_values(states, online)
+  np.testing.assert_allclose(got["q_values"].numpy(), want, rtol=1e-4)
+  np.testing.assert_array_equal(got["actions"].numpy(), want.argmax(1))
   out = run(logdir, 6000)
   assert "apex: resumed from" in out.stdout
   resumed_at = int(re.search(r"env step (\d+)", out.stdout)[1])
