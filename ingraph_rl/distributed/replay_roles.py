@@ -114,6 +114,7 @@ class RemoteReplayLearner:
     )
     self.counters = learner_counters(task)
     self.update = self._fused_update()
+    self._last_episodes = [0.0] * (len(EPISODE_STATS) - 1)
 
   def _fused_update(self):
     """ONE graph call: the update, then the samples trained into the
@@ -175,8 +176,7 @@ class RemoteReplayLearner:
     call."""
     totals = self.counters.read()
     now = [float(totals[k]) for k in EPISODE_STATS[1:]]
-    last = getattr(self, "_last_episodes", [0.0] * len(now))
-    self._last_episodes = now
+    last, self._last_episodes = self._last_episodes, now
     episodes, returns, lengths = (a - b for a, b in zip(now, last))
     return int(episodes), returns, int(lengths)
 
