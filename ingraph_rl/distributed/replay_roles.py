@@ -35,13 +35,14 @@ import time
 
 import tensorflow as tf
 
-from ingraph_rl.distributed.placement import PSExecutor
 from ingraph_rl.distributed.roles import (
   EXIT_LEARNER_GONE,
   UNREACHABLE,
   ActorProgress,
+  build_on_learner,
   connect,
   exit_code_for_learner_error,
+  learner_placement,
   log,
   sigterm_as_interrupt,
 )
@@ -101,14 +102,7 @@ class RemoteReplayLearner:
     self.config = builder.config
     root = builder.make_learner(observation_space, queue_names(builder, task))
     self.weights_space = builder.weights_space(observation_space)
-    with tf.device(task.learner_device):
-      self.executor = root.build(
-        PSExecutor,
-        ps_devices=task.ps_devices(),
-        device_map={
-          path: task.learner_device for path in root.learner_resident
-        },
-      )
+    self.executor = build_on_learner(task, root)
     self.published = PublishedWeights(
       weight_specs(self.weights_space), task.learner_device
     )
@@ -142,10 +136,7 @@ class RemoteReplayLearner:
 
   @property
   def placement(self):
-    """The devices holding the learner's variables."""
-    return sorted(set(self.executor.placement.values())) or [
-      self.task.learner_device
-    ]
+    return learner_placement(self.task, self.executor)
 
   def samples_trained(self):
     step = int(self.executor.execute("get_train_step"))

@@ -90,6 +90,23 @@ def run_ps(task):
   server.join()
 
 
+def build_on_learner(task, root):
+  """A learner root's executor in a cluster: its variables on the ps tasks
+  (sharded by size; on the learner without ps tasks), its computation and
+  learner-resident components (queues) on the learner."""
+  with tf.device(task.learner_device):
+    return root.build(
+      PSExecutor,
+      ps_devices=task.ps_devices(),
+      device_map={path: task.learner_device for path in root.learner_resident},
+    )
+
+
+def learner_placement(task, executor):
+  """The devices holding a `build_on_learner` executor's variables."""
+  return sorted(set(executor.placement.values())) or [task.learner_device]
+
+
 class RemoteLearner:
   """The learner task's executor (variables on the ps tasks, sharded by
   size; the queue and computation on the learner) and the weights it
@@ -106,22 +123,13 @@ class RemoteLearner:
     root = builder.make_learner(observation_space, QUEUE_NAME)
     self.learner = root.component
     specs = weight_specs(builder.weights_space(observation_space))
+    self.executor = build_on_learner(task, root)
     with tf.device(task.learner_device):
-      self.executor = root.build(
-        PSExecutor,
-        ps_devices=task.ps_devices(),
-        device_map={
-          path: task.learner_device for path in root.learner_resident
-        },
-      )
       self.published = PublishedWeights(specs, task.learner_device)
 
   @property
   def placement(self):
-    """The devices holding the learner's variables."""
-    return sorted(set(self.executor.placement.values())) or [
-      self.task.learner_device
-    ]
+    return learner_placement(self.task, self.executor)
 
   def publish(self):
     """Makes the learner's current weights the actors' next ones."""
@@ -260,6 +268,8 @@ def exit_code_for_learner_error(error):
 
 
 __all__ = [
+  "build_on_learner",
+  "learner_placement",
   "ActorProgress",
   "ClusterError",
   "EXIT_LEARNER_GONE",
