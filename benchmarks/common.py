@@ -178,8 +178,9 @@ def interleave(fns, reps, warmup=1, between=gc.collect):
   `warmup` untimed ones, rotating which goes first each round so drift on a
   shared machine hits every variant alike.
 
-  Each call is timed; its record is `{"wall_s": seconds}` plus the dict the
-  callable returns (if any). `between()` runs before every call, untimed.
+  Each call is timed; its record is `{"wall_s": seconds, "cpu_s": this
+  process's CPU seconds, all threads}` plus the dict the callable returns
+  (if any). `between()` runs before every call, untimed.
   Returns name -> list of records, one per timed round.
   """
   names = list(fns)
@@ -189,9 +190,12 @@ def interleave(fns, reps, warmup=1, between=gc.collect):
     for name in names[shift:] + names[:shift]:
       if between is not None:
         between()
-      start = time.perf_counter()
+      start, cpu = time.perf_counter(), time.process_time()
       extra = fns[name]()
-      record = {"wall_s": time.perf_counter() - start}
+      record = {
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": time.process_time() - cpu,
+      }
       if extra:
         record.update(extra)
       if rnd >= warmup:

@@ -1,0 +1,656 @@
+r"""The CPU budget: how close each system runs to what the cores can do.
+
+On CPU the policy and the learner share the cores with the envs, so a ratio
+to raw stepping cannot reach 1. Every env step costs CPU in each part:
+
+  env        stepping the envs with random actions (one thread, the
+             shipped number of envs per actor / vector env);
+  inference  one policy forward at the actor batch size, per env step;
+  learner    IMPALA: one update (dequeue, V-trace, RMSProp) per env step
+             trained (T x B per update, fed synthetic rollouts);
+  insert     DQN: `observe` (n-step push and replay insert) per env step;
+  update     DQN: `update` (sample, loss, Adam) per env step: one update of
+             batch 32 every `update_every` vector steps of `num_envs`.
+
+Each part runs ALONE in this process and is charged the process's CPU
+seconds (all threads: ale-py's C++ stepping threads, TF's pools). Their sum
+s (CPU seconds per env step) bounds any system on `cores` cores:
+
+  L = cores / s     env steps/s (the limit)
+
+Then the system itself, at the shipped flagfile's settings, runs end to end
+in the same process, interleaved with the parts (`common.interleave`, the
+order rotating per repetition):
+
+  impala_pong      experiments/flagfiles/impala_pong.cfg: `ActorLearnerDriver`
+                   (actor threads + learner thread, as experiments/impala.py)
+                   via benchmarks/impala_harness's `Harness`: raw (N
+                   threads stepping N actors' envs), actors_only, end_to_end.
+  impala_cartpole  the same for impala_cartpole.cfg.
+  dqn_pong         experiments/flagfiles/dqn_pong.cfg: the agent's in-graph
+                   `train` loop (one graph call per 100 vector steps), with
+                   updates off (learning_starts never reached) and on (every
+                   `update_every` vector steps), and raw stepping.
+
+Ratios: end to end over L (how much of the machine the system uses well),
+end to end over raw (the usual figure), and for each end-to-end phase its
+own CPU seconds per env step over s (> 1: overhead outside the parts, e.g.
+the GIL, queues, numpy_function hops; the rate over L is then below
+cores-busy x s / that).
+
+Units: env steps (agent steps). Pong frames = 4 x env steps (frameskip 4);
+CartPole frames = env steps.
+
+    python -m benchmarks.cpu_budget            # the measurement (~12 min)
+    python -m benchmarks.cpu_budget --quick    # smoke: CartPole, short
+
+Writes benchmarks/results/cpu_budget.json and cpu_budget.png (not --quick).
+"""
+
+import dataclasses
+import gc
+import os
+import pathlib
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
+
+from benchmarks import (
+  common,  # Sets OMP_WAIT_POLICY before TF loads.
+  impala_harness,
+)
+from experiments import config_flags, configs
+from ingraph_rl.agents.dqn import DQNBuilder
+from ingraph_rl.environments import is_atari_id, make_vector_env
+from ingraph_rl.runners.environments import (
+  make_actor_env,
+  num_action_repeats_for,
+)
+
+NAME = "cpu_budget"
+FLAGFILES = (
+  pathlib.Path(__file__).resolve().parents[1] / "experiments" / ("flagfiles")
+)
+
+_QUICK = flags.DEFINE_bool("quick", False, "Smoke run: CartPole, short.")
+_SETUPS = flags.DEFINE_list(
+  "setups",
+  None,
+  "Setups to run (default impala_pong,impala_cartpole,dqn_pong; "
+  "impala_cartpole with --quick).",
+)
+_REPS = flags.DEFINE_integer("reps", None, "Repetitions (3; 1 --quick).")
+_DURATION = flags.DEFINE_float(
+  "duration", None, "Seconds counted per IMPALA phase (4; 0.5 --quick)."
+)
+_DQN_REPLAY_CAP = flags.DEFINE_integer(
+  "dqn_replay_capacity",
+  100_000,
+  "Caps the DQN replay (its size does not change per-step costs; two "
+  "agents are built).",
+)
+_OVERRIDES = flags.DEFINE_multi_string(
+  "override",
+  [],
+  "Flag overrides after the flagfile for every setup of that agent, as "
+  "'impala:--env_groups=2' or 'dqn:--update_every=4'.",
+)
+
+SEED = 0
+DQN_FILL_STEPS = 2_000  # Env steps before DQN "updates on" is timed.
+NEVER = 10**12  # learning_starts for "updates off".
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  agent: str  # "impala" or "dqn".
+  flagfile: str
+
+
+SETUPS = {
+  "impala_pong": Setup("impala", "impala_pong.cfg"),
+  "impala_cartpole": Setup("impala", "impala_cartpole.cfg"),
+  "dqn_pong": Setup("dqn", "dqn_pong.cfg"),
+}
+TARGETS = {
+  "impala_pong_end_to_end_over_limit": 0.85,
+  "impala_pong_end_to_end_over_raw": 0.65,
+  "impala_pong_actors_only_over_raw": 0.9,
+  "dqn_pong_in_graph_over_raw_updates_off": 0.6,
+  "dqn_pong_end_to_end_over_limit_updates_on": 0.85,
+  "impala_cartpole_end_to_end_fps": 12_600,
+}
+
+
+def flagfile_values(setup):
+  """The run's values as the experiment resolves them from the flagfile
+  (the preset overridden by the flagfile, then by `--override`s)."""
+  classes, preset = {
+    "impala": (configs.IMPALA_CLASSES, configs.IMPALA_CARTPOLE),
+    "dqn": (configs.DQN_CLASSES, configs.DQN_CARTPOLE),
+  }[setup.agent]
+  fv = flags.FlagValues()
+  config_flags.define_flags(*classes, flag_values=fv)
+  extra = [
+    o.split(":", 1)[1]
+    for o in _OVERRIDES.value
+    if o.split(":", 1)[0] == setup.agent
+  ]
+  fv(["cpu_budget", f"--flagfile={FLAGFILES / setup.flagfile}", *extra])
+  return config_flags.resolve(classes, preset, flag_values=fv)
+
+
+def cpu_per(fn, units):
+  """(CPU seconds per unit, wall seconds per unit) of `fn()`."""
+  gc.collect()
+  wall, cpu = time.perf_counter(), time.process_time()
+  fn()
+  return (
+    (time.process_time() - cpu) / units,
+    (time.perf_counter() - wall) / units,
+  )
+
+
+def repeat_in_graph(fn, args, k):
+  """`run()`: `fn(*args)` `k` times in ONE graph call (a tf.while_loop),
+  as the actor's and the DQN loop's graphs call the policy: no Python call
+  per forward. The arguments ride as loop variables and every output feeds
+  a sum the loop returns, so grappler can neither hoist the work out of
+  the loop nor prune it (outputs consumed only by control dependencies
+  are pruned: pure ops then never run)."""
+
+  def total(out):
+    leaves = [
+      tf.cast(tf.reduce_sum(x), tf.float64)
+      for x in tf.nest.flatten(out)
+      if x.dtype.is_floating or x.dtype.is_integer
+    ]
+    return tf.add_n(leaves)
+
+  @tf.function(autograph=False)
+  def loop(args):
+    def body(i, acc, args):
+      out = fn(*args)
+      return i + 1, acc + total(out), args
+
+    return tf.while_loop(
+      lambda i, *_: i < k,
+      body,
+      (tf.constant(0), tf.constant(0.0, tf.float64), args),
+      parallel_iterations=1,
+    )[1]
+
+  args = tf.nest.map_structure(tf.convert_to_tensor, tuple(args))
+  loop(args).numpy()  # Trace.
+  return lambda: loop(args).numpy()
+
+
+def random_stepper(env, seed):
+  rng = np.random.default_rng(seed)
+  n = env.action_space.num_categories
+
+  def step(k):
+    for _ in range(k):
+      env.step(rng.integers(0, n, env.num_envs, dtype=np.int64))
+
+  return step
+
+
+# --- IMPALA ---------------------------------------------------------------
+
+
+class ImpalaBudget:
+  """One IMPALA flagfile: its parts and its `Harness` (the driver)."""
+
+  def __init__(self, name, setup, quick):
+    self.name = name
+    values = flagfile_values(setup)
+    self.values = values
+    settings = configs.impala_settings(values)
+    env_id = settings.env
+    repeats = num_action_repeats_for(env_id, settings.num_action_repeats)
+    self.E = settings.num_envs_per_actor
+    self.N = settings.num_actors
+    self.T, self.B = values["unroll_length"], values["batch_size"]
+    self.repeats = repeats
+    duration = _DURATION.value or (0.5 if quick else 4.0)
+    args = {
+      "E": self.E,
+      "T": self.T,
+      "B": self.B,
+      "queue_capacity": values["queue_capacity"],
+      "repeats": {env_id: settings.num_action_repeats},
+      "ale_num_threads": 0,
+      "warmup_s": 0.3 if quick else 1.0,
+      "duration": duration,
+      "learner_updates": 2 if quick else max(4, 6400 // (self.T * self.B)),
+    }
+
+    def config_fn(num_actions, obs_space, args):
+      del obs_space, args
+      return configs.impala_config(
+        values, num_actions, self.B * self.T * repeats
+      )
+
+    self.harness = impala_harness.Harness(
+      env_id, self.N, settings.env_processes, args, config_fn
+    )
+    self.learner = impala_harness.LearnerOnly(env_id, args, config_fn)
+    self.env = make_actor_env(
+      env_id,
+      self.E,
+      SEED + 77,
+      settings.num_action_repeats,
+      settings.env_processes,
+    )
+    self.env.reset(SEED + 77)
+    self.step_random = random_stepper(self.env, SEED)
+    self.env_calls = 20 if quick else 200
+    self.act_loop = None
+
+  def fns(self):
+    h = self.harness
+    return {
+      "part_env": lambda: self._part(
+        "env", lambda: self.step_random(self.env_calls), self.env_calls * self.E
+      ),
+      "part_inference": lambda: self._inference(),
+      "part_learner": lambda: self._learner(),
+      "raw": lambda: self._phase(h.raw),
+      "actors_only": lambda: self._phase(h.actors_only),
+      "end_to_end": lambda: self._phase(h.end_to_end),
+    }
+
+  def _part(self, part, fn, units):
+    cpu, wall = cpu_per(fn, units)
+    return {"part": part, "cpu_s_per_step": cpu, "wall_s_per_step": wall}
+
+  def _inference(self):
+    if self.act_loop is None:
+      fn, args = self.harness.act_inputs()
+      self.act_loop = repeat_in_graph(fn, args, impala_harness.ACT_CALLS)
+    return self._part(
+      "inference", self.act_loop, impala_harness.ACT_CALLS * self.E
+    )
+
+  def _learner(self):
+    out = self.learner.run()
+    return {
+      "part": "learner",
+      "cpu_s_per_step": out["cpu_s_per_env_step"],
+      "wall_s_per_step": 1.0 / out["env_steps_per_s"],
+    }
+
+  def _phase(self, phase):
+    out = phase()
+    # End to end: what the learner trained, where the actors ran ahead of
+    # it in the window (the queue's slack).
+    rate = min(
+      out["env_steps_per_s"], out.get("trained_env_steps_per_s", np.inf)
+    )
+    # CPU over the phase's counted window (not its warmup and quiesce).
+    cpu = self.harness.window_cpu_s / out["window_s"]
+    return dict(out, env_steps_per_s=rate, cpu_s_per_step=cpu / rate)
+
+  def close(self):
+    self.learner.close()
+    self.harness.close()
+    self.env.close()
+
+
+# --- DQN ------------------------------------------------------------------
+
+
+class DqnBudget:
+  """dqn_pong.cfg: its parts, the in-graph loop (updates off / on), raw."""
+
+  def __init__(self, name, setup, quick):
+    self.name = name
+    values = dict(flagfile_values(setup))
+    values["replay_capacity"] = min(
+      values["replay_capacity"], _DQN_REPLAY_CAP.value
+    )
+    settings = configs.dqn_settings(values)
+    self.values = values
+    self.env_id, self.n = settings.env, settings.num_envs
+    self.repeats = num_action_repeats_for(self.env_id, None)
+    self.steps_per_call = settings.steps_per_call
+    atari = is_atari_id(self.env_id)
+    probe = make_vector_env(self.env_id, 1, SEED)
+    num_actions = probe.action_space.num_categories
+    self.obs_space = probe.observation_space
+    probe.close()
+    base = configs.dqn_config(values, num_actions, atari)
+    pre = configs.scaled_frames if atari else None
+    self.config = base
+    self.calls = 2 if quick else 10  # train() calls per rep (x100 steps).
+    self.agents = {}
+    for setting, starts in (("off", NEVER), ("on", DQN_FILL_STEPS)):
+      env = make_vector_env(self.env_id, self.n, SEED + len(self.agents))
+      config = dataclasses.replace(base, learning_starts=starts)
+      ex = DQNBuilder(config, preprocessor=pre).make_agent(env=env).build()
+      ex.execute("reset_env", SEED)
+      self.agents[setting] = (ex, env)
+    # Fill past learning_starts (untimed): every timed step of "on" updates.
+    on = self.agents["on"][0]
+    on.execute("train", -(-DQN_FILL_STEPS // self.n) + 1)
+    # The parts: a separate agent without env (observe / update APIs).
+    self.parts_agent = (
+      DQNBuilder(
+        dataclasses.replace(
+          base, learning_starts=base.batch_size, num_envs=self.n
+        ),
+        preprocessor=pre,
+      )
+      .make_agent(self.obs_space)
+      .build()
+    )
+    self.env = make_vector_env(self.env_id, self.n, SEED + 9)
+    self.obs = self.env.reset(SEED + 9)
+    self.step_random = random_stepper(self.env, SEED)
+    self.raw_env = make_vector_env(self.env_id, self.n, SEED + 11)
+    self.raw_env.reset(SEED + 11)
+    self.raw_step = random_stepper(self.raw_env, SEED + 1)
+    self._fill_parts_agent(DQN_FILL_STEPS // self.n + 1)
+    self.part_calls = 20 if quick else 200
+    self.act_loop = self.update_loop = self.insert_loop = None
+
+  def _observe_args(self, step, actions):
+    extra = (step.truncated,) if self.config.n_step > 1 else ()
+    return (
+      self.obs,
+      actions,
+      step.rewards,
+      step.final_obs,
+      step.terminated,
+      *extra,
+    )
+
+  def _fill_parts_agent(self, vector_steps):
+    rng = np.random.default_rng(SEED)
+    k = self.env.action_space.num_categories
+    for _ in range(vector_steps):
+      actions = rng.integers(0, k, self.n, dtype=np.int64)
+      step = self.env.step(actions)
+      self.parts_agent.execute("observe", *self._observe_args(step, actions))
+      self.obs = step.obs
+
+  def fns(self):
+    steps = self.calls * self.steps_per_call
+    return {
+      "part_env": lambda: self._part(
+        "env", lambda: self.step_random(self.part_calls), self.part_calls
+      ),
+      "part_inference": lambda: self._part(
+        "inference", self._act, self.part_calls
+      ),
+      "part_insert": lambda: self._insert(),
+      "part_update": lambda: self._part(
+        "update", self._update, self.part_calls
+      ),
+      "raw": lambda: self._rate(lambda: self.raw_step(steps), steps),
+      "in_graph_off": lambda: self._train("off"),
+      "in_graph_on": lambda: self._train("on"),
+    }
+
+  def _part(self, part, fn, calls):
+    cpu, wall = cpu_per(fn, calls)
+    # Per env step: inference and insert serve n envs per call; an update
+    # serves num_envs x update_every env steps.
+    per = self.n * (self.config.update_every if part == "update" else 1)
+    return {
+      "part": part,
+      "cpu_s_per_step": cpu / per,
+      "wall_s_per_step": wall / per,
+    }
+
+  def _act(self):
+    if self.act_loop is None:
+      fn = self.parts_agent.function("get_actions")
+      self.act_loop = repeat_in_graph(fn, (self.obs, True), self.part_calls)
+    self.act_loop()
+
+  def _update(self):
+    if self.update_loop is None:
+      fn = self.parts_agent.function("update")
+      self.update_loop = repeat_in_graph(fn, (), self.part_calls)
+    self.update_loop()
+
+  def _insert(self):
+    # The same recorded steps again (the memory is a ring: inserting more
+    # changes nothing about its cost).
+    if self.insert_loop is None:
+      rng = np.random.default_rng(SEED + 3)
+      k = self.env.action_space.num_categories
+      actions = rng.integers(0, k, self.n, dtype=np.int64)
+      step = self.env.step(actions)
+      fn = self.parts_agent.function("observe")
+      self.insert_loop = repeat_in_graph(
+        fn, self._observe_args(step, actions), self.part_calls
+      )
+    return self._part("insert", self.insert_loop, self.part_calls)
+
+  def _rate(self, fn, vector_steps):
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    steps = vector_steps * self.n
+    return {
+      "env_steps_per_s": steps / (time.perf_counter() - wall),
+      "cpu_s_per_step": (time.process_time() - cpu) / steps,
+    }
+
+  def _train(self, setting):
+    ex = self.agents[setting][0]
+
+    def run():
+      for _ in range(self.calls):
+        out = ex.execute("train", self.steps_per_call)
+      out["updates"].numpy()
+
+    return self._rate(run, self.calls * self.steps_per_call)
+
+  def close(self):
+    for _, env in self.agents.values():
+      env.close()
+    self.env.close()
+    self.raw_env.close()
+
+
+# --- the report -----------------------------------------------------------
+
+
+def part_stats(records, keys):
+  """{part: Stat of CPU seconds per env step}."""
+  return {
+    k.removeprefix("part_"): common.Stat.of(
+      r["cpu_s_per_step"] for r in records[k]
+    )
+    for k in keys
+  }
+
+
+def analyse(name, budget, records, cores):
+  """(rows, ratios, summary dict) of one setup."""
+  part_keys = [k for k in records if k.startswith("part_")]
+  parts = part_stats(records, part_keys)
+  rows, ratios = [], {}
+  for part, stat in parts.items():
+    rows.append(
+      common.Row(f"{name}/part/{part}", "cpu", "us/env step", stat.scaled(1e6))
+    )
+  systems = [k for k in records if not k.startswith("part_")]
+  for key in systems:
+    rows.append(
+      common.Row(
+        f"{name}/{key}",
+        "throughput",
+        "env steps/s",
+        common.Stat.of(r["env_steps_per_s"] for r in records[key]),
+      )
+    )
+    rows.append(
+      common.Row(
+        f"{name}/{key}",
+        "cpu_per_env_step",
+        "us/env step",
+        common.Stat.of(r["cpu_s_per_step"] for r in records[key]).scaled(1e6),
+      )
+    )
+
+  def limit(keys, rnd):
+    total = sum(records[f"part_{k}"][rnd]["cpu_s_per_step"] for k in keys)
+    return cores / total
+
+  def rate(key, rnd):
+    return records[key][rnd]["env_steps_per_s"]
+
+  reps = len(records["raw"])
+  if isinstance(budget, ImpalaBudget):
+    part_names = ["env", "inference", "learner"]
+    limits = [limit(part_names, i) for i in range(reps)]
+    ratios[f"{name}_end_to_end_over_limit"] = median(
+      rate("end_to_end", i) / limits[i] for i in range(reps)
+    )
+    ratios[f"{name}_end_to_end_over_raw"] = median(
+      rate("end_to_end", i) / rate("raw", i) for i in range(reps)
+    )
+    ratios[f"{name}_actors_only_over_raw"] = median(
+      rate("actors_only", i) / rate("raw", i) for i in range(reps)
+    )
+    ratios[f"{name}_end_to_end_fps"] = median(
+      rate("end_to_end", i) * budget.repeats for i in range(reps)
+    )
+    limit_rows = {"end_to_end": limits}
+  else:
+    off = ["env", "inference", "insert"]
+    on = off + ["update"]
+    limits_off = [limit(off, i) for i in range(reps)]
+    limits_on = [limit(on, i) for i in range(reps)]
+    ratios[f"{name}_in_graph_over_raw_updates_off"] = median(
+      rate("in_graph_off", i) / rate("raw", i) for i in range(reps)
+    )
+    ratios[f"{name}_in_graph_over_raw_updates_on"] = median(
+      rate("in_graph_on", i) / rate("raw", i) for i in range(reps)
+    )
+    ratios[f"{name}_end_to_end_over_limit_updates_off"] = median(
+      rate("in_graph_off", i) / limits_off[i] for i in range(reps)
+    )
+    ratios[f"{name}_end_to_end_over_limit_updates_on"] = median(
+      rate("in_graph_on", i) / limits_on[i] for i in range(reps)
+    )
+    limit_rows = {"in_graph_off": limits_off, "in_graph_on": limits_on}
+  for key, values in limit_rows.items():
+    rows.append(
+      common.Row(
+        f"{name}/{key}/limit",
+        "throughput",
+        "env steps/s",
+        common.Stat.of(values),
+      )
+    )
+  summary = {
+    "flagfile": f"experiments/flagfiles/{SETUPS[name].flagfile}",
+    "values": {
+      k: v
+      for k, v in budget.values.items()
+      if isinstance(v, (int, float, str, bool)) or v is None
+    },
+    "parts_us_per_env_step": {
+      p: round(s.median * 1e6, 2) for p, s in parts.items()
+    },
+    "limit_env_steps_per_s": {
+      k: round(median(v), 1) for k, v in limit_rows.items()
+    },
+  }
+  return rows, ratios, summary
+
+
+def median(values):
+  values = sorted(values)
+  n = len(values)
+  return (values[(n - 1) // 2] + values[n // 2]) / 2
+
+
+def plot(summaries, ratios):
+  plt = common.pyplot()
+  if plt is None:
+    return
+  names = list(summaries)
+  fig, ax = plt.subplots(figsize=(8, 4.5))
+  colors = {
+    "env": "tab:green",
+    "inference": "tab:blue",
+    "learner": "tab:red",
+    "insert": "tab:orange",
+    "update": "tab:red",
+  }
+  for i, name in enumerate(names):
+    bottom = 0.0
+    for part, us in summaries[name]["parts_us_per_env_step"].items():
+      ax.bar(i, us, bottom=bottom, color=colors[part], label=part)
+      bottom += us
+    for key, cpu in summaries[name]["end_to_end_cpu_us"].items():
+      ax.plot([i - 0.4, i + 0.4], [cpu, cpu], "k--", lw=1)
+      ax.annotate(key, (i + 0.42, cpu), fontsize=7, va="center")
+  handles, labels = ax.get_legend_handles_labels()
+  unique = dict(zip(labels, handles))
+  ax.legend(unique.values(), unique.keys(), fontsize=8)
+  ax.set_xticks(range(len(names)), names)
+  ax.set_ylabel(
+    "CPU us per env step (bars: parts alone;\n"
+    "dashes: the system's own CPU per env step)"
+  )
+  ax.set_title("Where a frame's CPU goes (2 cores)")
+  fig.tight_layout()
+  common.save_plot(fig, NAME)
+
+
+def main(argv):
+  del argv
+  quick = _QUICK.value
+  names = _SETUPS.value or (["impala_cartpole"] if quick else list(SETUPS))
+  reps = _REPS.value or (1 if quick else 3)
+  cores = os.cpu_count()
+  rows, ratios, summaries = [], {}, {}
+  for name in names:
+    setup = SETUPS[name]
+    cls = ImpalaBudget if setup.agent == "impala" else DqnBudget
+    t = time.perf_counter()
+    budget = cls(name, setup, quick)
+    build_s = time.perf_counter() - t
+    try:
+      records = common.interleave(budget.fns(), reps=reps, warmup=1)
+    finally:
+      budget.close()
+    r, q, summary = analyse(name, budget, records, cores)
+    summary["build_s"] = round(build_s, 1)
+    summary["end_to_end_cpu_us"] = {
+      row.case.split("/", 1)[1]: round(row.stat.median, 1)
+      for row in r
+      if row.metric == "cpu_per_env_step"
+    }
+    rows += r
+    ratios.update(q)
+    summaries[name] = summary
+    del budget
+    gc.collect()
+  config = {
+    "reps": reps,
+    "cores": cores,
+    "threads": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")},
+    "unit": "env steps (agent steps); Pong frames = 4 x env steps",
+    "targets": {k: v for k, v in TARGETS.items() if k in ratios},
+    "overrides": list(_OVERRIDES.value),
+    "setups": summaries,
+    "cpu_clock": "time.process_time(): this process, all threads",
+  }
+  path = common.write_results(NAME, quick, config, rows, ratios)
+  if not quick:
+    plot(summaries, ratios)
+  common.print_table(NAME, rows, ratios, summary=str(summaries), path=path)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,79 @@
+"""The CPU-budget benchmark: its in-graph repeat really runs the work, and
+its --quick run writes the contract's JSON (into a temporary folder)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from benchmarks.cpu_budget import repeat_in_graph
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_repeat_in_graph_computes_every_call():
+  x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+  @tf.function
+  def policy(obs, scale):
+    return {"a": tf.reduce_sum(obs * scale, axis=1), "b": tf.constant(1)}
+
+  run = repeat_in_graph(policy, (x, np.float32(2.0)), 7)
+  # Each call's outputs sum to 2 * 15 + 1: the loop returns 7 of them (the
+  # work is neither pruned nor done once).
+  assert run() == pytest.approx(7 * 31.0)
+
+
+def test_repeat_in_graph_repeats_state_changes():
+  v = tf.Variable(0)
+
+  @tf.function
+  def bump():
+    return v.assign_add(1)
+
+  run = repeat_in_graph(bump, (), 5)  # Traces and runs once.
+  assert int(v.numpy()) == 5
+  run()
+  assert int(v.numpy()) == 10
+
+
+@pytest.mark.slow  # ~25 s: make test-all.
+def test_quick_run_writes_contract_json(tmp_path):
+  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
+  out = subprocess.run(
+    [sys.executable, "-m", "benchmarks.cpu_budget", "--quick"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  doc = json.loads((tmp_path / "cpu_budget.json").read_text())
+  assert doc["benchmark"] == "cpu_budget" and doc["quick"] is True
+  cases = {(r["case"], r["metric"]) for r in doc["results"]}
+  for part in ("env", "inference", "learner"):
+    assert (f"impala_cartpole/part/{part}", "cpu") in cases
+  for phase in ("raw", "actors_only", "end_to_end"):
+    assert (f"impala_cartpole/{phase}", "throughput") in cases
+    assert (f"impala_cartpole/{phase}", "cpu_per_env_step") in cases
+  setup = doc["config"]["setups"]["impala_cartpole"]
+  parts = setup["parts_us_per_env_step"]
+  assert all(v > 0 for v in parts.values())
+  # L = cores / sum of the parts' CPU per env step.
+  limit = setup["limit_env_steps_per_s"]["end_to_end"]
+  assert limit == pytest.approx(
+    doc["config"]["cores"] / (sum(parts.values()) * 1e-6), rel=0.02
+  )
+  for key in (
+    "impala_cartpole_end_to_end_over_limit",
+    "impala_cartpole_end_to_end_over_raw",
+    "impala_cartpole_actors_only_over_raw",
+    "impala_cartpole_end_to_end_fps",
+  ):
+    assert doc["ratios"][key] > 0
