@@ -18,6 +18,7 @@ from ingraph_rl.agents.dqn.networks import QNetwork, TargetQNetwork
 from ingraph_rl.components.explorations import EpsilonGreedy, LinearDecay
 from ingraph_rl.components.losses import DQNLoss
 from ingraph_rl.components.memories import (
+  FrameStackReplay,
   NStepAccumulator,
   PrioritizedReplay,
   ReplayMemory,
@@ -26,18 +27,21 @@ from ingraph_rl.components.optimizers import Adam
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
+from ingraph_rl.spaces import BoxSpace
 from ingraph_rl.utils.lazy import torch
 
 
 class DQNAgent(Component):
-  """DQN with double-Q, dueling, n-step and prioritized replay options.
+  """DQN with double-Q, dueling, n-step, prioritized and frame-stack replay
+  options.
 
   APIs (fixed dict results):
     get_actions(states, explore) -> {"actions", "q_values", "epsilon"}
     observe(states, actions, rewards, next_states, terminals) -> size; with
       n_step > 1 also `truncated` (last): steps go through an
       `NStepAccumulator` (one row per env, `num_envs` rows every call) and
-      the memory stores n-step transitions with their bootstrap discounts.
+      the memory stores n-step transitions with their bootstrap discounts
+      (with frame_stack_replay also `truncated`, see below).
     update() -> {"loss", "grad_norm", "mean_q"}: sample a batch, the loss,
       (prioritized) new priorities |td| + 1e-6, and one optimizer step. A
       refused update (an empty memory, non-finite priorities) is a
@@ -60,9 +64,26 @@ class DQNAgent(Component):
   steps become transitions of fewer steps, bootstrapping with discount^m
   from `final_obs` (or not at all when terminated); `reset_env` drops
   pending steps.
+
+  With `frame_stack_replay` (stacked-frame observations [H, W, stack]) a
+  `FrameStackReplay` replaces accumulator and memory: `observe` inserts
+  ONE step per env (`num_envs` rows every call, in the same env order;
+  `truncated` is an input, `next_states` is not stored: the next call's
+  `states` are) and `update` samples n-step transitions from it, the same
+  as the accumulator's except at truncations: with no final observation
+  stored they end the episode without bootstrap (as in Dopamine), and so
+  do the episodes `reset_env` cuts. Its memory holds each frame once:
+  about 1 / (2 * stack) of the bytes of the transitions.
   """
 
-  def __init__(self, config, env=None, preprocessor=None, scope="dqn"):
+  def __init__(
+    self,
+    config,
+    env=None,
+    preprocessor=None,
+    scope="dqn",
+    observation_space=None,
+  ):
     super().__init__(scope=scope)
     if not isinstance(config, DQNConfig):
       raise TypeError("config must be a DQNConfig")
@@ -82,35 +103,49 @@ class DQNAgent(Component):
       LinearDecay(c.epsilon_from, c.epsilon_to, c.epsilon_steps),
       seed=c.seed,
     )
-    self.memory = (
-      PrioritizedReplay(
-        c.replay_capacity, c.alpha, c.beta, seed=c.seed, scope="memory"
-      )
-      if c.prioritized
-      else ReplayMemory(c.replay_capacity, seed=c.seed, scope="memory")
-    )
     self.num_envs = (
       c.num_envs if c.num_envs is not None else getattr(env, "num_envs", None)
     )
+    self.frame_stack = c.frame_stack_replay
     self.accumulator = None
-    if c.n_step > 1:
-      self.accumulator = self._make_accumulator(c, env)
+    if self.frame_stack:
+      self.memory = self._make_frame_stack_replay(
+        c,
+        env,
+        observation_space
+        if observation_space is not None
+        else getattr(env, "observation_space", None),
+      )
+    else:
+      self.memory = (
+        PrioritizedReplay(
+          c.replay_capacity, c.alpha, c.beta, seed=c.seed, scope="memory"
+        )
+        if c.prioritized
+        else ReplayMemory(c.replay_capacity, seed=c.seed, scope="memory")
+      )
+      if c.n_step > 1:
+        self.accumulator = self._make_accumulator(c, env)
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
     self.optimizer = Adam(
       c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
     )
 
-  def _make_accumulator(self, c, env):
+  def _check_streams(self, c, env, what):
+    """Checks the per-env streams of `what` (an n-step window, a frame
+    ring): their number is known and agrees with the env."""
     if self.num_envs is None:
       raise BuildError(
-        "DQNAgent: n_step > 1 keeps per-env n-step windows; "
-        "give DQNConfig(num_envs=...) (rows per observe call) "
-        "or an env"
+        f"DQNAgent: {what}; give DQNConfig(num_envs=...) (rows per observe "
+        f"call) or an env"
       )
     if env is not None and self.num_envs != env.num_envs:
       raise BuildError(
         f"DQNAgent: config.num_envs={c.num_envs} but the env has {env.num_envs}"
       )
+
+  def _make_accumulator(self, c, env):
+    self._check_streams(c, env, "n_step > 1 keeps per-env n-step windows")
     if env is not None and c.learning_starts <= (c.n_step - 1) * env.num_envs:
       # The first n - 1 vector steps store nothing (unless episodes end).
       raise BuildError(
@@ -119,6 +154,38 @@ class DQNAgent(Component):
         f"the memory holds transitions at the first update"
       )
     return NStepAccumulator(c.n_step, c.discount, self.num_envs, scope="n_step")
+
+  def _make_frame_stack_replay(self, c, env, space):
+    if c.prioritized:  # DQNConfig refuses it too.
+      raise BuildError(
+        "DQNAgent: frame_stack_replay does not support prioritized replay"
+      )
+    if (
+      not isinstance(space, BoxSpace)
+      or len(space.shape) != 3
+      or space.dtype.kind not in "iuf"
+    ):
+      raise BuildError(
+        f"DQNAgent: frame_stack_replay needs stacked-frame observations, a "
+        f"numeric box of shape [H, W, stack] (the stack last), got {space!r}"
+      )
+    self._check_streams(c, env, "frame_stack_replay keeps one ring per env")
+    if env is not None and c.learning_starts <= c.n_step * env.num_envs:
+      # A stream's step t is sampleable once step t + n is stored.
+      raise BuildError(
+        f"DQNAgent: learning_starts must exceed n_step * num_envs = "
+        f"{c.n_step * env.num_envs} with frame_stack_replay, so the memory "
+        f"can sample at the first update"
+      )
+    return FrameStackReplay(
+      c.replay_capacity,
+      self.num_envs,
+      stack=space.shape[-1],
+      seed=c.seed,
+      n_step=c.n_step,
+      discount=c.discount,
+      scope="memory",
+    )
 
   # --- building --------------------------------------------------------------
 
@@ -174,6 +241,21 @@ class DQNAgent(Component):
   def _observe(
     self, states, actions, rewards, next_states, terminals, truncated
   ):
+    if self.frame_stack:
+      # One step per env; the next call's states are these next_states.
+      ends = (
+        terminals
+        if truncated is None
+        else self._graph_fn_episode_ends(terminals, truncated)
+      )
+      return self.memory.insert(
+        {
+          "states": states,
+          "actions": actions,
+          "rewards": rewards,
+          "terminals": ends,
+        }
+      )
     if self.accumulator is None:
       return self.memory.insert(
         {
@@ -194,7 +276,8 @@ class DQNAgent(Component):
   def update(self):
     c = self.config
     batch = self.memory.sample(c.batch_size)
-    records = batch["records"]
+    # FrameStackReplay returns the transitions themselves.
+    records = batch if self.frame_stack else batch["records"]
     q_values = self.online.call(self._preprocess(records["states"]))
     next_states = self._preprocess(records["next_states"])
     weights = (
@@ -203,7 +286,11 @@ class DQNAgent(Component):
       else self._graph_fn_ones(records["rewards"])
     )
     # n-step records carry discount^m (m < n after an episode end).
-    discounts = records["discounts"] if self.accumulator is not None else None
+    discounts = (
+      records["discounts"]
+      if self.accumulator is not None or self.frame_stack
+      else None
+    )
     out = self.loss.loss(
       q_values,
       records["actions"],
@@ -260,6 +347,14 @@ class DQNAgent(Component):
     return value  # Eager: `done` ran already.
 
   @graph_fn
+  def _graph_fn_episode_ends(self, terminals, truncated):
+    return tf.logical_or(terminals, truncated)
+
+  @_graph_fn_episode_ends.torch
+  def _graph_fn_episode_ends(self, terminals, truncated):
+    return terminals | truncated
+
+  @graph_fn
   def _graph_fn_ones(self, like):
     return tf.ones_like(like)
 
@@ -290,6 +385,9 @@ class DQNAgent(Component):
     if self.accumulator is not None:
       # Pending steps of the cut episodes must not join the new ones.
       self.accumulator.clear()
+    if self.frame_stack:
+      # Nor may the stored windows reach into the new episodes.
+      self.memory.end_episodes()
     return self._graph_fn_reset_env(seed)
 
   @api

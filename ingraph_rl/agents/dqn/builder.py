@@ -17,10 +17,11 @@ The root (`runners.builder.Root`) is ONE `DQNAgent` that acts and learns:
   LOOP_APIS   reset_env, train: the in-graph training loop, with an env.
 Spaces:
   input_spaces   the root APIs' arguments (states, actions, rewards,
-                 next_states, terminals, [truncated with n-step], explore,
-                 num_steps, seed).
-  record_space   one transition in the replay memory ("discounts" with
-                 n-step returns).
+                 next_states, terminals, [truncated with n-step or
+                 frame_stack_replay], explore, num_steps, seed).
+  record_space   one transition as the replay memory stores or (with
+                 frame_stack_replay) samples it ("discounts" with n-step
+                 returns or frame_stack_replay).
   weights_space  `get_weights()`: the online Q-network's variables by path.
 """
 
@@ -113,14 +114,16 @@ class DQNBuilder:
       "num_steps": IntBox(1000, low=1),
       "seed": IntBox(1 << 30),
     }
-    if self.config.n_step > 1:
-      # Only n-step needs to know where episodes were cut short.
+    if self.config.n_step > 1 or self.config.frame_stack_replay:
+      # Only n-step and frame-stack replay need to know where episodes
+      # were cut short.
       spaces["truncated"] = BoolBox(add_batch_rank=True)
     return spaces
 
   def record_space(self, observation_space: Space) -> Dict:
-    """One transition as the replay memory stores it (n-step: the n-step
-    return in "rewards", the bootstrap discount in "discounts")."""
+    """One transition as the replay memory stores it, or with
+    frame_stack_replay samples it (n-step: the n-step return in "rewards";
+    the bootstrap discount in "discounts")."""
     fields: TypingDict[str, Space] = dict(
       states=observation_space,
       actions=IntBox(self.config.num_actions, dtype=np.int64),
@@ -128,7 +131,7 @@ class DQNBuilder:
       next_states=observation_space,
       terminals=BoolBox(),
     )
-    if self.config.n_step > 1:
+    if self.config.n_step > 1 or self.config.frame_stack_replay:
       fields["discounts"] = FloatBox()
     return Dict(fields)
 
@@ -164,7 +167,12 @@ class DQNBuilder:
       if env is None:
         raise ValueError("make_agent needs an observation space or an env")
       observation_space = cast(Space, env.observation_space)
-    agent = DQNAgent(self.config, env, preprocessor=self._preprocessor())
+    agent = DQNAgent(
+      self.config,
+      env,
+      preprocessor=self._preprocessor(),
+      observation_space=observation_space,
+    )
     apis = TRAIN_APIS + (LOOP_APIS if env is not None else ())
     return Root(
       agent, self.input_spaces(observation_space), apis, seed=self.config.seed

@@ -47,8 +47,10 @@ class FrameStackReplay(ReplayMemory):
       (default capacity // num_streams // 256, about 1.2% of the frame
       memory at stack 4; 0 disables it).
 
-  What `sample` returns, for a transition of stream s at step t (t counts
-  that stream's inserts):
+  n-step transitions (`n_step` = n, `discount` = g): the window of step t
+  of stream s is its steps t..t+n-1, cut after the first terminal one: it
+  spans m = (the first k with terminals[t+k-1]) steps, else m = n. What
+  `sample` returns for that transition (t counts the stream's inserts):
     states: the observation inserted at step t, i.e. frames t-stack+1..t of
       stream s, where a frame from before t's episode start is the frame of
       the episode's start prefix at that position. If that prefix is no
@@ -58,20 +60,34 @@ class FrameStackReplay(ReplayMemory):
       agent inserted whenever its frames are in memory; the memory assumes
       the agent's stacks are consistent (within an episode the stack of
       step t is the stack of step t-1 shifted by one frame).
-    next_states: likewise the observation inserted at step t + 1 of stream
-      s. For a terminal transition this is the FIRST observation of the next
-      episode (the final observation of an episode is never inserted): mask
-      it with `terminals`, as every TD target does.
-    actions, rewards, terminals: those inserted at step t.
+    next_states: likewise the observation inserted at step t + m. For a
+      terminal transition this is the FIRST observation of the next episode
+      (the final observation of an episode is never inserted): mask it with
+      `terminals`, as every TD target does.
+    rewards: the return r_t + g r_{t+1} + ... + g^(m-1) r_{t+m-1}, summed
+      newest first as `NStepAccumulator` does (the same float32 numbers);
+      with n = 1 the stored reward (any numeric nest) itself.
+    terminals: whether the window ended at a terminal step.
+    discounts: float32 g^m, the bootstrap discount (`DQNLoss`'s
+      `discounts`; g with n = 1).
+    actions: the one inserted at step t.
     indices: int32 flat indices s * C + (t mod C).
-  Valid (sampleable) steps t of each stream: step t + 1 must be stored, so
-  the newest step is never sampled; and no frame of its stacks may be
-  overwritten: once a stream's ring is full its stack - 1 oldest steps are
-  not sampled either. With n steps stored per stream, that leaves all but
-  the newest while n < C (n - 1 steps), and all but the newest and the
-  stack - 1 oldest once full (C - stack steps). `sample(batch_size)` draws
-  uniformly from the valid (stream, step) pairs, vectorized (one random
-  draw per batch element, no loop).
+  The transitions are those an `NStepAccumulator` makes from the same
+  steps, except at episode ends that are not terminations: the memory has
+  no final observation to bootstrap from, so insert a truncation (time
+  limit) as a terminal -- an episode end without bootstrap, as Dopamine
+  does -- and call `end_episodes()` where the agent cuts episodes short
+  (resets the envs). The accumulator instead bootstraps from `final_obs`.
+  Valid (sampleable) steps t of each stream: step t + n must be stored (no
+  partial windows at the head, even where a terminal would end the window
+  earlier: validity stays arithmetic on the ring size), so the newest n
+  steps are never sampled; and no frame of its stacks may be overwritten:
+  once a stream's ring is full its stack - 1 oldest steps are not sampled
+  either (the window's rewards, terminals and next stack are newer). With
+  `size` steps stored per stream, that leaves size - n while size < C, and
+  C - stack - n + 1 once full. `sample(batch_size)` draws uniformly from the
+  valid (stream, step) pairs, vectorized (one random draw per batch
+  element, no loop).
 
   Frames are gathered with int64 indices (GatherNd refuses int32 ones into
   more than 2^31 elements; 1e6 84x84 frames are 7e9). `insert` writes the
@@ -85,16 +101,22 @@ class FrameStackReplay(ReplayMemory):
       stored steps (all streams). A leading dim other than num_streams is a
       SpaceError and changes nothing.
     sample(batch_size) -> {"states", "actions", "rewards", "next_states",
-      "terminals", "indices"}; a SpaceError while no step can be sampled.
+      "terminals", "discounts", "indices"}; a SpaceError while no step can
+      be sampled.
     get_transitions(indices): the same dict for given flat indices (each
       must be a valid step, else a SpaceError). Deterministic, e.g. to
       compare the backends.
     get_size(): stored steps of all streams (num_streams * per-stream size).
+    end_episodes(): ends every stream's episode at its newest stored step,
+      as a terminal (no window reaches past it, nothing bootstraps from the
+      next insert, which starts an episode); returns the number of streams
+      whose episode was cut (int32). For envs reset mid-episode.
 
   Record spaces (checked at build, SpaceError otherwise): a Dict with
   exactly the keys actions, rewards, states, terminals and a batch rank (the
   streams); states a numeric box of per-item shape [*F, stack]; terminals
-  BoolBox(); actions and rewards numeric.
+  BoolBox(); actions and rewards numeric (rewards a scalar float box when
+  n_step > 1).
 
       >>> from ingraph_rl.executors.tensorflow import TFExecutor
       >>> from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox
@@ -119,26 +141,37 @@ class FrameStackReplay(ReplayMemory):
     stack=4,
     seed=0,
     episode_starts=None,
+    n_step=1,
+    discount=0.99,
     scope="frame_stack_replay",
   ):
-    num_streams, stack = int(num_streams), int(stack)
-    if num_streams < 1 or stack < 1:
+    num_streams, stack, n_step = int(num_streams), int(stack), int(n_step)
+    if num_streams < 1 or stack < 1 or n_step < 1:
       raise BuildError(
-        f"'{scope}': num_streams and stack must be >= 1, got "
-        f"{num_streams} and {stack}"
+        f"'{scope}': num_streams, stack and n_step must be >= 1, got "
+        f"{num_streams}, {stack} and {n_step}"
       )
+    if not 0.0 <= discount <= 1.0:
+      raise BuildError(f"'{scope}': discount must lie in [0, 1]")
     per_stream = int(capacity) // num_streams
-    if per_stream < stack + 1:
+    if per_stream < stack + n_step:
       raise BuildError(
         f"'{scope}': capacity {capacity} gives {per_stream} steps per "
-        f"stream for {num_streams} streams; need >= stack + 1 = "
-        f"{stack + 1}"
+        f"stream for {num_streams} streams; need >= stack + n_step = "
+        f"{stack + n_step}"
       )
     # ReplayMemory's ring length (`self.capacity`) is the steps per stream.
     super().__init__(per_stream, seed=seed, scope=scope)
     self.total_capacity = per_stream * num_streams
     self.num_streams = num_streams
     self.stack = stack
+    self.n_step = n_step
+    self.discount = float(discount)
+    # discount^m for windows of m = 0..n steps (float64, then float32: the
+    # numbers of NStepAccumulator's slot discounts).
+    self.discount_powers = np.array(
+      [self.discount**m for m in range(n_step + 1)], np.float32
+    )
     if episode_starts is None:
       episode_starts = max(1, per_stream // 256)
     if int(episode_starts) < 0:
@@ -174,6 +207,22 @@ class FrameStackReplay(ReplayMemory):
     step["age"] = sp.IntBox(shape=(self.num_streams,))
     step["start_id"] = sp.IntBox(shape=(self.num_streams,))
     self.step_space = sp.Dict(step, add_batch_rank=True)
+    per_item = space.strip_ranks()
+    rewards = per_item["rewards"]
+    if self.n_step > 1:  # Sums: the reward bounds do not hold.
+      rewards = sp.FloatBox(dtype=rewards.dtype)
+    # Declared: a literal batch size makes the batch dim static, and
+    # inference would then miss the batch rank.
+    self.transition_space = sp.Dict(
+      states=per_item["states"],
+      actions=per_item["actions"],
+      rewards=rewards,
+      next_states=per_item["states"],
+      terminals=sp.BoolBox(),
+      discounts=sp.FloatBox(),
+      indices=sp.IntBox(self.total_capacity),
+      add_batch_rank=True,
+    )
     super().create_variables({"records": self.step_space})
     self.buffer_of = {
       path: buf
@@ -224,6 +273,13 @@ class FrameStackReplay(ReplayMemory):
       terminals = space["terminals"]
       if not isinstance(terminals, sp.BoolBox) or terminals.shape != ():
         problems.append("'terminals' a BoolBox() per stream")
+      rewards = space["rewards"]
+      if self.n_step > 1 and (
+        not isinstance(rewards, sp.FloatBox) or rewards.shape != ()
+      ):
+        problems.append(
+          f"'rewards' a FloatBox() per stream (n_step={self.n_step} sums them)"
+        )
     if problems:
       raise SpaceError(
         "unsupported record space",
@@ -240,6 +296,10 @@ class FrameStackReplay(ReplayMemory):
   def get_transitions(self, indices):
     return self._graph_fn_get_transitions(indices)
 
+  @api
+  def end_episodes(self):
+    return self._graph_fn_end_episodes()
+
   # --- shared arithmetic (both backends) -------------------------------------
 
   def _frames_to_stack_perm(self, rank):
@@ -251,8 +311,25 @@ class FrameStackReplay(ReplayMemory):
     return [0, rank - 1] + list(range(1, rank - 1))
 
   def _num_valid(self, size):
-    """Sampleable steps per stream, as arithmetic on the ring size."""
-    return size - 1 if size < self.capacity else self.capacity - self.stack
+    """Sampleable steps per stream, as arithmetic on the ring size (a
+    Python int or a tensor)."""
+    full = self.capacity - self.stack - self.n_step + 1
+    if isinstance(size, int):
+      return size - self.n_step if size < self.capacity else full
+    return tf.where(size < self.capacity, size - self.n_step, full)
+
+  def _unsampleable_reason(self):
+    return (
+      f"no transition can be sampled yet (each stream needs "
+      f"{self.n_step + 1} stored steps)"
+    )
+
+  def _bad_indices_reason(self):
+    return (
+      f"indices must be sampleable steps (stream * capacity_per_stream + "
+      f"slot, not among a stream's newest {self.n_step}, stacks not "
+      f"overwritten)"
+    )
 
   # --- TF bodies -----------------------------------------------------------
 
@@ -321,6 +398,26 @@ class FrameStackReplay(ReplayMemory):
       frames, self._frames_to_stack_perm(len(self.frame_shape) + 2)
     )
 
+  def _n_step(self, streams, slots):
+    """(return, terminal, m) of the windows starting at (stream, slot)."""
+    n, c = self.n_step, self.capacity
+    tau = (slots[:, None] + tf.range(n)[None]) % c  # [B, n]
+    at = tf.stack([tau, tf.broadcast_to(streams[:, None], tf.shape(tau))], -1)
+    rewards = tf.gather_nd(self.buffer_of[("rewards",)], at)
+    terminals = tf.gather_nd(self.buffer_of[("terminals",)], at)
+    # Newest first, as NStepAccumulator sums (same rounding); a terminal
+    # step ends the window, so nothing after it is added.
+    ret = rewards[:, n - 1]
+    for k in range(n - 2, -1, -1):
+      ret = rewards[:, k] + self.discount * tf.where(
+        terminals[:, k], tf.zeros_like(ret), ret
+      )
+    # Steps before the first terminal one, + 1 for it (n if none).
+    before = tf.reduce_sum(
+      tf.cast(tf.cumsum(tf.cast(terminals, tf.int32), 1) == 0, tf.int32), 1
+    )
+    return ret, tf.reduce_any(terminals, 1), tf.minimum(before + 1, n)
+
   def _transitions(self, indices):
     c = self.capacity
     streams, slots = indices // c, indices % c
@@ -336,17 +433,18 @@ class FrameStackReplay(ReplayMemory):
       )
       for k in self.other_keys
     }
+    m = tf.ones_like(slots)
+    if self.n_step > 1:
+      out["rewards"], out["terminals"], m = self._n_step(streams, slots)
     out["states"] = self._stack(streams, slots)
-    out["next_states"] = self._stack(streams, (slots + 1) % c)
+    out["next_states"] = self._stack(streams, (slots + m) % c)
+    out["discounts"] = tf.gather(self.discount_powers, m)
     out["indices"] = indices
     return out
 
-  @graph_fn
+  @graph_fn(output_space=lambda self: self.transition_space)
   def _graph_fn_sample(self, batch_size):
-    size = tf.identity(self.size)
-    per_stream = tf.maximum(
-      tf.where(size < self.capacity, size - 1, self.capacity - self.stack), 0
-    )
+    per_stream = tf.maximum(self._num_valid(tf.identity(self.size)), 0)
     total = self.num_streams * per_stream
     with tf.control_dependencies(
       self._check_batch_size(batch_size, nonempty=False)
@@ -356,7 +454,7 @@ class FrameStackReplay(ReplayMemory):
           self,
           "sample",
           "batch_size",
-          "no transition can be sampled yet (each stream needs 2 stored steps)",
+          self._unsampleable_reason(),
         )
       ]
     ):
@@ -364,23 +462,20 @@ class FrameStackReplay(ReplayMemory):
         tf.cast(batch_size, tf.int32), tf.maximum(total, 1)
       )
     n = tf.maximum(per_stream, 1)
-    back = 1 + u % n
+    back = self.n_step + u % n  # Steps back from the newest.
     slots = (self.index - 1 - back) % self.capacity
     return self._transitions(u // n * self.capacity + slots)
 
-  @graph_fn
+  @graph_fn(output_space=lambda self: self.transition_space)
   def _graph_fn_get_transitions(self, indices):
     indices = tf.cast(indices, tf.int32)
-    size = tf.identity(self.size)
-    per_stream = tf.where(
-      size < self.capacity, size - 1, self.capacity - self.stack
-    )
+    per_stream = self._num_valid(tf.identity(self.size))
     back = (self.index - 1 - indices % self.capacity) % self.capacity
     ok = tf.reduce_all(
       (indices >= 0)
       & (indices < self.num_streams * self.capacity)
-      & (back >= 1)
-      & (back <= per_stream)
+      & (back >= self.n_step)
+      & (back < self.n_step + per_stream)
     )
     with tf.control_dependencies(
       [
@@ -389,13 +484,27 @@ class FrameStackReplay(ReplayMemory):
           self,
           "get_transitions",
           "indices",
-          "indices must be sampleable steps (stream * capacity_per_stream + "
-          "slot, not a stream's newest step, stacks not overwritten)",
+          self._bad_indices_reason(),
         )
       ]
     ):
       indices = tf.identity(indices)
     return self._transitions(indices)
+
+  @graph_fn
+  def _graph_fn_end_episodes(self):
+    size = tf.identity(self.size)
+    cut = tf.logical_not(self.last_terminal) & (size > 0)
+    newest = (self.index - 1) % self.capacity
+    terminals = self.buffer_of[("terminals",)]
+    # The newest step becomes terminal (a no-op where the memory is empty:
+    # `cut` is all False then).
+    terminals.scatter_nd_update(
+      tf.reshape(newest, [1, 1]), (tf.gather(terminals, newest) | cut)[None]
+    )
+    with tf.control_dependencies([cut]):
+      self.last_terminal.assign(tf.ones_like(self.last_terminal))
+    return tf.reduce_sum(tf.cast(cut, tf.int32))
 
   @graph_fn
   def _graph_fn_get_size(self):
@@ -469,6 +578,20 @@ class FrameStackReplay(ReplayMemory):
       .clone()
     )
 
+  def _torch_n_step(self, streams, slots):
+    n, c = self.n_step, self.capacity
+    tau = (slots[:, None] + torch.arange(n)[None]) % c
+    s_b = streams[:, None].expand_as(tau)
+    rewards = self.buffer_of[("rewards",)][tau, s_b].detach()
+    terminals = self.buffer_of[("terminals",)][tau, s_b]
+    ret = rewards[:, n - 1]
+    for k in range(n - 2, -1, -1):
+      ret = rewards[:, k] + self.discount * torch.where(
+        terminals[:, k], torch.zeros_like(ret), ret
+      )
+    before = (torch.cumsum(terminals.long(), 1) == 0).long().sum(1)
+    return ret, terminals.any(1), torch.clamp(before + 1, max=n)
+
   def _torch_transitions(self, indices):
     c = self.capacity
     idx = indices.long()
@@ -484,8 +607,12 @@ class FrameStackReplay(ReplayMemory):
       )
       for k in self.other_keys
     }
+    m = torch.ones_like(slots)
+    if self.n_step > 1:
+      out["rewards"], out["terminals"], m = self._torch_n_step(streams, slots)
     out["states"] = self._torch_stack(streams, slots)
-    out["next_states"] = self._torch_stack(streams, (slots + 1) % c)
+    out["next_states"] = self._torch_stack(streams, (slots + m) % c)
+    out["discounts"] = torch.from_numpy(self.discount_powers)[m]
     out["indices"] = indices.to(torch.int32)
     return out
 
@@ -501,17 +628,14 @@ class FrameStackReplay(ReplayMemory):
       "batch_size must be >= 0",
     )
     torch_check(
-      total > 0,
-      self,
-      "sample",
-      "batch_size",
-      "no transition can be sampled yet (each stream needs 2 stored steps)",
+      total > 0, self, "sample", "batch_size", self._unsampleable_reason()
     )
     u = self._torch_uniform_ints(
       max(int(batch_size), 0), max(total, 1), torch.int64
     )
     n = max(per_stream, 1)
-    slots = (int(self.index) - 1 - (1 + u % n)) % self.capacity
+    back = self.n_step + u % n
+    slots = (int(self.index) - 1 - back) % self.capacity
     return self._torch_transitions(u // n * self.capacity + slots)
 
   @_graph_fn_get_transitions.torch
@@ -522,18 +646,12 @@ class FrameStackReplay(ReplayMemory):
       torch.all(
         (idx >= 0)
         & (idx < self.num_streams * self.capacity)
-        & (back >= 1)
-        & (back <= self._num_valid(int(self.size)))
+        & (back >= self.n_step)
+        & (back < self.n_step + self._num_valid(int(self.size)))
       )
     )
     torch_check(
-      ok,
-      self,
-      "get_transitions",
-      "indices",
-      "indices must be sampleable steps (stream * "
-      "capacity_per_stream + slot, not a stream's newest step, "
-      "stacks not overwritten)",
+      ok, self, "get_transitions", "indices", self._bad_indices_reason()
     )
     # Build passes (checks suspended) may feed any index: keep it in range.
     idx = torch.clamp(idx, 0, self.num_streams * self.capacity - 1)
@@ -542,6 +660,17 @@ class FrameStackReplay(ReplayMemory):
   @_graph_fn_get_size.torch
   def _graph_fn_get_size(self):
     return (self.num_streams * self.size).clone()
+
+  @_graph_fn_end_episodes.torch
+  def _graph_fn_end_episodes(self):
+    cut = ~self.last_terminal
+    if int(self.size) == 0:
+      cut = torch.zeros_like(cut)
+    newest = (int(self.index) - 1) % self.capacity
+    with torch.no_grad():
+      self.buffer_of[("terminals",)][newest] |= cut
+      self.last_terminal.fill_(True)
+    return cut.sum().to(torch.int32)
 
 
 def _with_streams(space, num_streams):

@@ -1,7 +1,7 @@
 """Tests of `FrameStackReplay`
 (ingraph_rl/components/memories/frame_stack_replay.py): frames stored once,
-stacks rebuilt exactly as the agent saw them, against a NumPy reference that
-stores whole transitions."""
+stacks rebuilt exactly as the agent saw them, n-step returns, against a
+NumPy reference that stores whole transitions."""
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ from ingraph_rl.testing import ComponentTest
 BACKENDS = ["tf", "torch"]
 S, C, K = 3, 12, 4  # Streams, steps per stream, frame stack.
 FRAME = (3, 2)
+G = 0.99  # FrameStackReplay's default discount.
 
 
 def record_space(frame=FRAME, stack=K, **overrides):
@@ -48,6 +49,7 @@ def build(
   stack=K,
   records=None,
   seed=0,
+  **kwargs,
 ):
   return ComponentTest(
     FrameStackReplay(
@@ -56,6 +58,7 @@ def build(
       stack,
       seed=seed,
       episode_starts=episode_starts,
+      **kwargs,
     ),
     input_spaces(records, streams, per_stream),
     backend,
@@ -141,13 +144,20 @@ class Agent:
   def num_inserts(self):
     return len(self.obs[0])
 
-  def valid_steps(self, per_stream=C):
-    """Sampleable global steps (per stream): the newest is not; once the
+  def end_episodes(self):
+    """The agent cut every episode short: its newest step counts as a
+    terminal one, the next step starts an episode."""
+    for s in range(self.streams):
+      self.terminals[s][-1] = True
+      self.done[s] = True
+
+  def valid_steps(self, per_stream=C, n=1):
+    """Sampleable global steps (per stream): the newest n are not; once the
     ring is full, neither are its stack - 1 oldest."""
     t = self.num_inserts
     size = min(t, per_stream)
-    n = size - 1 if size < per_stream else per_stream - self.stack
-    return list(range(t - 1 - n, t - 1))
+    v = size - n if size < per_stream else per_stream - self.stack - n + 1
+    return list(range(t - n - v, t - n))
 
   def expected_stack(self, s, t, episode_starts):
     obs = self.obs[s][t].copy()
@@ -157,13 +167,22 @@ class Agent:
       obs[..., :before] = 0
     return obs
 
-  def expected(self, s, t, episode_starts):
+  def window(self, s, t, n):
+    """Steps m of the n-step window at step t: up to its first terminal."""
+    return next((k + 1 for k in range(n) if self.terminals[s][t + k]), n)
+
+  def expected(self, s, t, episode_starts, n=1, discount=G):
+    """The transition at step t, straight from the definition: a float64
+    sum of the window's rewards, the observation m steps later."""
+    m = self.window(s, t, n)
+    ret = sum(discount**k * float(self.rewards[s][t + k]) for k in range(m))
     return {
       "states": self.expected_stack(s, t, episode_starts),
-      "next_states": self.expected_stack(s, t + 1, episode_starts),
+      "next_states": self.expected_stack(s, t + m, episode_starts),
       "actions": self.actions[s][t],
-      "rewards": self.rewards[s][t],
-      "terminals": self.terminals[s][t],
+      "rewards": np.float32(ret),
+      "terminals": self.terminals[s][t + m - 1],
+      "discounts": np.float32(discount**m),
     }
 
 
@@ -171,32 +190,40 @@ def flat_index(s, t, per_stream=C):
   return s * per_stream + t % per_stream
 
 
-def global_step(agent, index, per_stream=C):
+def global_step(agent, index, per_stream=C, n=1):
   """(stream, global step) of a flat index among the sampleable steps."""
   s, slot = divmod(int(index), per_stream)
-  matches = [t for t in agent.valid_steps(per_stream) if t % per_stream == slot]
+  matches = [
+    t for t in agent.valid_steps(per_stream, n) if t % per_stream == slot
+  ]
   assert len(matches) == 1, f"index {index} is no sampleable step"
   return s, matches[0]
 
 
-def assert_transitions(agent, out, episode_starts, per_stream=C):
+def assert_transitions(
+  agent, out, episode_starts, per_stream=C, n=1, discount=G
+):
   for i, index in enumerate(out["indices"]):
-    s, t = global_step(agent, index, per_stream)
-    want = agent.expected(s, t, episode_starts)
+    s, t = global_step(agent, index, per_stream, n)
+    want = agent.expected(s, t, episode_starts, n, discount)
     for key, value in want.items():
       got = out[key][i]
       assert got.dtype == np.asarray(value).dtype, key
-      np.testing.assert_array_equal(
-        got, value, err_msg=f"{key} of stream {s}, step {t}"
-      )
+      msg = f"{key} of stream {s}, step {t}"
+      if key == "rewards" and n > 1:  # float32 sums vs the float64 one.
+        np.testing.assert_allclose(
+          got, value, rtol=1e-6, atol=1e-6, err_msg=msg
+        )
+      else:
+        np.testing.assert_array_equal(got, value, err_msg=msg)
 
 
-def all_valid_indices(agent, per_stream=C):
+def all_valid_indices(agent, per_stream=C, n=1):
   return np.array(
     [
       flat_index(s, t, per_stream)
       for s in range(agent.streams)
-      for t in agent.valid_steps(per_stream)
+      for t in agent.valid_steps(per_stream, n)
     ],
     np.int32,
   )
@@ -243,6 +270,87 @@ def test_matches_reference_both_backends(episode_starts):
     assert zeroed == 0  # Every stack exactly as the agent saw it.
   else:
     assert zeroed > 0  # The reference really exercises the zeroing.
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_n_step_transitions_match_reference_both_backends(n):
+  """n-step windows against the definition (float64 sums), before and
+  after wrap-around, with terminals inside windows and episode starts;
+  TF and torch return identical arrays."""
+  discount = 0.9
+  agent = Agent(seed=10 + n, p_end=0.3)
+  tests = {b: build(b, n_step=n, discount=discount, seed=n) for b in BACKENDS}
+  seen = {"cut": 0, "full": 0, "starts": 0, "wrapped": 0}
+  for step in range(1, 3 * C + 3):
+    records = agent.step()
+    for test in tests.values():
+      test.test("insert", records)
+    if step <= n:  # Step t + n must be stored.
+      for test in tests.values():
+        with pytest.raises(SpaceError, match=f"needs {n + 1} stored steps"):
+          test.test("sample", 4)
+      continue
+    if step not in (n + 1, C - 1, C, C + 1, 2 * C + 5, 3 * C + 2):
+      continue
+    indices = all_valid_indices(agent, n=n)
+    per_stream = min(step, C) - n if step < C else C - K - n + 1
+    assert len(indices) == S * per_stream
+    outs = {b: t.test("get_transitions", indices) for b, t in tests.items()}
+    for b in BACKENDS:
+      assert_transitions(agent, outs[b], 64, n=n, discount=discount)
+    for key in outs["tf"]:
+      np.testing.assert_array_equal(
+        outs["tf"][key], outs["torch"][key], err_msg=key
+      )
+    for test in tests.values():
+      sampled = test.test("sample", 64)
+      assert_transitions(agent, sampled, 64, n=n, discount=discount)
+    for i in indices:
+      st, t = global_step(agent, i, n=n)
+      m = agent.window(st, t, n)
+      seen["cut" if m < n else "full"] += 1
+      seen["starts"] += agent.age[st][t + m] == 0 or agent.age[st][t] == 0
+      seen["wrapped"] += t >= C
+  assert min(seen.values()) > 5, seen  # Every case was exercised.
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_end_episodes_cuts_every_stream(n):
+  """After `end_episodes` the newest steps are terminal and the next
+  insert starts an episode in every stream (its stack prefix is kept)."""
+  agent = Agent(seed=4, p_end=0.1)
+  tests = {b: build(b, n_step=n) for b in BACKENDS}
+  for test in tests.values():
+    assert int(test.test("end_episodes")) == 0  # Empty: nothing to cut.
+  for _ in range(7):
+    records = agent.step()
+    for test in tests.values():
+      test.test("insert", records)
+  running = sum(not agent.done[s] for s in range(S))
+  assert running > 0
+  agent.end_episodes()
+  for test in tests.values():
+    assert int(test.test("end_episodes")) == running
+    assert int(test.test("end_episodes")) == 0  # Already ended.
+  for _ in range(5):
+    records = agent.step()
+    for test in tests.values():
+      test.test("insert", records)
+  indices = all_valid_indices(agent, n=n)
+  for test in tests.values():
+    assert_transitions(agent, test.test("get_transitions", indices), 64, n=n)
+
+
+def test_n_step_settings_are_checked():
+  with pytest.raises(BuildError, match="stack \\+ n_step = 7"):
+    FrameStackReplay(12, num_streams=2, stack=4, n_step=3)  # 6 per stream.
+  with pytest.raises(BuildError, match="n_step must be >= 1"):
+    FrameStackReplay(100, num_streams=2, n_step=0)
+  with pytest.raises(BuildError, match="discount"):
+    FrameStackReplay(100, num_streams=2, n_step=2, discount=1.5)
+  for rewards in (IntBox(3), FloatBox((2,))):
+    with pytest.raises(SpaceError, match="'rewards' a FloatBox"):
+      build("tf", n_step=2, records=record_space(rewards=rewards))
 
 
 @pytest.mark.parametrize("stack", [1, 2])
@@ -490,7 +598,7 @@ def test_record_spaces_are_checked_at_build(backend, case):
 
 
 def test_bad_settings():
-  with pytest.raises(BuildError, match="stack \\+ 1"):
+  with pytest.raises(BuildError, match="stack \\+ n_step = 5"):
     FrameStackReplay(8, num_streams=2, stack=4)  # 4 steps per stream.
   with pytest.raises(BuildError):
     FrameStackReplay(100, num_streams=0)
