@@ -102,8 +102,14 @@ class Harness:
       kwargs["num_threads"] = args["ale_num_threads"]
     self.timers = []
 
-    def factory(i):
-      env = make_actor_env(env_id, self.E, seed=SEED + 1000 * i, **kwargs)
+    def factory(i):  # Called by the driver, after the config exists.
+      env = make_actor_env(
+        env_id,
+        self.E,
+        seed=SEED + 1000 * i,
+        env_groups=self.config.env_groups,
+        **kwargs,
+      )
       self.timers.append(StepTimer(env))
       return env
 

@@ -281,10 +281,11 @@ def run_dir_path(settings):
   return os.path.abspath(configs.run_directory(settings, "impala"))
 
 
-def env_factory(settings):
-  """`factory(i)`: actor i's vector env (seed + 1000 i). On a DM Lab level
-  set ("dmlab:dmlab30"), actor i's envs continue the level cycle after
-  actor i - 1's, so the actors together run every level."""
+def env_factory(settings, env_groups=1):
+  """`factory(i)`: actor i's vector env (seed + 1000 i; `env_groups`
+  groups of it, `IMPALAConfig.env_groups`). On a DM Lab level set
+  ("dmlab:dmlab30"), actor i's envs continue the level cycle after actor
+  i - 1's, so the actors together run every level."""
 
   def factory(i):
     kwargs = (
@@ -298,6 +299,7 @@ def env_factory(settings):
       settings.seed + 1000 * i,
       settings.num_action_repeats,
       settings.env_processes,
+      env_groups=env_groups,
       **kwargs,
     )
 
@@ -455,7 +457,10 @@ def main(argv):
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   builder, obs_space = probe_env(settings, values)
   driver = ActorLearnerDriver(
-    builder, env_factory(settings), settings.num_actors, seed=settings.seed
+    builder,
+    env_factory(settings, builder.config.env_groups),
+    settings.num_actors,
+    seed=settings.seed,
   )
   print(
     f"[impala] {settings.env}: {settings.num_actors} actors x "
@@ -523,7 +528,7 @@ def cluster_main(settings, values, wall_start):
     return 0
   builder, obs_space = probe_env(settings, values)
   if task.job == "actor":
-    env = env_factory(settings)(task.index)
+    env = env_factory(settings, builder.config.env_groups)(task.index)
     sys.exit(
       roles.run_actor(
         task, builder, env, seed=settings.seed + 1000 * task.index

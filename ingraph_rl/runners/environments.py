@@ -13,9 +13,19 @@ code does not hold the GIL the actor and learner threads need: in env
 worker processes (`WorkerVectorEnv`: shared-memory arrays, a tiny control
 message per step), one per env for gymnasium and DM Lab envs, one per
 actor for Atari (ale-py already steps its envs in C++ threads).
+
+With `env_groups=2` an actor's envs come in two groups (a
+`GroupedVectorEnv`), which the IMPALA actor's stepper double-buffers
+(`IMPALAConfig.env_groups`).
 """
 
-from ingraph_rl.environments import is_atari_id, is_dmlab_id, make_vector_env
+from ingraph_rl.environments import (
+  dmlab_set_name,
+  is_atari_id,
+  is_dmlab_id,
+  make_vector_env,
+)
+from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
 
 # Frame skip / action repeats when the flag is left at its default.
 DEFAULT_REPEATS = {"atari": 4, "dmlab": 4, "gymnasium": 1}
@@ -43,10 +53,46 @@ def num_action_repeats_for(env_id, num_action_repeats=None):
 
 
 def make_actor_env(
-  env_id, num_envs, seed=0, num_action_repeats=None, processes=False, **kwargs
+  env_id,
+  num_envs,
+  seed=0,
+  num_action_repeats=None,
+  processes=False,
+  env_groups=1,
+  **kwargs,
 ):
   """A `VectorEnv` of `num_envs` copies of `env_id` for one actor (env i
-  seeded with `seed + i`). DM Lab always steps in worker processes."""
+  seeded with `seed + i`). DM Lab always steps in worker processes.
+
+  env_groups > 1: a `GroupedVectorEnv` of that many VectorEnvs (sizes
+  from `group_sizes`; Atari in processes: one worker per group), env i
+  still seeded `seed + i` and, on a DM Lab level set, running the level
+  it would run in one env.
+  """
+  if env_groups > 1:
+    groups = []
+    first = 0
+    try:
+      for size in group_sizes(num_envs, env_groups):
+        group_kwargs = dict(kwargs)
+        if dmlab_set_name(env_id):
+          group_kwargs["level_offset"] = kwargs.get("level_offset", 0) + first
+        groups.append(
+          make_actor_env(
+            env_id,
+            size,
+            seed + first,
+            num_action_repeats,
+            processes,
+            **group_kwargs,
+          )
+        )
+        first += size
+    except BaseException:
+      for group in groups:
+        group.close()
+      raise
+    return GroupedVectorEnv(groups)
   kind = env_kind(env_id)
   repeats = num_action_repeats_for(env_id, num_action_repeats)
   if kind == "atari":

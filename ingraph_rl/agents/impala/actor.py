@@ -56,6 +56,7 @@ class IMPALAActor(Component):
       config.num_actions,
       config.unroll_length,
       bootstrap_on_truncation=config.bootstrap_on_truncation,
+      env_groups=config.env_groups,
     )
     self.record_space = record_space
     self.queue = FIFOQueue(

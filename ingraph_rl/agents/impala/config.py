@@ -81,6 +81,12 @@ class IMPALAConfig:
     flag=False,
   )
   queue_capacity: int = field(64, "Rollouts (one per env) the queue holds.")
+  env_groups: int = field(
+    1,
+    "Env groups per actor: 2 double-buffers them (one group's env step "
+    "runs while the policy acts on the other's observations); the "
+    "actor's env must have the groups (make_actor_env(..., env_groups)).",
+  )
   use_staging: bool = field(
     True, "Stage the next batch while the current one trains."
   )
@@ -112,6 +118,8 @@ class IMPALAConfig:
       problems.append("learning_rate must be > 0")
     if self.queue_capacity < 1:
       problems.append("queue_capacity must be >= 1")
+    if self.env_groups < 1:
+      problems.append("env_groups must be >= 1")
     if self.lr_decay_steps is not None and self.lr_decay_steps < 1:
       problems.append("lr_decay_steps must be >= 1 or None")
     if problems:

@@ -1,5 +1,7 @@
 """The environment stepper: T steps of policy -> action -> env step in ONE
-graph call (a `tf.while_loop`), returning an IMPALA-style rollout.
+graph call (a `tf.while_loop`), returning an IMPALA-style rollout; with
+`env_groups=2` two groups of envs double-buffered, one group's env step
+beside the policy on the other's observations.
 
 The environment's state lives in variables between calls: the last
 observation (one variable per leaf of a Dict observation, strings
@@ -75,6 +77,25 @@ def _nest_map(fn, *nests):
   return tf.nest.map_structure(fn, *nests)
 
 
+def _split(nest, sizes):
+  """A nest of [N, ...] tensors -> per group, the nest of its [size, ...]
+  rows."""
+  if len(sizes) == 1:
+    return [nest]
+  parts = [tf.split(x, sizes) for x in tf.nest.flatten(nest)]
+  return [
+    tf.nest.pack_sequence_as(nest, [p[g] for p in parts])
+    for g in range(len(sizes))
+  ]
+
+
+def _concat(nests, axis):
+  """Per group nests -> one, concatenated along `axis` (the env axis)."""
+  if len(nests) == 1:
+    return nests[0]
+  return _nest_map(lambda *xs: tf.concat(xs, axis), *nests)
+
+
 class EnvironmentStepper(Component):
   """Steps a `VectorEnv` with a policy, `unroll_length` steps per call.
 
@@ -85,6 +106,14 @@ class EnvironmentStepper(Component):
   same arguments) -> [B, 1]. `state_space` is the state's space (with a
   batch rank) and fixes the recurrent-state variables. Observations may be
   a Dict (nest) of boxes, text leaves included.
+
+  `env_groups=2` double-buffers (Sample Factory's scheme): `env` is then a
+  `GroupedVectorEnv` of groups A and B (`environments/env_groups.py`), and
+  each step the policy acts on B's observations while A's envs step, then
+  on A's next ones while B's envs step (independent ops of one graph run
+  at once on TF's inter-op threads). Rollouts, stats and carried state are
+  as with one group, the env axis holding A's envs then B's; only the
+  random draws of the sampling differ.
 
   The policy sees at step t observation t, the reward that came with it
   and the action that led to it: exactly the rollout's rewards[t] and
@@ -126,6 +155,7 @@ class EnvironmentStepper(Component):
     num_actions,
     unroll_length,
     bootstrap_on_truncation=True,
+    env_groups=1,
     scope="environment_stepper",
   ):
     super().__init__(scope=scope)
@@ -134,6 +164,17 @@ class EnvironmentStepper(Component):
         f"'{scope}': unroll_length must be >= 1, got {unroll_length}"
       )
     self.env = env  # Stepped via numpy_function.
+    if env_groups == 1:
+      self.groups = (env,)
+    else:
+      self.groups = tuple(getattr(env, "groups", ()))
+      if env_groups < 1 or len(self.groups) != env_groups:
+        raise BuildError(
+          f"'{scope}': env_groups={env_groups} needs an env of that many "
+          f"groups (a GroupedVectorEnv: make_actor_env(..., "
+          f"env_groups={env_groups})), got a {type(env).__name__} of "
+          f"{len(self.groups)} groups"
+        )
     self.policy = policy
     self.state_space = state_space
     self.num_actions = int(num_actions)
@@ -227,7 +268,7 @@ class EnvironmentStepper(Component):
 
   @graph_fn
   def _graph_fn_unroll(self, act, values):
-    T, n = self.unroll_length, self.num_envs
+    T, n, A = self.unroll_length, self.num_envs, self.num_actions
     obs_space = self.env.observation_space
     first = {
       "observations": self._read(obs_space, self.obs_vars),
@@ -239,130 +280,165 @@ class EnvironmentStepper(Component):
       "bootstrap_value": self.last_bootstrap.read_value(),
     }
     initial_state = self._read(self.state_space, self.state_vars)
-    arrays = _nest_map(
-      lambda v: tf.TensorArray(v.dtype, size=T, element_shape=v.shape), first
-    )
-    zeros = {
+    # Per env: what the policy acts on next, and the running stats.
+    carried = {
+      "obs": first["observations"],
+      "done": first["dones"],
+      "reward": first["rewards"],
+      "action": first["actions"],
+      "state": initial_state,
+      "ep_ret": self.episode_return.read_value(),
+      "ep_len": self.episode_length.read_value(),
       "episodes": tf.zeros([n], tf.int64),
       "return_sum": tf.zeros([n]),
       "length_sum": tf.zeros([n], tf.int64),
     }
+    sizes = [env.num_envs for env in self.groups]
+    groups = _split(carried, sizes)
+    for c, size in zip(groups, sizes):
+      c["arrays"] = _nest_map(
+        lambda v, size=size: tf.TensorArray(
+          v.dtype,
+          size=T,
+          element_shape=tf.TensorShape([size]).concatenate(v.shape[1:]),
+        ),
+        first,
+      )
 
     def step_in(x):
-      return x[:, None]  # [N] -> [N, T = 1].
+      return x[:, None]  # [n] -> [n, T = 1].
+
+    def policy(c):
+      out = act(
+        _nest_map(step_in, c["obs"]),
+        c["state"],
+        step_in(c["done"]),
+        step_in(c["reward"]),
+        step_in(c["action"]),
+      )
+      return {
+        "action": out["action"][:, 0],
+        "logits": out["logits"][:, 0],
+        "state": out["state"],
+      }
+
+    def no_policy(c):
+      size = c["action"].shape[0]
+      return {
+        "action": tf.zeros([size], tf.int64),
+        "logits": tf.zeros([size, A]),
+        "state": c["state"],
+      }
 
     def bootstrap_values(step, state, action):
       # V(final_obs): the episode goes on from the post-step state, with
       # the reward and action that came with final_obs.
       truncated = step.truncated & ~step.terminated
+      size = action.shape[0]
       if values is None:
-        return truncated, tf.zeros([n])
+        return truncated, tf.zeros([size])
 
       def value():
         v = values(
           _nest_map(step_in, step.final_obs),
           state,
-          tf.zeros([n, 1], tf.bool),
+          tf.zeros([size, 1], tf.bool),
           step_in(step.rewards),
           step_in(action),
         )[:, 0]
         return tf.where(truncated, v, 0.0)
 
       return truncated, tf.cond(
-        tf.reduce_any(truncated), value, lambda: tf.zeros([n])
+        tf.reduce_any(truncated), value, lambda: tf.zeros([size])
       )
 
-    def body(
-      t, obs, done, reward, last_action, state, ep_ret, ep_len, stats, arrays
-    ):
-      out = act(
-        _nest_map(step_in, obs),
-        state,
-        step_in(done),
-        step_in(reward),
-        step_in(last_action),
-      )
-      action, logits = out["action"][:, 0], out["logits"][:, 0]
-      step = in_graph.tf_step(self.env, action)
+    def env_step(g, t, c, out):
+      """Group g's env step with the policy's `out`: its carry after."""
+      name = "env_step" if len(sizes) == 1 else f"env_step_{g}"
+      step = in_graph.tf_step(self.groups[g], out["action"], name=name)
       new_done = step.terminated | step.truncated
-      truncated, bootstrap = bootstrap_values(step, out["state"], action)
-      ep_ret = ep_ret + step.rewards
-      ep_len = ep_len + 1
+      truncated, bootstrap = bootstrap_values(step, out["state"], out["action"])
+      ep_ret = c["ep_ret"] + step.rewards
+      ep_len = c["ep_len"] + 1
       ended = tf.cast(new_done, tf.int64)
-      stats = {
-        "episodes": stats["episodes"] + ended,
-        "return_sum": stats["return_sum"] + tf.where(new_done, ep_ret, 0.0),
-        "length_sum": stats["length_sum"] + tf.cast(ep_len, tf.int64) * ended,
-      }
-      ep_ret = tf.where(new_done, 0.0, ep_ret)
-      ep_len = tf.where(new_done, 0, ep_len)
       record = {
         "observations": step.obs,
         "rewards": step.rewards,
         "dones": new_done,
-        "actions": action,
-        "logits": logits,
+        "actions": out["action"],
+        "logits": out["logits"],
         "truncated": truncated,
         "bootstrap_value": bootstrap,
       }
-      arrays = _nest_map(lambda a, x: a.write(t, x), arrays, record)
-      return (
-        t + 1,
-        step.obs,
-        new_done,
-        step.rewards,
-        action,
-        out["state"],
-        ep_ret,
-        ep_len,
-        stats,
-        arrays,
-      )
+      return {
+        "obs": step.obs,
+        "done": new_done,
+        "reward": step.rewards,
+        "action": out["action"],
+        "state": out["state"],
+        "ep_ret": tf.where(new_done, 0.0, ep_ret),
+        "ep_len": tf.where(new_done, 0, ep_len),
+        "episodes": c["episodes"] + ended,
+        "return_sum": c["return_sum"] + tf.where(new_done, ep_ret, 0.0),
+        "length_sum": c["length_sum"] + tf.cast(ep_len, tf.int64) * ended,
+        "arrays": _nest_map(lambda a, x: a.write(t, x), c["arrays"], record),
+      }
 
-    loop_vars = (
-      tf.constant(0),
-      first["observations"],
-      first["dones"],
-      first["rewards"],
-      first["actions"],
-      initial_state,
-      self.episode_return.read_value(),
-      self.episode_length.read_value(),
-      zeros,
-      arrays,
-    )
-    with gradients.tf_no_recording():  # No gradient goes through it.
-      (_, obs, done, _, _, state, ep_ret, ep_len, stats, arrays) = (
-        tf.while_loop(
-          lambda t, *_: t < T, body, loop_vars, parallel_iterations=1
-        )
+    def body(t, pending, groups):
+      # `pending`: group 0's policy output for step t, computed while the
+      # last group's envs stepped. Groups 1.. act now, overlapping group
+      # 0's env step. Data flow alone orders the groups: TF's automatic
+      # control dependencies chain only the env steps (numpy_functions)
+      # and the sampler's generator ops, in this program order.
+      outs = [pending] + [policy(c) for c in groups[1:]]
+      groups = tuple(
+        env_step(g, t, c, out) for g, (c, out) in enumerate(zip(groups, outs))
       )
-    rollout = _nest_map(
-      lambda x, a: tf.concat([x[None], a.stack()], 0), first, arrays
+      # Not after the last step: the next unroll acts on that observation
+      # (with the weights it is given).
+      pending = tf.cond(
+        t + 1 < T,
+        lambda: policy(groups[0]),
+        lambda: no_policy(groups[0]),
+      )
+      return t + 1, pending, groups
+
+    with gradients.tf_no_recording():  # No gradient goes through it.
+      _, _, groups = tf.while_loop(
+        lambda t, *_: t < T,
+        body,
+        (tf.constant(0), policy(groups[0]), tuple(groups)),
+        parallel_iterations=1,
+      )
+    # [T, n, ...]: group 0's envs, then group 1's, ...
+    arrays = _concat(
+      [_nest_map(lambda a: a.stack(), c.pop("arrays")) for c in groups], 1
     )
+    rollout = _nest_map(lambda x, a: tf.concat([x[None], a], 0), first, arrays)
+    final = _concat(groups, 0)
     last = _nest_map(lambda x: x[-1], rollout)
-    ops = self._assign(obs_space, self.obs_vars, obs)
+    ops = self._assign(obs_space, self.obs_vars, final["obs"])
     ops += [
       self.last_reward.assign(last["rewards"]),
-      self.last_done.assign(done),
+      self.last_done.assign(final["done"]),
       self.last_action.assign(last["actions"]),
       self.last_logits.assign(last["logits"]),
       self.last_truncated.assign(last["truncated"]),
       self.last_bootstrap.assign(last["bootstrap_value"]),
-      self.episode_return.assign(ep_ret),
-      self.episode_length.assign(ep_len),
+      self.episode_return.assign(final["ep_ret"]),
+      self.episode_length.assign(final["ep_len"]),
     ]
-    ops += self._assign(self.state_space, self.state_vars, state)
+    ops += self._assign(self.state_space, self.state_vars, final["state"])
     with tf.control_dependencies(ops):
       rollout = _nest_map(tf.identity, rollout)
       rollout["initial_state"] = _nest_map(tf.identity, initial_state)
       out_stats = {
-        "episodes": tf.reduce_sum(stats["episodes"]),
-        "return_sum": tf.reduce_sum(stats["return_sum"]),
-        "length_sum": tf.reduce_sum(stats["length_sum"]),
+        "episodes": tf.reduce_sum(final["episodes"]),
+        "return_sum": tf.reduce_sum(final["return_sum"]),
+        "length_sum": tf.reduce_sum(final["length_sum"]),
         "env_steps": tf.constant(n * T, tf.int64),
-        "episodes_per_env": tf.identity(stats["episodes"]),
-        "return_sum_per_env": tf.identity(stats["return_sum"]),
-        "length_sum_per_env": tf.identity(stats["length_sum"]),
+        "episodes_per_env": tf.identity(final["episodes"]),
+        "return_sum_per_env": tf.identity(final["return_sum"]),
+        "length_sum_per_env": tf.identity(final["length_sum"]),
       }
     return {"rollout": rollout, "stats": out_stats}

@@ -7,7 +7,9 @@ carried state and logits are reproduced by a learner-style recomputation
 (which needs the recorded rewards and actions as the network's last reward
 and action), the recorded bootstrap values of truncated episodes are the
 network's values of their true final observations, and `reset(seed)`
-resets all carried state."""
+resets all carried state. All of it with one env group and with two
+(double-buffered: `env_groups=2` over a `GroupedVectorEnv`), whose
+rollouts hold group A's envs then group B's."""
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +25,9 @@ from ingraph_rl.components.env_stepping import (
   ROLLOUT_FIELDS,
   EnvironmentStepper,
 )
+from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
 from ingraph_rl.environments.gymnasium_env import GymnasiumVectorEnv
+from ingraph_rl.errors import BuildError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import IntBox
 from ingraph_rl.testing.component_test import to_numpy
@@ -34,7 +38,23 @@ NUM_ENVS = 3
 NUM_UNROLLS = 8  # 48 steps per env: random CartPole episodes end often.
 
 
-def build(seed, lstm_units=None, config_kwargs=None, **make_kwargs):
+def make_env(seed, env_groups=1, **make_kwargs):
+  """`NUM_ENVS` CartPoles seeded `seed + i`, in `env_groups` groups (2: of
+  2 and 1 envs)."""
+  if env_groups == 1:
+    return GymnasiumVectorEnv(ENV_ID, NUM_ENVS, seed=seed, **make_kwargs)
+  groups, first = [], 0
+  for size in group_sizes(NUM_ENVS, env_groups):
+    groups.append(
+      GymnasiumVectorEnv(ENV_ID, size, seed=seed + first, **make_kwargs)
+    )
+    first += size
+  return GroupedVectorEnv(groups)
+
+
+def build(
+  seed, lstm_units=None, config_kwargs=None, env_groups=1, **make_kwargs
+):
   """A stepper executor over `NUM_ENVS` CartPoles seeded `seed + i`."""
   config = IMPALAConfig(
     num_actions=2,
@@ -42,7 +62,7 @@ def build(seed, lstm_units=None, config_kwargs=None, **make_kwargs):
     lstm_units=lstm_units,
     **(config_kwargs or {}),
   )
-  env = GymnasiumVectorEnv(ENV_ID, NUM_ENVS, seed=seed, **make_kwargs)
+  env = make_env(seed, env_groups, **make_kwargs)
   network = make_network(config, env.observation_space)
   stepper = EnvironmentStepper(
     env,
@@ -51,6 +71,7 @@ def build(seed, lstm_units=None, config_kwargs=None, **make_kwargs):
     2,
     T,
     bootstrap_on_truncation=config.bootstrap_on_truncation,
+    env_groups=env_groups,
   )
   spaces = dict(
     IMPALABuilder(config).policy_input_spaces(env.observation_space),
@@ -140,18 +161,25 @@ class PythonReplay:
 # (seed, make kwargs): natural CartPole ends, and a 7-step TimeLimit whose
 # ends are truncations.
 CASES = {"terminations": (3, {}), "truncations": (11, {"max_episode_steps": 7})}
+# Env groups: 1 (policy, then env step), 2 (double-buffered).
+GROUPS = {"1group": 1, "2groups": 2}
 
 
-@pytest.fixture(scope="module", params=list(CASES))
+@pytest.fixture(
+  scope="module",
+  params=[(case, groups) for groups in GROUPS for case in CASES],
+  ids="-".join,
+)
 def replayed(request):
-  seed, make_kwargs = CASES[request.param]
-  ex, env = build(seed, **make_kwargs)
+  case, groups = request.param
+  seed, make_kwargs = CASES[case]
+  ex, env = build(seed, env_groups=GROUPS[groups], **make_kwargs)
   first_obs = to_numpy(ex.execute("reset", seed))
   outs = unrolls(ex, NUM_UNROLLS)
   replay = PythonReplay(seed, **make_kwargs)
   expected = replay.replay(outs)
   env.close()
-  return request.param, first_obs, replay.first_obs, outs, expected
+  return case, first_obs, replay.first_obs, outs, expected
 
 
 def test_rollouts_match_python_replay(replayed):
@@ -258,9 +286,14 @@ LSTM_SEED = 5
 LSTM_LIMIT = 4  # Episode ends (resets) inside and across unrolls.
 
 
-@pytest.fixture(scope="module")
-def lstm():
-  ex, env = build(LSTM_SEED, lstm_units=8, max_episode_steps=LSTM_LIMIT)
+@pytest.fixture(scope="module", params=list(GROUPS))
+def lstm(request):
+  ex, env = build(
+    LSTM_SEED,
+    lstm_units=8,
+    env_groups=GROUPS[request.param],
+    max_episode_steps=LSTM_LIMIT,
+  )
   ex.execute("reset", LSTM_SEED)
   outs = unrolls(ex, 4)
   yield ex, outs
@@ -390,15 +423,23 @@ def test_reset_resets_carried_state(lstm):
 # --- time limits --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lstm_units", [None, 8], ids=["mlp", "lstm"])
-def test_bootstrap_values_are_values_of_the_true_final_observations(lstm_units):
+@pytest.mark.parametrize(
+  "lstm_units, env_groups",
+  [(None, 1), (8, 1), (8, 2)],
+  ids=["mlp", "lstm", "lstm-2groups"],
+)
+def test_bootstrap_values_are_values_of_the_true_final_observations(
+  lstm_units, env_groups
+):
   """A 5-step TimeLimit: where the stepper recorded a truncation at index
   t + 1, its bootstrap value is the policy's value of the episode's true
   last observation (the replay's, before its reset), acted on from the
   state after observation t without a reset, with reward t + 1 and action
   t + 1 as the last reward and action."""
   seed, limit = 21, 5
-  ex, env = build(seed, lstm_units, max_episode_steps=limit)
+  ex, env = build(
+    seed, lstm_units, env_groups=env_groups, max_episode_steps=limit
+  )
   ex.execute("reset", seed)
   outs = unrolls(ex, 4)
   env.close()
@@ -450,3 +491,31 @@ def test_without_bootstrap_on_truncation_the_values_are_zero():
   assert sum(o["rollout"]["truncated"].sum() for o in outs) >= NUM_ENVS
   for out in outs:
     np.testing.assert_array_equal(out["rollout"]["bootstrap_value"], 0.0)
+
+
+# --- env groups --------------------------------------------------------------
+
+
+def test_env_groups_need_an_env_of_as_many_groups():
+  env = make_env(0)
+  network = make_network(IMPALAConfig(num_actions=2), env.observation_space)
+  with pytest.raises(BuildError, match="env_groups=2 needs an env of"):
+    EnvironmentStepper(
+      env, IMPALAPolicy(network), network.state_space(), 2, T, env_groups=2
+    )
+  env.close()
+
+
+def test_grouped_env_steps_as_one_env():
+  """A GroupedVectorEnv is the VectorEnv of its groups' envs, in order:
+  the same steps as one env of them all."""
+  one = make_env(9, max_episode_steps=5)
+  grouped = make_env(9, 2, max_episode_steps=5)
+  assert grouped.num_envs == NUM_ENVS and grouped.offsets == (0, 2)
+  np.testing.assert_array_equal(grouped.reset(9), one.reset(9))
+  actions = np.random.default_rng(0).integers(0, 2, (12, NUM_ENVS))
+  for a in actions:
+    for x, y in zip(grouped.step(a), one.step(a)):
+      np.testing.assert_array_equal(x, y)
+  one.close()
+  grouped.close()
