@@ -3,8 +3,19 @@ env `rollout_fragment_length` times with its own epsilon, turns the steps
 into n-step transitions, computes their initial priorities |TD| with its
 copy of the online and target networks, and enqueues them on a replay
 shard's insert queue.
+
+On Atari frames the Q-network is most of an actor's CPU. Each observation
+goes through the online and the target network ONCE, when the actor acts
+on it; a second n-step accumulator carries those Q-values beside the
+transitions (same actions, rewards and episode ends, so its rows line up
+with the transitions' rows), and the priorities come from them: 2 network
+passes per env step instead of 4 (acting, then online(s), online(s') and
+target(s') of every transition). Only where an episode was truncated does
+the true final observation (not the reset one the env returns) get passes
+of its own.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.agents.apex import queues
@@ -13,6 +24,27 @@ from ingraph_rl.components.memories import NStepAccumulator
 from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
+from ingraph_rl.spaces import FloatBox, IntBox
+
+
+class QValueWindows(NStepAccumulator):
+  """An `NStepAccumulator` over the Q-values [online | target] (2 *
+  num_actions floats) of the states instead of the states: fed the same
+  actions, rewards and episode ends as the transitions' accumulator, its
+  rows line up with theirs. Only the rollout graph pushes to it, so its
+  spaces are fixed here rather than learnt from an API call."""
+
+  variable_args = ()
+
+  def __init__(self, n_step, discount, num_envs, num_actions):
+    super().__init__(n_step, discount, num_envs, scope="n_step_q")
+    self.fixed_spaces = {
+      "states": FloatBox((2 * num_actions,), add_batch_rank=True),
+      "actions": IntBox(num_actions, dtype=np.int64, add_batch_rank=True),
+    }
+
+  def create_variables(self, input_spaces):
+    super().create_variables(dict(input_spaces, **self.fixed_spaces))
 
 
 class ApexPolicy(Component):
@@ -73,6 +105,10 @@ class ApexActor(ApexPolicy):
     c = config
     self.env = env  # Not a component: stepped via numpy_function.
     self.accumulator = NStepAccumulator(c.n_step, c.discount, env.num_envs)
+    # The same windows over the Q-values [online | target] of the states.
+    self.q_accumulator = QValueWindows(
+      c.n_step, c.discount, env.num_envs, c.num_actions
+    )
     row = queues.insert_row_space(record_space)
     self.insert_queues = [
       FIFOQueue(
@@ -94,8 +130,9 @@ class ApexActor(ApexPolicy):
 
   @api
   def reset_env(self, seed):
-    self.accumulator.clear()
-    return self._graph_fn_reset_env(seed)
+    cleared = self.accumulator.clear()
+    cleared_q = self.q_accumulator.clear()
+    return self._graph_fn_reset_env(seed, cleared, cleared_q)
 
   @api
   def set_weights(self, weights):
@@ -106,9 +143,28 @@ class ApexActor(ApexPolicy):
   def observe(
     self, states, actions, rewards, next_states, terminals, truncated
   ):
-    return self.accumulator.push(
+    rows = self.accumulator.push(
       states, actions, rewards, next_states, terminals, truncated
     )
+    # Keeps the Q-value windows in step with the transitions' windows.
+    q_rows = self.q_accumulator.push(
+      self._graph_fn_packed(self.q.both_q_values(states)),
+      actions,
+      rewards,
+      self._graph_fn_packed(self.q.both_q_values(next_states)),
+      terminals,
+      truncated,
+    )
+    return self._graph_fn_after(rows, q_rows["rewards"])
+
+  @graph_fn
+  def _graph_fn_packed(self, q):
+    return tf.concat([q["online"], q["target"]], axis=-1)
+
+  @graph_fn
+  def _graph_fn_after(self, rows, done):
+    with tf.control_dependencies([done]):
+      return tf.nest.map_structure(tf.identity, rows)
 
   @api
   def priorities(self, records):
@@ -124,39 +180,75 @@ class ApexActor(ApexPolicy):
   def rollout(self, shard):
     return self._graph_fn_rollout(
       shard,
-      inline(self.q.q_values),
+      inline(self.q.both_q_values),
       inline(self.exploration.get_action),
       inline(self.accumulator.push),
-      inline(self.q.td),
+      inline(self.q_accumulator.push),
+      inline(self.q.td_of_q_values),
       [inline(q.enqueue_many) for q in self.insert_queues],
     )
 
   @graph_fn
-  def _graph_fn_reset_env(self, seed):
-    obs = in_graph.tf_reset(self.env, seed)
+  def _graph_fn_reset_env(self, seed, *cleared):
+    with tf.control_dependencies(cleared):
+      obs = in_graph.tf_reset(self.env, seed)
     self.last_obs.assign(obs)
     return tf.identity(obs)
 
-  @graph_fn
-  def _graph_fn_rollout(self, shard, q_values, explore, push, td, enqueues):
-    n = self.env.num_envs
-    k = self.config.rollout_fragment_length
-    # The transitions of a step: 0 to n_step * num_envs rows.
-    out_space = self.accumulator._output_space()
-    arrays = {
+  @staticmethod
+  def _arrays(space, k):
+    """TensorArrays of a step's rows (0 to n_step * num_envs of them)."""
+    return {
       key: tf.TensorArray(
-        space.dtype,
+        leaf.dtype,
         size=k,
         infer_shape=False,
-        element_shape=tf.TensorShape([None]).concatenate(space.shape),
+        element_shape=tf.TensorShape([None]).concatenate(leaf.shape),
       )
-      for key, space in out_space.items()
+      for key, leaf in space.items()
     }
 
-    def body(i, arrays, totals):
+  @graph_fn
+  def _graph_fn_rollout(
+    self, shard, both_q, explore, push, push_q, td_of_q, enqueues
+  ):
+    n = self.env.num_envs
+    k = self.config.rollout_fragment_length
+    out_space = self.accumulator._output_space()
+    arrays = self._arrays(out_space, k)
+    q_keys = ("states", "next_states")
+    q_arrays = {
+      key: tf.TensorArray(
+        tf.float32,
+        size=k,
+        infer_shape=False,
+        element_shape=tf.TensorShape([None, 2 * self.config.num_actions]),
+      )
+      for key in q_keys
+    }
+
+    def packed_q(states):  # [online | target] Q-values.
+      q = both_q(states)
+      return tf.concat([q["online"], q["target"]], axis=-1)
+
+    def body(i, arrays, q_arrays, totals, q_now):
       obs = self.last_obs.read_value()
-      actions = explore(q_values(obs))["action"]
+      num_actions = self.config.num_actions
+      actions = explore(q_now[:, :num_actions])["action"]
       step = in_graph.tf_step(self.env, actions)
+      # The next acting pass; where an episode ended, step.obs is the new
+      # episode's first observation: a truncated transition bootstraps from
+      # the true final one (its own passes, rarely run), a terminated one
+      # not at all (its next-state values are masked: zeros).
+      q_next = packed_q(step.obs)
+      truncated_only = step.truncated & ~step.terminated
+      q_final = tf.cond(
+        tf.reduce_any(truncated_only),
+        lambda: packed_q(step.final_obs),
+        lambda: tf.zeros_like(q_next),
+      )
+      done = step.terminated | step.truncated
+      q_boot = tf.where(done[:, None], q_final, q_next)
       rows = push(
         obs,
         actions,
@@ -165,34 +257,57 @@ class ApexActor(ApexPolicy):
         step.terminated,
         step.truncated,
       )
+      q_rows = push_q(
+        q_now,
+        actions,
+        step.rewards,
+        q_boot,
+        step.terminated,
+        step.truncated,
+      )
       arrays = {key: arrays[key].write(i, rows[key]) for key in arrays}
+      q_arrays = {key: q_arrays[key].write(i, q_rows[key]) for key in q_keys}
       with tf.control_dependencies([rows["rewards"]]):
         assign = self.last_obs.assign(step.obs)
-      done = step.terminated | step.truncated
       with tf.control_dependencies([assign]):
         new = {
           "episodes": tf.reduce_sum(tf.cast(done, tf.int64)),
           "return_sum": tf.reduce_sum(step.episode_returns),
           "length_sum": tf.reduce_sum(tf.cast(step.episode_lengths, tf.int64)),
         }
-      return i + 1, arrays, {key: totals[key] + new[key] for key in totals}
+      totals = {key: totals[key] + new[key] for key in totals}
+      return i + 1, arrays, q_arrays, totals, q_next
 
     zeros = {
       "episodes": tf.constant(0, tf.int64),
       "return_sum": tf.constant(0.0),
       "length_sum": tf.constant(0, tf.int64),
     }
-    _, arrays, totals = tf.while_loop(
+    q_first = packed_q(self.last_obs.read_value())
+    _, arrays, q_arrays, totals, _ = tf.while_loop(
       lambda i, *_: i < k,
       body,
-      (tf.constant(0), arrays, zeros),
+      (tf.constant(0), arrays, q_arrays, zeros, q_first),
       parallel_iterations=1,
     )
     records = {key: array.concat() for key, array in arrays.items()}
     for key, space in out_space.items():
       records[key].set_shape((None,) + space.shape)
     count = tf.shape(records["rewards"])[0]
-    priorities = td(records, tf.ones([count]))["priorities"]
+    num_actions = self.config.num_actions
+
+    def split(q):
+      return {"online": q[:, :num_actions], "target": q[:, num_actions:]}
+
+    priorities = td_of_q(
+      split(q_arrays["states"].concat()),
+      records["actions"],
+      records["rewards"],
+      records["terminals"],
+      split(q_arrays["next_states"].concat()),
+      records["discounts"],
+      tf.ones([count]),
+    )["priorities"]
     row = {"records": records, "priority": priorities}
     size = tf.switch_case(
       tf.cast(shard, tf.int32),
