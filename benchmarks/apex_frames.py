@@ -53,7 +53,8 @@ class Setup:
   @property
   def name(self):
     env = self.env.replace("atari:", "")
-    return f"{env}/a{self.num_actors}/s{self.num_shards}"
+    wide = "" if self.num_envs in (4, 8) else f"/e{self.num_envs}"
+    return f"{env}/a{self.num_actors}/s{self.num_shards}{wide}"
 
 
 def config_for(setup, num_actions):

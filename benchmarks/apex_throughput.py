@@ -10,7 +10,14 @@ same algorithm.
            one shard `serve` (apply the last priorities, sample a batch onto
            the learner's queue) and one learner `update` (dequeue, double-Q
            n-step loss, Adam, queue the new priorities) per step: the
-           learner never touches a Python buffer.
+           learner never touches a Python buffer. Serve and update run
+           one after the other in one thread.
+  ours_pipelined
+           the same shard and learner as the system runs them: the shard
+           serves in its own thread (a replay task in a cluster,
+           `ReplayDriver`'s shard thread in one process) and keeps the
+           learner's prefetch queue full; the learner thread only updates.
+           Timed per learner update.
   python   the baseline: the classic proportional PER in the learner
            process (benchmarks/python_replay.py's `PythonPER`: records in NumPy
            arrays, sum and min trees in Python lists, one Python descent per
@@ -21,7 +28,12 @@ same algorithm.
 
 Both run `calls` steps per repetition, interleaved (`common.interleave`),
 on the same network (the CartPole MLP, 64x64, dueling) and settings. The
-ratio is python time / ours time per step (higher: ours faster).
+ratio is python time / ours time per step (higher: ours faster):
+`learner_sample_update_over_python_b512_1e6` against ours_pipelined (the
+design), `learner_sequential_over_python_b512_1e6` against ours. The
+classic baseline samples, trains and writes back in the learner's one
+Python thread: its PER work holds the GIL, which a prefetch thread would
+share with it.
 
 frames: env steps/s on Pong and CartPole with 1, 2 and 4 actors (2
 shards) and 2 actors with 1 shard: raw stepping (the ceiling), actors only
@@ -37,6 +49,8 @@ same 2 cores, interleaved: `cluster_over_single_shards_2`.
     python -m benchmarks.apex_throughput --quick    # smoke: small, short
 """
 
+import threading
+import time
 import types
 
 import numpy as np
@@ -47,6 +61,7 @@ from benchmarks import (
   common,  # Sets OMP_WAIT_POLICY before TF loads.
 )
 from benchmarks.python_replay import PythonPER
+from ingraph_rl.runners.replay_driver import IDLE_WAIT_S
 
 NAME = "apex_throughput"
 
@@ -181,6 +196,27 @@ def learner_part(quick, reps):
       shard.execute("serve")
       learner.execute("update")
 
+  def ours_pipelined():
+    # As the system runs: the shard serves in its own thread (a replay
+    # task, or ReplayDriver's shard thread, with its idle wait), the
+    # learner only dequeues; the prefetch queue decouples them.
+    stop = threading.Event()
+
+    def serve():
+      while not stop.is_set():
+        out = shard.execute("serve")
+        if not (int(out["updated"]) or int(out["sampled"])):
+          time.sleep(IDLE_WAIT_S)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+      for _ in range(calls):
+        learner.execute("update")["loss"].numpy()
+    finally:
+      stop.set()
+      thread.join()
+
   def python():
     for _ in range(calls):
       records, indices, weights = per.sample(batch)
@@ -189,7 +225,10 @@ def learner_part(quick, reps):
 
   # The shard serves one batch ahead (its prefetch): prime it.
   shard.execute("serve")
-  runs = common.interleave({"ours": ours, "python": python}, reps=reps)
+  runs = common.interleave(
+    {"ours": ours, "ours_pipelined": ours_pipelined, "python": python},
+    reps=reps,
+  )
   label = f"1e{round(np.log10(capacity))}"
   per_step = {
     name: [r["wall_s"] / calls for r in records]
@@ -202,7 +241,7 @@ def learner_part(quick, reps):
       "ms/step",
       common.Stat.of(per_step[name]).scaled(1e3),
     )
-    for name in ("ours", "python")
+    for name in ("ours", "ours_pipelined", "python")
   ] + [
     common.Row(
       f"learner/b{batch}/{label}/{name}",
@@ -210,12 +249,17 @@ def learner_part(quick, reps):
       "samples/s",
       common.Stat.of(batch / t for t in per_step[name]),
     )
-    for name in ("ours", "python")
+    for name in ("ours", "ours_pipelined", "python")
   ]
   ratios = {
+    # The system as it runs (shard in its own thread).
     f"learner_sample_update_over_python_b{batch}_{label}": common.paired_ratio(
+      per_step["python"], per_step["ours_pipelined"]
+    ),
+    # Shard and learner one after the other in one thread.
+    f"learner_sequential_over_python_b{batch}_{label}": common.paired_ratio(
       per_step["python"], per_step["ours"]
-    )
+    ),
   }
   config = {
     "capacity": capacity,
@@ -223,18 +267,35 @@ def learner_part(quick, reps):
     "calls_per_rep": calls,
     "network": "CartPole MLP 64x64, dueling, double-Q, 3-step",
     "ours": "ReplayShard.serve + ApexLearner.update, one thread, shard local",
+    "ours_pipelined": (
+      "the learner thread's ApexLearner.update while the shard serves in "
+      "its own thread (as ReplayDriver and replay tasks run it); the "
+      "headline ratio"
+    ),
     "python": "benchmarks.python_replay.PythonPER + a fed learner graph",
   }
   return rows, ratios, config
 
 
+# Envs per actor beside the default: Pong 2 actors x 32 envs (the Q-network
+# costs less per frame in larger batches).
+WIDE_ENVS = 32
+
+
 def frame_setups(envs, quick):
   out = []
   for env in envs:
-    num_envs = 8 if "pong" in env.lower() else 4
+    pong = "pong" in env.lower()
+    num_envs = 8 if pong else 4
     actors = [(2, 2)] if quick else [(1, 2), (2, 2), (4, 2), (2, 1)]
     out += [apex_frames.Setup(env, a, s, num_envs) for a, s in actors]
+    if pong and not quick:
+      out.append(apex_frames.Setup(env, 2, 2, WIDE_ENVS))
   return out
+
+
+def default_envs(setup):
+  return 8 if "pong" in setup.env.lower() else 4
 
 
 def frames_part(quick, reps):
@@ -277,8 +338,14 @@ def frames_part(quick, reps):
       )
     )
     env = setup.env.replace("atari:", "").replace("-v1", "").lower()
-    key = f"actors_{setup.num_actors}" + (
-      "" if setup.num_shards == 2 else f"_shards_{setup.num_shards}"
+    key = (
+      f"actors_{setup.num_actors}"
+      + ("" if setup.num_shards == 2 else f"_shards_{setup.num_shards}")
+      + (
+        ""
+        if setup.num_envs == default_envs(setup)
+        else f"_envs_{setup.num_envs}"
+      )
     )
     for name in ("actors_only", "end_to_end"):
       ratios[f"{env}_{name}_over_raw_{key}"] = common.paired_ratio(
@@ -288,7 +355,9 @@ def frames_part(quick, reps):
     "frames_window_s": seconds,
     "frames_warmup_s": warmup,
     "frames_setups": [s.name for s in frame_setups(_ENVS.value, quick)],
-    "frames_envs_per_actor": "Pong 8, CartPole 4",
+    "frames_envs_per_actor": (
+      f"Pong 8 (and {WIDE_ENVS}: keys ..._envs_{WIDE_ENVS}), CartPole 4"
+    ),
     "frames_settings": (
       "flagfiles/apex_pong.cfg's network and batch (shards of 5k), the "
       "CartPole preset; no training_intensity throttle"

@@ -88,6 +88,13 @@ class ApexActor(ApexPolicy):
   """APIs:
     get_actions(states, explore) -> {"actions", "q_values", "epsilon"}.
     reset_env(seed) -> first observations (drops pending n-step windows).
+    observe(states, actions, rewards, next_states, terminals, truncated)
+      -> the n-step rows these steps complete (as `NStepAccumulator.push`;
+      the Q-value windows advance with them, so a later rollout's
+      priorities stay aligned).
+    priorities(records) -> |TD| + 1e-6 of records (both networks run on
+      the records' frames: the check of what `rollout` computes from its
+      acting passes).
     rollout(shard) -> {"episodes", "return_sum", "length_sum", "env_steps",
       "transitions", "priority_sum", "queue_size"}: one fragment, its
       transitions enqueued on shard `shard`'s insert queue (the caller
