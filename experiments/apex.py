@@ -37,6 +37,7 @@ import os
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 from absl import app, logging
 
@@ -44,10 +45,18 @@ from experiments import config_flags, configs
 from ingraph_rl.agents.apex import ApexBuilder
 from ingraph_rl.distributed import replay_roles, roles
 from ingraph_rl.distributed.cluster import ClusterError, in_cluster
-from ingraph_rl.environments import is_atari_id, make_vector_env
+from ingraph_rl.environments import (
+  is_atari_id,
+  is_dmlab_id,
+  make_vector_env,
+)
+from ingraph_rl.environments.observation_key import SelectedObservation
+from ingraph_rl.errors import SpaceError
 from ingraph_rl.export import export_agent
+from ingraph_rl.runners.environments import make_actor_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
+from ingraph_rl.spaces import BoxSpace
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
 
@@ -160,22 +169,52 @@ def write_shard_stats(index, stats):
   )
 
 
+def env_maker(settings):
+  """`make(num_envs, seed)`: the run's vector env. DM Lab steps in env
+  worker processes (it crashes next to TensorFlow); `--observation_key`
+  picks one leaf of Dict observations."""
+
+  def make(num_envs, seed):
+    if is_dmlab_id(settings.env):
+      env = make_actor_env(settings.env, num_envs, seed)
+    else:
+      env = make_vector_env(settings.env, num_envs, seed)
+    if settings.observation_key is None:
+      return env
+    try:
+      return SelectedObservation(env, settings.observation_key)
+    except SpaceError:
+      env.close()
+      raise
+
+  return make
+
+
+def is_frames(space):
+  """uint8 images [H, W, C]: the Nature DQN torso on frames scaled to
+  [0, 1]."""
+  return (
+    isinstance(space, BoxSpace)
+    and len(space.shape) == 3
+    and space.dtype == np.uint8
+  )
+
+
 def make_builder(settings, values):
   """(builder, env factory, observation space) of the run's settings."""
-  atari = is_atari_id(settings.env)
+  make = env_maker(settings)
 
   def make_env(i):
-    return make_vector_env(
-      settings.env, settings.num_envs_per_actor, settings.seed + 1000 * i
-    )
+    return make(settings.num_envs_per_actor, settings.seed + 1000 * i)
 
-  probe = make_env(0)
+  probe = make(1, settings.seed)
   num_actions = probe.action_space.num_categories
   obs_space = probe.observation_space
   probe.close()
-  config = configs.apex_config(values, num_actions, atari)
+  frames = is_atari_id(settings.env) or is_frames(obs_space)
+  config = configs.apex_config(values, num_actions, frames)
   builder = ApexBuilder(
-    config, preprocessor=configs.scaled_frames if atari else None
+    config, preprocessor=configs.scaled_frames if frames else None
   )
   return builder, make_env, obs_space
 
@@ -191,6 +230,7 @@ def greedy_return(builder, obs_space, weights, settings):
     settings.env,
     settings.eval_episodes,
     settings.seed + 10_000,
+    make_env=env_maker(settings),
   )
 
 

@@ -121,6 +121,11 @@ class ApexSettings(ClusterSettings):
   num_actors: int = field(2, "Actor threads (in a cluster: actor tasks).")
   num_envs_per_actor: int = field(4, "Envs each actor steps together.")
   num_replay_shards: int = field(2, "Replay shards (threads or tasks).")
+  observation_key: typing.Optional[str] = field(
+    None,
+    "For Dict observations: the box leaf the Q-network sees (DM Lab: "
+    "RGB_INTERLEAVED; the instruction is dropped).",
+  )
   total_env_steps: int = field(200_000, "Training budget in env steps.")
   log_every_seconds: float = field(5.0, "Progress line period.")
 
@@ -196,8 +201,8 @@ def apex_settings(values):
 
 
 def _q_learning_config(cls, values, num_actions, atari):
-  """A DQN or Ape-X config of a run: Nature DQN's torso on Atari frames,
-  else the config's MLP."""
+  """A DQN or Ape-X config of a run: Nature DQN's torso on frames (`atari`:
+  Atari's or any other uint8 image), else the config's MLP."""
   network = tuple(NATURE_DQN_SPEC) if atari else cls.network
   return config_flags.make(
     cls,

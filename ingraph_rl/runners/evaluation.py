@@ -181,14 +181,19 @@ def evaluate(builder, weights, env_id, num_episodes, seed=0, **make_kwargs):
       env.close()
 
 
-def mean_greedy_return(act, env_id, num_episodes, seed=0):
+def mean_greedy_return(act, env_id, num_episodes, seed=0, make_env=None):
   """The mean return of `num_episodes` episodes played one after another
   on ONE env of `env_id` (a 1-env vector env seeded `seed`, reset by its
   own autoreset), `act(observations [1, ...]) -> actions [1]` choosing
-  every action: e.g. DQN's greedy `get_actions(obs, explore=False)`."""
+  every action: e.g. DQN's greedy `get_actions(obs, explore=False)`.
+  `make_env(num_envs, seed)`: the env (default `make_vector_env(env_id,
+  ...)`), e.g. DM Lab in a worker process."""
   from ingraph_rl.environments import make_vector_env
 
-  env = make_vector_env(env_id, 1, seed)
+  if make_env is None:
+    env = make_vector_env(env_id, 1, seed)
+  else:
+    env = make_env(1, seed)
   try:
     obs, returns = env.reset(), []
     while len(returns) < num_episodes:

@@ -353,3 +353,14 @@ def test_apex_flagfiles():
   assert config.network == tuple(NATURE_DQN_SPEC)
   assert (config.buffer_size, config.train_batch_size) == (50_000, 64)
   assert config.training_intensity == 4.0
+  dmlab = configs.apex_values(
+    flag_values=parsed(
+      configs.APEX_CLASSES, f"--flagfile={FLAGFILES / 'apex_dmlab.cfg'}"
+    )
+  )
+  settings = configs.apex_settings(dmlab)
+  assert (settings.env, settings.observation_key) == (
+    "dmlab:seekavoid_arena_01",
+    None,
+  )
+  assert configs.apex_config(dmlab, 9, True).network == tuple(NATURE_DQN_SPEC)
