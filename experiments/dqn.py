@@ -5,7 +5,8 @@
 Trains with the agent's in-graph loop (its `train` API: one graph call
 runs `--steps_per_call` vector steps: act, env step, observe, update,
 sync; the Python-driven loop it replaces is benchmarks/dqn_loop.py's
-baseline). With no flags it runs the embedded CartPole preset
+baseline; --env_groups=2 double-buffers two groups of the envs, see
+DQNAgent). With no flags it runs the embedded CartPole preset
 (experiments/configs.py, DQN_CARTPOLE). Logs TensorBoard scalars with CleanRL's
 names under `--logdir` (default `runs/{env}__dqn__{seed}__{time}`), keeps
 checkpoints there (a rerun with the same `--logdir` resumes), and ends with a
@@ -33,12 +34,32 @@ from absl import app, logging
 from experiments import config_flags, configs
 from ingraph_rl.agents.dqn import DQNBuilder
 from ingraph_rl.environments import is_atari_id, make_vector_env
+from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
 
 # One flag per field of DQNSettings and DQNConfig.
 FLAG_HOLDERS = config_flags.define_flags(*configs.DQN_CLASSES)
+
+
+def make_env(env_id, num_envs, seed, env_groups=1):
+  """The training env, env i seeded `seed + i`; with `env_groups` > 1 the
+  same envs as a GroupedVectorEnv, which the agent's loop double-buffers
+  (`DQNConfig.env_groups`)."""
+  if env_groups == 1:
+    return make_vector_env(env_id, num_envs, seed)
+  groups = []
+  try:
+    first = 0
+    for size in group_sizes(num_envs, env_groups):
+      groups.append(make_vector_env(env_id, size, seed + first))
+      first += size
+  except BaseException:
+    for group in groups:
+      group.close()
+    raise
+  return GroupedVectorEnv(groups)
 
 
 def evaluate(executor, env_id, episodes, seed):
@@ -58,7 +79,9 @@ def main(argv):
   settings = configs.dqn_settings(values)
   atari = is_atari_id(settings.env)
   run_dir = configs.run_directory(settings, "dqn")
-  env = make_vector_env(settings.env, settings.num_envs, settings.seed)
+  env = make_env(
+    settings.env, settings.num_envs, settings.seed, values["env_groups"]
+  )
   config = configs.dqn_config(values, env.action_space.num_categories, atari)
   builder = DQNBuilder(
     config, preprocessor=configs.scaled_frames if atari else None

@@ -58,6 +58,17 @@ class DQNAgent(Component):
       update every `update_every`, sync every `target_sync_every`) in ONE
       graph call.
 
+  `env_groups=2` (the env a `GroupedVectorEnv` of groups A and B)
+  double-buffers the loop as the IMPALA stepper does: in each vector step
+  the Q-network acts on B's observations while A's envs step, then on A's
+  next observations while B's envs step. `observe` still gets the whole
+  vector step (A's envs, then B's), so memories, stats, update and sync
+  counts and the epsilon schedule (one step per vector step) are those of
+  one group for the same actions. Only the random draws differ, and A's
+  next actions come before the vector step's update: where one falls, A
+  acts on weights one update older (Sample Factory's policy lag). The
+  torch build steps the groups as one env.
+
   Truncated episodes are not terminal: the memory stores the true last
   observation (`final_obs`) as next state and the target bootstraps. With
   n_step > 1 no transition crosses an episode end: at an end the pending
@@ -94,6 +105,7 @@ class DQNAgent(Component):
     else:
       self.preprocessor = None
     c = config
+    self.groups = self._env_groups(c, env)
     self.online = QNetwork(c.network, c.num_actions, c.dueling, scope="online")
     self.target = TargetQNetwork(
       c.network, c.num_actions, c.dueling, scope="target"
@@ -130,6 +142,19 @@ class DQNAgent(Component):
     self.optimizer = Adam(
       c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
     )
+
+  def _env_groups(self, c, env):
+    """The env's groups the loop steps in turn (one: the env itself)."""
+    if env is None or c.env_groups == 1:
+      return (env,)
+    groups = tuple(getattr(env, "groups", ()))
+    if len(groups) != c.env_groups:
+      raise BuildError(
+        f"DQNAgent: env_groups={c.env_groups} needs an env of that many "
+        f"groups (a GroupedVectorEnv, environments/env_groups.py), got a "
+        f"{type(env).__name__} of {len(groups)} groups"
+      )
+    return groups
 
   def _check_streams(self, c, env, what):
     """Checks the per-env streams of `what` (an n-step window, a frame
@@ -417,14 +442,54 @@ class DQNAgent(Component):
     """Whether a multiple of `every` env steps was crossed by this call."""
     return (steps // every) != ((steps - n) // every)
 
+  def _held_actions(self, act, obs):
+    """`act`'s actions, its exploration step taken back: with groups, all
+    but the last to act in a vector step hold it (one step per vector
+    step, as with one group)."""
+    actions = act(obs)["actions"]
+    self.exploration.timestep.assign_add(-1)
+    return actions
+
+  def _grouped_step(self, act, obs, pending, more):
+    """One vector step of the groups: `pending` (group 0's actions, chosen
+    while the last group's envs stepped) -> (all actions, the whole
+    step, group 0's next actions if `more` else zeros)."""
+    sizes = [group.num_envs for group in self.groups]
+    parts = tf.split(obs, sizes)
+    # Groups 1.. act beside group 0's env step. Data flow alone overlaps
+    # them: TF's automatic control dependencies chain the env steps (and
+    # other stateful ops without resources), not the Q-network.
+    actions = [pending] + [self._held_actions(act, x) for x in parts[1:-1]]
+    actions.append(act(parts[-1])["actions"])
+    steps = [
+      in_graph.tf_step(group, a, name=f"env_step_{g}")
+      for g, (group, a) in enumerate(zip(self.groups, actions))
+    ]
+    # Group 0 acts on its next observations beside the other groups' env
+    # steps; not after the last vector step (the next call acts then).
+    pending = tf.cond(
+      more,
+      lambda: self._held_actions(act, steps[0].obs),
+      lambda: tf.zeros([sizes[0]], tf.int64),
+    )
+    step = type(steps[0])(*(tf.concat(xs, 0) for xs in zip(*steps)))
+    return tf.concat(actions, 0), step, pending
+
   @graph_fn
   def _graph_fn_train(self, num_steps, act, observe, update, sync):
     c, n = self.config, self.env.num_envs
+    grouped = len(self.groups) > 1
 
-    def body(i, totals):
+    def body(i, totals, *pending):
       obs = self.last_obs.read_value()
-      actions = act(obs)["actions"]
-      step = in_graph.tf_step(self.env, actions)
+      if grouped:
+        actions, step, next_actions = self._grouped_step(
+          act, obs, pending[0], i + 1 < num_steps
+        )
+        pending = (next_actions,)
+      else:
+        actions = act(obs)["actions"]
+        step = in_graph.tf_step(self.env, actions)
       size = observe(
         obs,
         actions,
@@ -453,7 +518,7 @@ class DQNAgent(Component):
           "loss_sum": loss,
           "updates": tf.cast(learn, tf.int64),
         }
-      return i + 1, {k: totals[k] + v for k, v in new.items()}
+      return (i + 1, {k: totals[k] + v for k, v in new.items()}) + pending
 
     zeros = {
       "episodes": tf.constant(0, tf.int64),
@@ -462,10 +527,14 @@ class DQNAgent(Component):
       "loss_sum": 0.0,
       "updates": tf.constant(0, tf.int64),
     }
-    _, totals = tf.while_loop(
-      lambda i, _: i < num_steps,
+    pending = ()
+    if grouped:  # Group 0's actions for the first vector step.
+      obs = self.last_obs.read_value()[: self.groups[0].num_envs]
+      pending = (self._held_actions(act, obs),)
+    _, totals, *_ = tf.while_loop(
+      lambda i, *_: i < num_steps,
       body,
-      (tf.constant(0), zeros),
+      (tf.constant(0), zeros) + pending,
       parallel_iterations=1,
     )
     totals["env_steps"] = self.vector_steps * n

@@ -161,8 +161,9 @@ class DQNBuilder:
     observation_space: Optional[Space] = None,
     env: Optional[VectorEnv] = None,
   ) -> Root:
-    """The `DQNAgent` root: TRAIN_APIS, and with `env` (any `VectorEnv`)
-    also LOOP_APIS; `observation_space` defaults to the env's."""
+    """The `DQNAgent` root: TRAIN_APIS, and with `env` (any `VectorEnv`;
+    with `env_groups` > 1 a `GroupedVectorEnv` of that many groups) also
+    LOOP_APIS; `observation_space` defaults to the env's."""
     if observation_space is None:
       if env is None:
         raise ValueError("make_agent needs an observation space or an env")

@@ -67,6 +67,13 @@ class DQNConfig:
   learning_starts: int = field(1_000, "Env steps before the first update.")
   update_every: int = field(1, "Vector steps between updates.")
   target_sync_every: int = field(500, "Vector steps between target syncs.")
+  env_groups: int = field(
+    1,
+    "Env groups of the in-graph loop: 2 double-buffers them (one group's "
+    "env step runs while the Q-network acts on the other's observations); "
+    "the env must have the groups (a GroupedVectorEnv; experiments/dqn.py "
+    "makes one).",
+  )
   num_envs: typing.Optional[int] = field(
     None,
     "Rows per observe call with n_step > 1 or frame_stack_replay "
@@ -99,6 +106,8 @@ class DQNConfig:
       problems.append("learning_starts must be >= batch_size")
     if self.update_every < 1 or self.target_sync_every < 1:
       problems.append("update_every and target_sync_every must be >= 1")
+    if self.env_groups < 1:
+      problems.append("env_groups must be >= 1")
     if not 0.0 <= self.epsilon_to <= self.epsilon_from <= 1.0:
       problems.append("need 0 <= epsilon_to <= epsilon_from <= 1")
     if self.learning_rate <= 0:
