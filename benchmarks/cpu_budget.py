@@ -328,7 +328,12 @@ class DqnBudget:
     self.calls = 2 if quick else 10  # train() calls per rep (x100 steps).
     self.agents = {}
     for setting, starts in (("off", NEVER), ("on", DQN_FILL_STEPS)):
-      env = make_vector_env(self.env_id, self.n, SEED + len(self.agents))
+      env = make_actor_env(
+        self.env_id,
+        self.n,
+        SEED + len(self.agents),
+        env_groups=base.env_groups,
+      )
       config = dataclasses.replace(base, learning_starts=starts)
       ex = DQNBuilder(config, preprocessor=pre).make_agent(env=env).build()
       ex.execute("reset_env", SEED)

@@ -33,8 +33,8 @@ from absl import app, logging
 
 from experiments import config_flags, configs
 from ingraph_rl.agents.dqn import DQNBuilder
-from ingraph_rl.environments import is_atari_id, make_vector_env
-from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
+from ingraph_rl.environments import is_atari_id
+from ingraph_rl.runners.environments import make_actor_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
@@ -47,19 +47,7 @@ def make_env(env_id, num_envs, seed, env_groups=1):
   """The training env, env i seeded `seed + i`; with `env_groups` > 1 the
   same envs as a GroupedVectorEnv, which the agent's loop double-buffers
   (`DQNConfig.env_groups`)."""
-  if env_groups == 1:
-    return make_vector_env(env_id, num_envs, seed)
-  groups = []
-  try:
-    first = 0
-    for size in group_sizes(num_envs, env_groups):
-      groups.append(make_vector_env(env_id, size, seed + first))
-      first += size
-  except BaseException:
-    for group in groups:
-      group.close()
-    raise
-  return GroupedVectorEnv(groups)
+  return make_actor_env(env_id, num_envs, seed, env_groups=env_groups)
 
 
 def evaluate(executor, env_id, episodes, seed):

@@ -34,6 +34,32 @@ def group_sizes(num_envs, num_groups):
   return tuple(small + (g < extra) for g in range(num_groups))
 
 
+def make_groups(make_group, num_envs, num_groups):
+  """A `GroupedVectorEnv` of `make_group(first, size)` per group (`first`:
+  the index of the group's first env; sizes from `group_sizes`). If one
+  group fails to build, the ones already made are closed.
+
+  >>> from ingraph_rl.environments import make_vector_env
+  >>> env = make_groups(
+  ...     lambda first, size: make_vector_env("CartPole-v1", size, first),
+  ...     5, 2)
+  >>> env.offsets, env.num_envs
+  ((0, 3), 5)
+  >>> env.close()
+  """
+  groups = []
+  try:
+    first = 0
+    for size in group_sizes(num_envs, num_groups):
+      groups.append(make_group(first, size))
+      first += size
+  except BaseException:
+    for group in groups:
+      group.close()
+    raise
+  return GroupedVectorEnv(groups)
+
+
 def _concat(values):
   """Per-group arrays (or nests of them, a Dict observation) -> one."""
   return tree.map_structure(lambda *xs: np.concatenate(xs), *values)

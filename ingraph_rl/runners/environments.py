@@ -25,7 +25,7 @@ from ingraph_rl.environments import (
   is_dmlab_id,
   make_vector_env,
 )
-from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
+from ingraph_rl.environments.env_groups import make_groups
 
 # Frame skip / action repeats when the flag is left at its default.
 DEFAULT_REPEATS = {"atari": 4, "dmlab": 4, "gymnasium": 1}
@@ -70,29 +70,21 @@ def make_actor_env(
   it would run in one env.
   """
   if env_groups > 1:
-    groups = []
-    first = 0
-    try:
-      for size in group_sizes(num_envs, env_groups):
-        group_kwargs = dict(kwargs)
-        if dmlab_set_name(env_id):
-          group_kwargs["level_offset"] = kwargs.get("level_offset", 0) + first
-        groups.append(
-          make_actor_env(
-            env_id,
-            size,
-            seed + first,
-            num_action_repeats,
-            processes,
-            **group_kwargs,
-          )
-        )
-        first += size
-    except BaseException:
-      for group in groups:
-        group.close()
-      raise
-    return GroupedVectorEnv(groups)
+
+    def make_group(first, size):
+      group_kwargs = dict(kwargs)
+      if dmlab_set_name(env_id):
+        group_kwargs["level_offset"] = kwargs.get("level_offset", 0) + first
+      return make_actor_env(
+        env_id,
+        size,
+        seed + first,
+        num_action_repeats,
+        processes,
+        **group_kwargs,
+      )
+
+    return make_groups(make_group, num_envs, env_groups)
   kind = env_kind(env_id)
   repeats = num_action_repeats_for(env_id, num_action_repeats)
   if kind == "atari":
