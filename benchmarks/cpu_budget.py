@@ -91,6 +91,13 @@ _DQN_REPLAY_CAP = flags.DEFINE_integer(
   "Caps the DQN replay (its size does not change per-step costs; two "
   "agents are built).",
 )
+_VARIANTS = flags.DEFINE_list(
+  "variants",
+  ["env_groups=2"],
+  "Config changes whose end-to-end systems run beside the flagfile's, "
+  "interleaved ('field=value', '+'-joined for several; each applies to "
+  "the agents whose config has the fields): e.g. env_groups=2.",
+)
 _OVERRIDES = flags.DEFINE_multi_string(
   "override",
   [],
@@ -124,13 +131,18 @@ TARGETS = {
 }
 
 
-def flagfile_values(setup):
-  """The run's values as the experiment resolves them from the flagfile
-  (the preset overridden by the flagfile, then by `--override`s)."""
-  classes, preset = {
+def _classes(setup):
+  return {
     "impala": (configs.IMPALA_CLASSES, configs.IMPALA_CARTPOLE),
     "dqn": (configs.DQN_CLASSES, configs.DQN_CARTPOLE),
   }[setup.agent]
+
+
+def flagfile_values(setup, variant=None):
+  """The run's values as the experiment resolves them from the flagfile
+  (the preset overridden by the flagfile, then by `--override`s, then by
+  the variant's 'field=value's)."""
+  classes, preset = _classes(setup)
   fv = flags.FlagValues()
   config_flags.define_flags(*classes, flag_values=fv)
   extra = [
@@ -138,8 +150,21 @@ def flagfile_values(setup):
     for o in _OVERRIDES.value
     if o.split(":", 1)[0] == setup.agent
   ]
+  extra += [f"--{change}" for change in (variant or "").split("+") if change]
   fv(["cpu_budget", f"--flagfile={FLAGFILES / setup.flagfile}", *extra])
   return config_flags.resolve(classes, preset, flag_values=fv)
+
+
+def variants_of(setup):
+  """{label: variant} of `--variants` whose fields this agent has."""
+  classes, _ = _classes(setup)
+  names = {f.name for cls in classes for f in config_flags.flag_fields(cls)}
+  out = {}
+  for variant in _VARIANTS.value:
+    fields = [change.split("=", 1)[0] for change in variant.split("+")]
+    if variant and all(f in names for f in fields):
+      out[variant.replace("=", "_").replace("+", "__")] = variant
+  return out
 
 
 def cpu_per(fn, units):
@@ -228,15 +253,30 @@ class ImpalaBudget:
       "learner_updates": 2 if quick else max(4, 6400 // (self.T * self.B)),
     }
 
-    def config_fn(num_actions, obs_space, args):
-      del obs_space, args
-      return configs.impala_config(
-        values, num_actions, self.B * self.T * repeats
-      )
+    def config_fn_of(values):
+      def config_fn(num_actions, obs_space, args):
+        del obs_space, args
+        return configs.impala_config(
+          values, num_actions, self.B * self.T * repeats
+        )
 
+      return config_fn
+
+    config_fn = config_fn_of(values)
     self.harness = impala_harness.Harness(
       env_id, self.N, settings.env_processes, args, config_fn
     )
+    # Each variant's own driver (the parts are the flagfile's).
+    self.variants = {
+      label: impala_harness.Harness(
+        env_id,
+        self.N,
+        settings.env_processes,
+        args,
+        config_fn_of(flagfile_values(setup, variant)),
+      )
+      for label, variant in variants_of(setup).items()
+    }
     self.learner = impala_harness.LearnerOnly(env_id, args, config_fn)
     self.env = make_actor_env(
       env_id,
@@ -252,16 +292,20 @@ class ImpalaBudget:
 
   def fns(self):
     h = self.harness
-    return {
+    fns = {
       "part_env": lambda: self._part(
         "env", lambda: self.step_random(self.env_calls), self.env_calls * self.E
       ),
       "part_inference": lambda: self._inference(),
       "part_learner": lambda: self._learner(),
-      "raw": lambda: self._phase(h.raw),
-      "actors_only": lambda: self._phase(h.actors_only),
-      "end_to_end": lambda: self._phase(h.end_to_end),
+      "raw": lambda: self._phase(h, h.raw),
+      "actors_only": lambda: self._phase(h, h.actors_only),
+      "end_to_end": lambda: self._phase(h, h.end_to_end),
     }
+    for label, v in self.variants.items():
+      fns[f"actors_only/{label}"] = lambda v=v: self._phase(v, v.actors_only)
+      fns[f"end_to_end/{label}"] = lambda v=v: self._phase(v, v.end_to_end)
+    return fns
 
   def _part(self, part, fn, units):
     cpu, wall = cpu_per(fn, units)
@@ -283,7 +327,7 @@ class ImpalaBudget:
       "wall_s_per_step": 1.0 / out["env_steps_per_s"],
     }
 
-  def _phase(self, phase):
+  def _phase(self, harness, phase):
     out = phase()
     # End to end: what the learner trained, where the actors ran ahead of
     # it in the window (the queue's slack).
@@ -291,12 +335,14 @@ class ImpalaBudget:
       out["env_steps_per_s"], out.get("trained_env_steps_per_s", np.inf)
     )
     # CPU over the phase's counted window (not its warmup and quiesce).
-    cpu = self.harness.window_cpu_s / out["window_s"]
+    cpu = harness.window_cpu_s / out["window_s"]
     return dict(out, env_steps_per_s=rate, cpu_s_per_step=cpu / rate)
 
   def close(self):
     self.learner.close()
     self.harness.close()
+    for harness in self.variants.values():
+      harness.close()
     self.env.close()
 
 
@@ -326,21 +372,35 @@ class DqnBudget:
     pre = configs.scaled_frames if atari else None
     self.config = base
     self.calls = 2 if quick else 10  # train() calls per rep (x100 steps).
+    configs_by_label = {"": base}
+    for label, variant in variants_of(setup).items():
+      v = dict(flagfile_values(setup, variant))
+      v["replay_capacity"] = values["replay_capacity"]
+      configs_by_label[label] = configs.dqn_config(v, num_actions, atari)
+    # The in-graph loop, updates off and on, per variant ("": the
+    # flagfile's): key "off", "on", "off/<label>", "on/<label>".
     self.agents = {}
-    for setting, starts in (("off", NEVER), ("on", DQN_FILL_STEPS)):
-      env = make_actor_env(
-        self.env_id,
-        self.n,
-        SEED + len(self.agents),
-        env_groups=base.env_groups,
-      )
-      config = dataclasses.replace(base, learning_starts=starts)
-      ex = DQNBuilder(config, preprocessor=pre).make_agent(env=env).build()
-      ex.execute("reset_env", SEED)
-      self.agents[setting] = (ex, env)
-    # Fill past learning_starts (untimed): every timed step of "on" updates.
-    on = self.agents["on"][0]
-    on.execute("train", -(-DQN_FILL_STEPS // self.n) + 1)
+    for label, config in configs_by_label.items():
+      for setting, starts in (("off", NEVER), ("on", DQN_FILL_STEPS)):
+        env = make_actor_env(
+          self.env_id,
+          self.n,
+          SEED + len(self.agents),
+          env_groups=config.env_groups,
+        )
+        ex = (
+          DQNBuilder(
+            dataclasses.replace(config, learning_starts=starts),
+            preprocessor=pre,
+          )
+          .make_agent(env=env)
+          .build()
+        )
+        ex.execute("reset_env", SEED)
+        if setting == "on":
+          # Fill past learning_starts (untimed): every timed step updates.
+          ex.execute("train", -(-DQN_FILL_STEPS // self.n) + 1)
+        self.agents[f"{setting}/{label}" if label else setting] = (ex, env)
     # The parts: a separate agent without env (observe / update APIs).
     self.parts_agent = (
       DQNBuilder(
@@ -396,9 +456,7 @@ class DqnBudget:
         "update", self._update, self.part_calls
       ),
       "raw": lambda: self._rate(lambda: self.raw_step(steps), steps),
-      "in_graph_off": lambda: self._train("off"),
-      "in_graph_on": lambda: self._train("on"),
-    }
+    } | {f"in_graph_{key}": lambda k=key: self._train(k) for key in self.agents}
 
   def _part(self, part, fn, calls):
     cpu, wall = cpu_per(fn, calls)
@@ -512,39 +570,51 @@ def analyse(name, budget, records, cores):
     return records[key][rnd]["env_steps_per_s"]
 
   reps = len(records["raw"])
+
+  def over(key, ref):
+    """Median over rounds of `key`'s rate over `ref` (a system or a list
+    of limits per round)."""
+    return median(
+      rate(key, i) / (ref[i] if isinstance(ref, list) else rate(ref, i))
+      for i in range(reps)
+    )
+
   if isinstance(budget, ImpalaBudget):
-    part_names = ["env", "inference", "learner"]
-    limits = [limit(part_names, i) for i in range(reps)]
-    ratios[f"{name}_end_to_end_over_limit"] = median(
-      rate("end_to_end", i) / limits[i] for i in range(reps)
-    )
-    ratios[f"{name}_end_to_end_over_raw"] = median(
-      rate("end_to_end", i) / rate("raw", i) for i in range(reps)
-    )
-    ratios[f"{name}_actors_only_over_raw"] = median(
-      rate("actors_only", i) / rate("raw", i) for i in range(reps)
-    )
-    ratios[f"{name}_end_to_end_fps"] = median(
-      rate("end_to_end", i) * budget.repeats for i in range(reps)
-    )
+    limits = [limit(["env", "inference", "learner"], i) for i in range(reps)]
+    labels = [""] + [
+      k.split("/", 1)[1] for k in records if k.startswith("end_to_end/")
+    ]
+    for label in labels:
+      suffix = f"/{label}" if label else ""
+      tag = f"_{label}" if label else ""
+      e2e, actors = f"end_to_end{suffix}", f"actors_only{suffix}"
+      ratios[f"{name}_end_to_end_over_limit{tag}"] = over(e2e, limits)
+      ratios[f"{name}_end_to_end_over_raw{tag}"] = over(e2e, "raw")
+      ratios[f"{name}_actors_only_over_raw{tag}"] = over(actors, "raw")
+      ratios[f"{name}_end_to_end_fps{tag}"] = median(
+        rate(e2e, i) * budget.repeats for i in range(reps)
+      )
     limit_rows = {"end_to_end": limits}
   else:
-    off = ["env", "inference", "insert"]
-    on = off + ["update"]
-    limits_off = [limit(off, i) for i in range(reps)]
-    limits_on = [limit(on, i) for i in range(reps)]
-    ratios[f"{name}_in_graph_over_raw_updates_off"] = median(
-      rate("in_graph_off", i) / rate("raw", i) for i in range(reps)
-    )
-    ratios[f"{name}_in_graph_over_raw_updates_on"] = median(
-      rate("in_graph_on", i) / rate("raw", i) for i in range(reps)
-    )
-    ratios[f"{name}_end_to_end_over_limit_updates_off"] = median(
-      rate("in_graph_off", i) / limits_off[i] for i in range(reps)
-    )
-    ratios[f"{name}_end_to_end_over_limit_updates_on"] = median(
-      rate("in_graph_on", i) / limits_on[i] for i in range(reps)
-    )
+    limits_off = [limit(["env", "inference", "insert"], i) for i in range(reps)]
+    limits_on = [
+      limit(["env", "inference", "insert", "update"], i) for i in range(reps)
+    ]
+    labels = [""] + [
+      k.split("/", 1)[1] for k in records if k.startswith("in_graph_off/")
+    ]
+    for label in labels:
+      suffix = f"/{label}" if label else ""
+      tag = f"_{label}" if label else ""
+      off, on = f"in_graph_off{suffix}", f"in_graph_on{suffix}"
+      ratios[f"{name}_in_graph_over_raw_updates_off{tag}"] = over(off, "raw")
+      ratios[f"{name}_in_graph_over_raw_updates_on{tag}"] = over(on, "raw")
+      ratios[f"{name}_end_to_end_over_limit_updates_off{tag}"] = over(
+        off, limits_off
+      )
+      ratios[f"{name}_end_to_end_over_limit_updates_on{tag}"] = over(
+        on, limits_on
+      )
     limit_rows = {"in_graph_off": limits_off, "in_graph_on": limits_on}
   for key, values in limit_rows.items():
     rows.append(
