@@ -464,7 +464,8 @@ def main(argv):
   )
   print(
     f"[impala] {settings.env}: {settings.num_actors} actors x "
-    f"{settings.num_envs_per_actor} envs, built in "
+    f"{settings.num_envs_per_actor} envs"
+    f"{' (batched inference)' if driver.batched_inference else ''}, built in "
     f"{driver.learner_executor.stats.total_s:.1f} s; logdir {run_dir}",
     flush=True,
   )
@@ -522,6 +523,11 @@ def cluster_main(settings, values, wall_start):
   if task.job == "replay" or task.num_replay_shards:
     raise roles.ClusterError(
       "IMPALA has no replay tasks (they are Ape-X's: experiments/apex.py)"
+    )
+  if values["batched_inference"]:
+    raise roles.ClusterError(
+      "--batched_inference is for the single-process driver; a cluster's "
+      "actors each run their own policy"
     )
   if task.job == "ps":
     roles.run_ps(task)

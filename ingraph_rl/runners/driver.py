@@ -12,6 +12,13 @@ Shutdown: `stop()` (also on Ctrl-C, or when the frame budget is reached)
 closes the queue with `cancel_pending_enqueues`, so an actor blocked on a
 full queue gets `CancelledError` and a learner blocked on an empty one gets
 `OutOfRangeError`; every thread then exits, and the envs are closed.
+
+Batched inference (`batched_inference`, SEED RL's scheme): the actors'
+policy calls go to ONE inference thread, which acts for all actors at
+once each env step (`components/env_stepping/batched_inference.py`); it
+takes the published weights between its `serve` calls. `stop()` also
+closes its queues, and an actor or server that fails closes them too, so
+that no thread is left waiting for a batch that cannot fill.
 """
 
 import collections
@@ -168,12 +175,30 @@ class ActorLearnerDriver:
   with seed `seed + 1000 * i` and samples with the builder's actor i seed.
   The learner's `update` publishes its weights (as tensors); an actor loads
   the newest before each unroll.
+
+  `batched_inference` (None: the builder config's `batched_inference`, if
+  it has one): the actors' policy calls go to one inference executor
+  (`inference_executor`, the builder's `make_inference_server`), served
+  by an inference thread, which loads the newest weights before each of
+  its `serve` calls.
   """
 
-  def __init__(self, builder, env_factory, num_actors, seed=0, queue_name=None):
+  def __init__(
+    self,
+    builder,
+    env_factory,
+    num_actors,
+    seed=0,
+    queue_name=None,
+    batched_inference=None,
+  ):
     if num_actors < 1:
       raise ValueError("num_actors must be >= 1")
     self.builder = builder
+    if batched_inference is None:
+      config = getattr(builder, "config", None)
+      batched_inference = getattr(config, "batched_inference", False)
+    self.batched_inference = bool(batched_inference)
     # A private queue: a closed queue outlives its driver in this process.
     self.queue_name = (
       queue_name or f"{builder.name}_rollouts_{uuid.uuid4().hex}"
@@ -183,9 +208,20 @@ class ActorLearnerDriver:
     root = builder.make_learner(obs_space, self.queue_name)
     self.learner = root.component
     self.learner_executor = root.build()
+    self.inference_executor = None
+    actor_kwargs = {}
+    if self.batched_inference:
+      channel = builder.inference_channel(
+        self.envs, f"{builder.name}_inference_{uuid.uuid4().hex}"
+      )
+      server = builder.make_inference_server(obs_space, channel)
+      self.inference_executor = server.build()
+      actor_kwargs = dict(inference=channel)
     self.actor_executors = []
     for i, env in enumerate(self.envs):
-      executor = builder.make_actor(env, self.queue_name, index=i).build()
+      executor = builder.make_actor(
+        env, self.queue_name, index=i, **actor_kwargs
+      ).build()
       executor.execute("reset_env", seed + 1000 * i)
       self.actor_executors.append(executor)
     self.totals = EpisodeTotals()
@@ -204,29 +240,66 @@ class ActorLearnerDriver:
     self._weights = (version, self.learner_executor.execute("get_weights"))
 
   def _actor_loop(self, index, executor):
-    loaded = 0
+    # With batched inference the server loads the weights, not actors.
+    loaded = 0 if self.inference_executor is None else None
     try:
       while not self._stop.is_set():
         version, weights = self._weights
-        if version != loaded:
+        if loaded is not None and version != loaded:
           executor.execute("set_weights", weights)
           loaded = version
         self.totals.add(executor.execute("unroll"), actor=index)
     except _CLOSED:
       pass  # The queue closed: shutting down.
     except Exception as e:
-      self.actor_errors.append((index, e))
-      self._stop.set()
+      self._failed(index, e)
+
+  def _inference_loop(self):
+    executor, loaded = self.inference_executor, 0
+    try:
+      while not self._stop.is_set():
+        version, weights = self._weights
+        if version != loaded:
+          executor.execute("set_weights", weights)
+          loaded = version
+        executor.execute("serve")
+    except _CLOSED:
+      pass  # The queues closed: shutting down.
+    except Exception as e:
+      self._failed("inference", e)
+
+  def _failed(self, who, error):
+    self.actor_errors.append((who, error))
+    self._stop.set()
+    if self.inference_executor is not None:
+      # The others would wait for this one's requests (or replies), and
+      # the learner for their rollouts, forever.
+      self._close_queues()
+
+  def _close_queues(self):
+    try:
+      self.learner_executor.execute("close_queue")
+    except tf.errors.CancelledError:
+      pass  # Already closed.
+    if self.inference_executor is not None:
+      self.inference_executor.execute("close")
 
   # --- running ------------------------------------------------------------
 
   def start(self):
-    """Starts the actor threads (daemons, so a crash cannot hang exit)."""
-    for i, executor in enumerate(self.actor_executors):
+    """Starts the actor threads, and the inference thread with batched
+    inference (daemons, so a crash cannot hang exit)."""
+    targets = [
+      (f"actor-{i}", self._actor_loop, (i, executor))
+      for i, executor in enumerate(self.actor_executors)
+    ]
+    if self.inference_executor is not None:
+      targets.append(("inference", self._inference_loop, ()))
+    for name, target, args in targets:
       t = threading.Thread(
-        target=self._actor_loop,
-        args=(i, executor),
-        name=f"{self.builder.name}-actor-{i}",
+        target=target,
+        args=args,
+        name=f"{self.builder.name}-{name}",
         daemon=True,
       )
       t.start()
@@ -273,16 +346,16 @@ class ActorLearnerDriver:
     if not self._threads:
       self.start()
     run_learner(self.builder.name, step, keep_going, self.stop, poll_s)
+    if self.actor_errors:  # Where it closed the queues under the learner.
+      index, error = self.actor_errors[0]
+      raise RuntimeError(f"actor {index} failed: {error!r}") from error
     return state["frames"]
 
   def stop(self, timeout_s=10.0):
     """Closes the queue, joins every thread and closes the envs. Returns
     the names of threads still alive after `timeout_s` (none expected)."""
     self._stop.set()
-    try:
-      self.learner_executor.execute("close_queue")
-    except tf.errors.CancelledError:
-      pass  # Already closed.
+    self._close_queues()
     return join_and_close(
       self._threads, self.envs, self.builder.name, timeout_s
     )

@@ -20,6 +20,9 @@ Roots (`runners.builder.Root`: component, API list, input spaces, seed):
            update_from_batch when asked (an exported agent's update).
   actor    `IMPALAActor`: act, reset_env, unroll, set_weights.
   policy   `IMPALAPolicy`: act, set_weights (export, evaluation).
+  inference server  `InferenceServer` (with `batched_inference`): act,
+           serve, set_weights, close; its actors' policy is a
+           `RemotePolicy` (make_actor(..., inference=channel)).
 Spaces:
   policy_input_spaces  the arguments of the policy's `act` ([B, T] ranks).
   state_space          the LSTM state {"c", "h"} (size 0 without an LSTM).
@@ -29,7 +32,7 @@ Spaces:
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, List, Optional, Tuple, cast
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, cast
 from typing import Dict as TypingDict
 
 import numpy as np
@@ -43,6 +46,11 @@ from ingraph_rl.agents.impala.networks import (
   make_network,
 )
 from ingraph_rl.components.env_stepping import rollout_space
+from ingraph_rl.components.env_stepping.batched_inference import (
+  InferenceChannel,
+  InferenceServer,
+  RemotePolicy,
+)
 from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import (
   ACTOR_APIS,
@@ -186,17 +194,32 @@ class IMPALABuilder:
     env: VectorEnv,
     queue_name: str = DEFAULT_QUEUE_NAME,
     index: Optional[int] = None,
+    *,
+    inference: Optional[InferenceChannel] = None,
   ) -> Root:
     """`IMPALAActor` stepping `env` and enqueueing on `queue_name`; actor
     `index` samples with `actor_config(index)`'s seed (None: the config's
-    own)."""
+    own). With an `inference` channel, its policy calls go to that
+    channel's `InferenceServer` (`make_inference_server`), as actor
+    `index` (None: 0), and its `set_weights` does nothing."""
     config = self.config if index is None else self.actor_config(index)
     obs_space = cast(Space, env.observation_space)
     network = self.network(obs_space)
+    policy = (
+      IMPALAPolicy(network, seed=config.seed)
+      if inference is None
+      else RemotePolicy(
+        inference,
+        index or 0,
+        obs_space,
+        network.state_space(),
+        config.num_actions,
+      )
+    )
     actor = IMPALAActor(
       config,
       env,
-      IMPALAPolicy(network, seed=config.seed),
+      policy,
       network.state_space(),
       self.record_space(obs_space),
       queue_name,
@@ -212,6 +235,48 @@ class IMPALABuilder:
       ACTOR_APIS,
       seed=config.seed,
       learner_resident=(actor.queue.path,),
+    )
+
+  def inference_channel(
+    self, envs: Sequence[VectorEnv], name: str
+  ) -> InferenceChannel:
+    """The channel of one inference server and actors stepping `envs`
+    (one per actor): requests as large as the largest policy call (an
+    env group's, with `env_groups`)."""
+
+    def largest_call(env):
+      if self.config.env_groups == 1:
+        return env.num_envs
+      return max(group.num_envs for group in getattr(env, "groups", [env]))
+
+    rows = max(largest_call(env) for env in envs)
+    return InferenceChannel(name, len(envs), rows)
+
+  def make_inference_server(
+    self, observation_space: Space, channel: InferenceChannel
+  ) -> Root:
+    """`InferenceServer` of `channel`: an `IMPALAPolicy` (sampling with
+    actor 0's seed) acting for all actors, one batch per env step,
+    `unroll_length` batches per `serve` call."""
+    config = self.actor_config(0)
+    network = self.network(observation_space)
+    server = InferenceServer(
+      IMPALAPolicy(network, seed=config.seed),
+      channel,
+      observation_space,
+      network.state_space(),
+      config.num_actions,
+      steps_per_call=config.unroll_length,
+    )
+    spaces = dict(
+      self.policy_input_spaces(observation_space),
+      weights=self.weights_space(observation_space),
+    )
+    return Root(
+      server,
+      spaces,
+      ("act", "serve", "set_weights", "close"),
+      seed=config.seed,
     )
 
   def make_policy(self, observation_space: Space) -> Root:

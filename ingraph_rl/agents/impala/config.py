@@ -87,6 +87,12 @@ class IMPALAConfig:
     "runs while the policy acts on the other's observations); the "
     "actor's env must have the groups (make_actor_env(..., env_groups)).",
   )
+  batched_inference: bool = field(
+    False,
+    "Batch inference across actors (SEED RL): each step, ONE policy "
+    "call on an inference thread acts for all actors' envs, instead of "
+    "one per actor (single-process driver only).",
+  )
   use_staging: bool = field(
     True, "Stage the next batch while the current one trains."
   )
