@@ -93,7 +93,7 @@ _DQN_REPLAY_CAP = flags.DEFINE_integer(
 )
 _VARIANTS = flags.DEFINE_list(
   "variants",
-  ["env_groups=2"],
+  ["env_groups=2", "batched_inference=true"],
   "Config changes whose end-to-end systems run beside the flagfile's, "
   "interleaved ('field=value', '+'-joined for several; each applies to "
   "the agents whose config has the fields): e.g. env_groups=2.",
