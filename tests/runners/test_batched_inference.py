@@ -135,8 +135,11 @@ def replay(records, indices, seed):
 
 @pytest.fixture(
   scope="module",
-  params=[(None, 1), (8, 2)],
-  ids=["mlp", "lstm-2groups"],
+  params=[
+    pytest.param((None, 1), id="mlp"),
+    # ~7 s to build: make test-all.
+    pytest.param((8, 2), id="lstm-2groups", marks=pytest.mark.slow),
+  ],
 )
 def rollouts(request):
   """Both actors' rollouts until the queue is full (fixed weights: no

@@ -208,7 +208,14 @@ def test_greedy_loop_matches_one_group():
   ] == ["env_step_0", "env_step_1"]
 
 
-@pytest.mark.parametrize("kind", ["replay", "n_step", "frames"])
+@pytest.mark.parametrize(
+  "kind",
+  [
+    pytest.param("replay", marks=pytest.mark.slow),  # make test-all.
+    "n_step",
+    pytest.param("frames", marks=pytest.mark.slow),
+  ],
+)
 def test_memory_holds_the_replayed_steps(kind):
   """Exploring and updating with env_groups=2: the actions the loop took,
   replayed on a plain env and fed through `observe` to an agent without
@@ -312,6 +319,7 @@ app.run(dqn.main, argv=["dqn"] + sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # ~6 s, a subprocess: make test-all.
 def test_experiment_makes_and_trains_grouped_envs(tmp_path):
   out = subprocess.run(
     [
