@@ -19,85 +19,22 @@ from ingraph_rl.components.preprocessing import (
   Divide,
   PreprocessorStack,
 )
-from ingraph_rl.environments import StepResult, VectorEnv, make_vector_env
+from ingraph_rl.environments import StepResult, make_vector_env
 from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
 from ingraph_rl.errors import BuildError
 from ingraph_rl.export.agent import env_stepping_ops
-from ingraph_rl.spaces import IntBox
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.references import RecordingEnv
+from ingraph_rl.testing.stacked_frames_env import StackedFramesEnv
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 ENVS, SEED = 5, 11  # Groups of 3 and 2 envs.
 CALLS = (7, 13)  # Vector steps per train call: the pending actions cross.
 
 
-class Frames(VectorEnv):
-  """Atari-like toy: stacks of the last 4 random 6x6 uint8 frames (newest
-  last), reward the action plus noise; an episode terminates with
-  probability 0.2 a step or is truncated after 6 steps. Env i draws from
-  its own RNG, seeded `seed + i`, so groups of it step as the whole."""
-
-  def __init__(self, num_envs, seed=0):
-    self.num_envs = num_envs
-    self.observation_space = IntBox(256, (6, 6, 4), dtype=np.uint8)
-    self.action_space = IntBox(3)
-    self._seed(seed)
-
-  def _seed(self, seed):
-    self.rngs = [np.random.default_rng(seed + i) for i in range(self.num_envs)]
-
-  def _frame(self, i):
-    return self.rngs[i].integers(1, 256, (6, 6), dtype=np.uint8)
-
-  def _start(self, i):
-    stack = np.zeros((6, 6, 4), np.uint8)
-    stack[..., -1] = self._frame(i)
-    return stack
-
-  def reset(self, seed=None):
-    if seed is not None:
-      self._seed(seed)
-    self.stacks = np.stack([self._start(i) for i in range(self.num_envs)])
-    self.lengths = np.zeros(self.num_envs, np.int32)
-    self.returns = np.zeros(self.num_envs, np.float32)
-    return self.stacks.copy()
-
-  def step(self, actions):
-    n = self.num_envs
-    final = np.concatenate(
-      [
-        self.stacks[..., 1:],
-        np.stack([self._frame(i) for i in range(n)])[..., None],
-      ],
-      -1,
-    )
-    rewards = np.array(
-      [a + r.normal() for a, r in zip(actions, self.rngs)], np.float32
-    )
-    terminated = np.array([r.uniform() < 0.2 for r in self.rngs])
-    self.lengths += 1
-    self.returns += rewards
-    truncated = (self.lengths >= 6) & ~terminated
-    done = terminated | truncated
-    returns = np.where(done, self.returns, 0).astype(np.float32)
-    lengths = np.where(done, self.lengths, 0).astype(np.int32)
-    self.stacks = final.copy()
-    for i in np.flatnonzero(done):
-      self.stacks[i] = self._start(i)
-    self.lengths[done], self.returns[done] = 0, 0
-    return StepResult(
-      self.stacks.copy(),
-      rewards,
-      terminated,
-      truncated,
-      final,
-      returns,
-      lengths,
-    )
-
-  def close(self):
-    pass
+def Frames(num_envs, seed=0):
+  """6x6 frames; terminates with p 0.2 a step, truncated after 6 steps."""
+  return StackedFramesEnv(num_envs, seed)
 
 
 def make_env(kind, num_envs, seed):

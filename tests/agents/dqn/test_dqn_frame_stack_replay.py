@@ -16,13 +16,13 @@ from ingraph_rl.components.preprocessing import (
   Divide,
   PreprocessorStack,
 )
-from ingraph_rl.environments import StepResult, VectorEnv
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox
 from ingraph_rl.testing import ComponentTest
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.fuzz import changed, snapshot
 from ingraph_rl.testing.references import RecordingEnv, numpy_dqn_loss
+from ingraph_rl.testing.stacked_frames_env import StackedFramesEnv
 
 BACKENDS = ["tf", "torch"]
 ENVS, N, DISCOUNT, PER_STREAM, STEPS = 3, 3, 0.9, 40, 60
@@ -30,59 +30,12 @@ FRAME = (84, 84)  # Atari's: the frames dominate the bytes.
 OBS = IntBox(256, FRAME + (4,), dtype=np.uint8)
 
 
-class StackedFrames(VectorEnv):
-  """Atari-like toy: stacks of the last 4 random uint8 frames (newest
-  last, zeros before an episode's first), random rewards; an episode
-  terminates with probability 0.15 per step or is truncated after 7 steps.
-  Actions change nothing, so equally seeded copies step alike."""
-
-  def __init__(self, num_envs=ENVS, seed=0):
-    self.num_envs = num_envs
-    self.observation_space = OBS
-    self.action_space = IntBox(3)
-    self.rng = np.random.default_rng(seed)
-
-  def _start(self):
-    stack = np.zeros(FRAME + (4,), np.uint8)
-    stack[..., -1] = self.rng.integers(1, 256, FRAME, dtype=np.uint8)
-    return stack
-
-  def reset(self, seed=None):
-    if seed is not None:
-      self.rng = np.random.default_rng(seed)
-    self.stacks = np.stack([self._start() for _ in range(self.num_envs)])
-    self.lengths = np.zeros(self.num_envs, np.int32)
-    self.returns = np.zeros(self.num_envs, np.float32)
-    return self.stacks.copy()
-
-  def step(self, actions):
-    n = self.num_envs
-    frames = self.rng.integers(1, 256, (n,) + FRAME, dtype=np.uint8)
-    final = np.concatenate([self.stacks[..., 1:], frames[..., None]], -1)
-    rewards = self.rng.normal(size=n).astype(np.float32)
-    self.lengths += 1
-    self.returns += rewards
-    terminated = self.rng.uniform(size=n) < 0.15
-    truncated = (self.lengths >= 7) & ~terminated
-    done = terminated | truncated
-    returns = np.where(done, self.returns, 0).astype(np.float32)
-    lengths = np.where(done, self.lengths, 0).astype(np.int32)
-    self.stacks = final.copy()
-    for i in np.flatnonzero(done):
-      self.stacks[i] = self._start()
-    self.lengths[done], self.returns[done] = 0, 0
-    return StepResult(
-      self.stacks.copy(),
-      rewards,
-      terminated,
-      truncated,
-      final,
-      returns,
-      lengths,
-    )
-
-  def close(self):
-    pass
+def StackedFrames(num_envs=ENVS, seed=0):
+  """Atari-sized frames (they dominate the bytes); an episode terminates
+  with probability 0.15 a step or is truncated after 7 steps."""
+  return StackedFramesEnv(
+    num_envs, seed, frame=FRAME, p_terminate=0.15, max_steps=7
+  )
 
 
 def frames_to_unit():
