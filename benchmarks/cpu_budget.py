@@ -579,14 +579,15 @@ def analyse(name, budget, records, cores):
       for i in range(reps)
     )
 
+  def variants(system):
+    """(key suffix, ratio suffix) of the flagfile's run and each variant
+    of `system`."""
+    labels = [k.split("/", 1)[1] for k in records if k.startswith(system)]
+    return [("", "")] + [(f"/{x}", f"_{x}") for x in labels]
+
   if isinstance(budget, ImpalaBudget):
     limits = [limit(["env", "inference", "learner"], i) for i in range(reps)]
-    labels = [""] + [
-      k.split("/", 1)[1] for k in records if k.startswith("end_to_end/")
-    ]
-    for label in labels:
-      suffix = f"/{label}" if label else ""
-      tag = f"_{label}" if label else ""
+    for suffix, tag in variants("end_to_end/"):
       e2e, actors = f"end_to_end{suffix}", f"actors_only{suffix}"
       ratios[f"{name}_end_to_end_over_limit{tag}"] = over(e2e, limits)
       ratios[f"{name}_end_to_end_over_raw{tag}"] = over(e2e, "raw")
@@ -600,12 +601,7 @@ def analyse(name, budget, records, cores):
     limits_on = [
       limit(["env", "inference", "insert", "update"], i) for i in range(reps)
     ]
-    labels = [""] + [
-      k.split("/", 1)[1] for k in records if k.startswith("in_graph_off/")
-    ]
-    for label in labels:
-      suffix = f"/{label}" if label else ""
-      tag = f"_{label}" if label else ""
+    for suffix, tag in variants("in_graph_off/"):
       off, on = f"in_graph_off{suffix}", f"in_graph_on{suffix}"
       ratios[f"{name}_in_graph_over_raw_updates_off{tag}"] = over(off, "raw")
       ratios[f"{name}_in_graph_over_raw_updates_on{tag}"] = over(on, "raw")
