@@ -645,11 +645,16 @@ def median(values):
 
 
 def plot(summaries, ratios):
+  """Per setup: the parts' CPU per env step stacked (their sum sets L),
+  beside each system's own CPU per env step (flagfile's dark, variants
+  light)."""
   plt = common.pyplot()
   if plt is None:
     return
   names = list(summaries)
-  fig, ax = plt.subplots(figsize=(8, 4.5))
+  fig, axes = plt.subplots(
+    1, len(names), figsize=(4.2 * len(names), 4.8), squeeze=False
+  )
   colors = {
     "env": "tab:green",
     "inference": "tab:blue",
@@ -657,23 +662,32 @@ def plot(summaries, ratios):
     "insert": "tab:orange",
     "update": "tab:red",
   }
-  for i, name in enumerate(names):
+  for ax, name in zip(axes[0], names):
     bottom = 0.0
     for part, us in summaries[name]["parts_us_per_env_step"].items():
-      ax.bar(i, us, bottom=bottom, color=colors[part], label=part)
+      ax.bar(0, us, bottom=bottom, color=colors[part], label=part)
       bottom += us
-    for key, cpu in summaries[name]["end_to_end_cpu_us"].items():
-      ax.plot([i - 0.4, i + 0.4], [cpu, cpu], "k--", lw=1)
-      ax.annotate(key, (i + 0.42, cpu), fontsize=7, va="center")
-  handles, labels = ax.get_legend_handles_labels()
-  unique = dict(zip(labels, handles))
-  ax.legend(unique.values(), unique.keys(), fontsize=8)
-  ax.set_xticks(range(len(names)), names)
-  ax.set_ylabel(
-    "CPU us per env step (bars: parts alone;\n"
-    "dashes: the system's own CPU per env step)"
+    systems = summaries[name]["end_to_end_cpu_us"]
+    for x, (key, cpu) in enumerate(systems.items(), 1):
+      ax.bar(x, cpu, color="0.75" if "/" in key else "0.35")
+    ax.set_xticks(
+      range(len(systems) + 1),
+      ["parts"] + list(systems),
+      rotation=60,
+      ha="right",
+      fontsize=7,
+    )
+    over = ratios.get(f"{name}_end_to_end_over_limit") or ratios.get(
+      f"{name}_end_to_end_over_limit_updates_on"
+    )
+    ax.set_title(f"{name}: end to end / L = {over:.2f}", fontsize=9)
+    ax.legend(fontsize=7)
+  axes[0][0].set_ylabel("CPU us per env step")
+  fig.suptitle(
+    "Where an env step's CPU goes (2 cores): the parts alone and each "
+    "system's own",
+    fontsize=10,
   )
-  ax.set_title("Where a frame's CPU goes (2 cores)")
   fig.tight_layout()
   common.save_plot(fig, NAME)
 
