@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks.cpu_budget import repeat_in_graph
+from benchmarks.graph_loops import repeat_in_graph
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
