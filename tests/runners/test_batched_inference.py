@@ -341,6 +341,7 @@ def test_stop_ends_actors_and_server_blocked():
   assert driver.stop() == []  # A second stop is harmless.
 
 
+@pytest.mark.slow  # make test-all (the make test budget).
 def test_a_failing_actor_stops_run():
   driver = make_driver(make_config())
   env = driver.envs[1]

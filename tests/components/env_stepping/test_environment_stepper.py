@@ -286,7 +286,15 @@ LSTM_SEED = 5
 LSTM_LIMIT = 4  # Episode ends (resets) inside and across unrolls.
 
 
-@pytest.fixture(scope="module", params=list(GROUPS))
+@pytest.fixture(
+  scope="module",
+  params=[
+    "1group",
+    # The LSTM with 2 groups: make test-all (the make test budget); the
+    # replay tests above run 2 groups in make test.
+    pytest.param("2groups", marks=pytest.mark.slow),
+  ],
+)
 def lstm(request):
   ex, env = build(
     LSTM_SEED,
