@@ -1,6 +1,7 @@
 """Independent references for tests: plain NumPy versions of the papers'
-formulas (the DQN loss, n-step transitions, a Q-network's forward pass)
-and an env wrapper that records what an agent saw."""
+formulas (the DQN loss, n-step transitions, a Q-network's forward pass),
+an env wrapper that records what an agent saw and a helper that feeds
+those steps to an agent's `observe`."""
 
 import numpy as np
 
@@ -37,6 +38,27 @@ class RecordingEnv(VectorEnv):
 
   def close(self):
     self.env.close()
+
+
+def observe_recorded(executor, reset_obs, steps, truncated=True):
+  """Feeds recorded vector steps (`RecordingEnv.steps`: (actions,
+  StepResult) pairs, from the observations `reset_obs` on) to the agent
+  `executor`'s `observe` API, one call a step, as its in-graph loop would
+  store them. `truncated=False` for an `observe` without that argument
+  (1-step replay). Returns the observations after the last step."""
+  obs = reset_obs
+  for actions, step in steps:
+    executor.execute(
+      "observe",
+      obs,
+      actions.astype(np.int64),
+      step.rewards,
+      step.final_obs,
+      step.terminated,
+      *((step.truncated,) if truncated else ()),
+    )
+    obs = step.obs
+  return obs
 
 
 def recompute_n_step(env, n, discount):

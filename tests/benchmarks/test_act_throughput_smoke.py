@@ -1,32 +1,15 @@
 """The acting-throughput benchmark's --quick run works and writes the
 contract's JSON (into a temporary folder, not over the committed results)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 VARIANTS = ("tf_checked", "tf_raw", "plain_tf", "torch_executor", "plain_torch")
 
 
 # 20-50 s: `make test-all` (the impala_throughput smoke stays in `make test`).
 @pytest.mark.slow
-def test_quick_run_writes_contract_json(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.act_throughput", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=240,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "act_throughput.json").read_text())
+def test_quick_run_writes_contract_json(run_quick):
+  doc, out = run_quick("act_throughput")
   assert doc["benchmark"] == "act_throughput" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   assert doc["config"]["batch_sizes"] == [1, 32]

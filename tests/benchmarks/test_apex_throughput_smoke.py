@@ -2,38 +2,18 @@
 contract's JSON (into a temporary folder, not over the committed
 results)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # ~60 s: make test-all.
-def test_quick_run_writes_contract_json(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "benchmarks.apex_throughput",
-      "--quick",
-      "--parts=learner,frames",
-      "--envs=CartPole-v1",
-      "--reps=1",
-    ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
+def test_quick_run_writes_contract_json(run_quick):
+  doc, _ = run_quick(
+    "apex_throughput",
+    "--parts=learner,frames",
+    "--envs=CartPole-v1",
+    "--reps=1",
     timeout=300,
   )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "apex_throughput.json").read_text())
   assert doc["benchmark"] == "apex_throughput" and doc["quick"] is True
   cases = {(r["case"], r["metric"]) for r in doc["results"]}
   for name in ("ours", "python"):

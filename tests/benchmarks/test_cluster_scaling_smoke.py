@@ -1,32 +1,14 @@
 """benchmarks/cluster_scaling.py --quick runs real single-process and
 loopback-cluster IMPALA jobs and writes results in the contract's format."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # ~60 s of real processes: `make test-all` runs it (the benchmark has
 # its own full run); the default suite stays under 15 min on 2 cores.
 @pytest.mark.slow
-def test_quick_run_writes_results(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.cluster_scaling", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
-  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-  doc = json.loads((tmp_path / "cluster_scaling.json").read_text())
+def test_quick_run_writes_results(run_quick):
+  doc, out = run_quick("cluster_scaling", timeout=300)
   assert doc["benchmark"] == "cluster_scaling" and doc["quick"] is True
   cases = {
     r["case"]: r for r in doc["results"] if r["metric"] == "learner frames/s"

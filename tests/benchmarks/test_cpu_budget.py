@@ -1,19 +1,11 @@
 """The CPU-budget benchmark: its in-graph repeat really runs the work, and
 its --quick run writes the contract's JSON (into a temporary folder)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from benchmarks.graph_loops import repeat_in_graph
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_repeat_in_graph_computes_every_call():
@@ -43,18 +35,8 @@ def test_repeat_in_graph_repeats_state_changes():
 
 
 @pytest.mark.slow  # ~25 s: make test-all.
-def test_quick_run_writes_contract_json(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.cpu_budget", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "cpu_budget.json").read_text())
+def test_quick_run_writes_contract_json(run_quick):
+  doc, _ = run_quick("cpu_budget", timeout=300)
   assert doc["benchmark"] == "cpu_budget" and doc["quick"] is True
   cases = {(r["case"], r["metric"]) for r in doc["results"]}
   for part in ("env", "inference", "learner"):

@@ -1,31 +1,13 @@
 """The DQN-loop benchmark's --quick run works and writes the contract's
 JSON (into a temporary folder, not over the committed results)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # 20-50 s: `make test-all` (the impala_throughput smoke stays in `make test`).
 @pytest.mark.slow
-def test_quick_run_writes_contract_json(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.dqn_loop", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=240,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "dqn_loop.json").read_text())
+def test_quick_run_writes_contract_json(run_quick, tmp_path):
+  doc, out = run_quick("dqn_loop")
   assert doc["benchmark"] == "dqn_loop" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   cases = {r["case"] for r in doc["results"]}

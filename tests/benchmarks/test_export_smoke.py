@@ -1,32 +1,14 @@
 """The export benchmark's --quick run works and writes the contract's JSON
 (into a temporary folder, not over the committed results)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # ~60 s of real processes: `make test-all` runs it (the benchmark has
 # its own full run); the default suite stays under 15 min on 2 cores.
 @pytest.mark.slow
-def test_quick_run_writes_contract_json(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.export", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=280,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "export.json").read_text())
+def test_quick_run_writes_contract_json(run_quick):
+  doc, out = run_quick("export", timeout=280)
   assert doc["benchmark"] == "export" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   assert doc["config"]["dqn_replay"] == 1000

@@ -1,29 +1,11 @@
 """The IMPALA-throughput benchmark's --quick run works and writes the
 contract's JSON (into a temporary folder, not over the committed results)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-
-def test_quick_run_writes_contract_json(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.impala_throughput", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=300,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "impala_throughput.json").read_text())
+def test_quick_run_writes_contract_json(run_quick, tmp_path):
+  doc, out = run_quick("impala_throughput", timeout=300)
   assert doc["benchmark"] == "impala_throughput" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   cases = {r["case"] for r in doc["results"]}
@@ -77,29 +59,17 @@ def test_quick_run_writes_contract_json(tmp_path):
 # ~35 s on 2 shared cores (a learner, a driver and env worker processes to
 # build): with the other benchmark smokes of that size, in make test-all.
 @pytest.mark.slow
-def test_quick_dmlab_run_uses_the_fake_in_env_workers(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  env.pop("PYTHONPATH", None)  # No deepmind_lab but the fake's shim.
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "benchmarks.impala_throughput",
-      "--quick",
-      "--env=dmlab:seekavoid_arena_01",
-      "--num_actors=1",
-      "--envs_per_actor=2",
-      "--unroll_length=5",
-      "--batch_size=2",
-    ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
+def test_quick_dmlab_run_uses_the_fake_in_env_workers(run_quick):
+  doc, _ = run_quick(
+    "impala_throughput",
+    "--env=dmlab:seekavoid_arena_01",
+    "--num_actors=1",
+    "--envs_per_actor=2",
+    "--unroll_length=5",
+    "--batch_size=2",
     timeout=300,
+    unset=("PYTHONPATH",),  # No deepmind_lab but the fake's shim.
   )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads((tmp_path / "impala_throughput.json").read_text())
   cfg = doc["config"]["envs"]["dmlab_seekavoid_arena_01"]
   assert cfg["kind"] == "dmlab" and cfg["frames_per_env_step"] == 4
   assert "FAKE deepmind_lab" in cfg["deepmind_lab"]

@@ -3,30 +3,12 @@ few seconds each and writes the contract's JSON with the curves read back
 from TensorBoard (into a temporary folder, not over the committed
 results)."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_quick_run_writes_curves_and_ratios(tmp_path):
-  env = dict(os.environ, INGRAPH_RL_BENCH_RESULTS=str(tmp_path))
-  out = subprocess.run(
-    [sys.executable, "-m", "benchmarks.learning", "--quick"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=400,
-  )
-  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-  doc = json.loads((tmp_path / "learning.json").read_text())
+def test_quick_run_writes_curves_and_ratios(run_quick, tmp_path):
+  doc, out = run_quick("learning", timeout=400)
   assert doc["benchmark"] == "learning" and doc["quick"] is True
   assert set(doc["cases"]) == {"impala_cartpole", "dqn_cartpole"}
   for name, case in doc["cases"].items():

@@ -4,17 +4,9 @@ module's name. DM Lab steps in env worker processes (the fake, like real
 DM Lab, dies in a process that imported TensorFlow), for the actors and
 for the greedy evaluation; the Q-network sees the RGB_INTERLEAVED frame."""
 
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
-
-from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # ~30 s each: make test-all.
@@ -28,33 +20,25 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
   ],
   ids=["seekavoid", "dmlab30_frames"],
 )
-def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path, extra):
-  shim = write_deepmind_lab_shim(tmp_path / "shim")
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), shim]))
+def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(
+  tmp_path, fake_dmlab, extra
+):
   logdir = tmp_path / "run"
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.apex",
-      "--flagfile=experiments/flagfiles/apex_dmlab.cfg",
-      # Small enough for a test; network, frames and key as shipped.
-      "--num_actors=1",
-      "--num_envs_per_actor=2",
-      "--num_replay_shards=1",
-      "--buffer_size=2000",
-      "--learning_starts=200",
-      "--train_batch_size=16",
-      "--training_intensity=0",
-      "--total_env_steps=600",
-      "--eval_episodes=1",
-      f"--logdir={logdir}",
-      *extra,
-    ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
+  out = fake_dmlab.run(
+    "apex",
+    "--flagfile=experiments/flagfiles/apex_dmlab.cfg",
+    # Small enough for a test; network, frames and key as shipped.
+    "--num_actors=1",
+    "--num_envs_per_actor=2",
+    "--num_replay_shards=1",
+    "--buffer_size=2000",
+    "--learning_starts=200",
+    "--train_batch_size=16",
+    "--training_intensity=0",
+    "--total_env_steps=600",
+    "--eval_episodes=1",
+    f"--logdir={logdir}",
+    *extra,
     timeout=600,
   )
   text = out.stdout + out.stderr

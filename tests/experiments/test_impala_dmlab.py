@@ -12,36 +12,24 @@ import sys
 
 import pytest
 
-from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # ~16 s; test_impala_dmlab30.py trains through the fake DM Lab in make test.
 @pytest.mark.slow
-def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
-  shim = write_deepmind_lab_shim(tmp_path / "shim")
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), shim]))
+def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path, fake_dmlab):
   logdir = tmp_path / "run"
   # The flagfile as is (deep ResNet torso, LSTM 256, 4 action repeats),
   # with a budget and actor count small enough for a test.
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.impala",
-      "--flagfile=experiments/flagfiles/impala_dmlab.cfg",
-      "--num_actors=1",
-      "--num_envs_per_actor=2",
-      "--unroll_length=10",
-      "--batch_size=2",
-      "--total_environment_frames=800",
-      f"--logdir={logdir}",
-    ],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
+  out = fake_dmlab.run(
+    "impala",
+    "--flagfile=experiments/flagfiles/impala_dmlab.cfg",
+    "--num_actors=1",
+    "--num_envs_per_actor=2",
+    "--unroll_length=10",
+    "--batch_size=2",
+    "--total_environment_frames=800",
+    f"--logdir={logdir}",
     timeout=300,
   )
   assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
@@ -69,7 +57,7 @@ def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path):
       "--seed=3",
     ],
     cwd="/",
-    env=dict(os.environ, PYTHONPATH=shim),
+    env=dict(os.environ, PYTHONPATH=fake_dmlab.shim),
     capture_output=True,
     text=True,
     timeout=120,

@@ -24,7 +24,7 @@ from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
 from ingraph_rl.errors import BuildError
 from ingraph_rl.export.agent import env_stepping_ops
 from ingraph_rl.testing.component_test import to_numpy
-from ingraph_rl.testing.references import RecordingEnv
+from ingraph_rl.testing.references import RecordingEnv, observe_recorded
 from ingraph_rl.testing.stacked_frames_env import StackedFramesEnv
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -170,22 +170,13 @@ def test_memory_holds_the_replayed_steps(kind):
     .make_agent(plain.observation_space)
     .build()
   )
-  obs = reset_obs
   for actions, step in steps:
     replayed = plain.step(actions)
     for field, x, y in zip(step._fields, replayed, step):
       np.testing.assert_array_equal(x, y, err_msg=field)
-    truncated = () if kind == "replay" else (step.truncated,)
-    reference.execute(
-      "observe",
-      obs,
-      actions.astype(np.int64),
-      step.rewards,
-      step.final_obs,
-      step.terminated,
-      *truncated,
-    )
-    obs = step.obs
+  obs = observe_recorded(
+    reference, reset_obs, steps, truncated=kind != "replay"
+  )
   got, want = state(ex), state(reference)
   memory = [k for k in want if k.startswith(("dqn/memory/", "dqn/n_step/"))]
   assert memory and set(memory) <= set(got)

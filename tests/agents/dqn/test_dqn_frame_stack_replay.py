@@ -21,7 +21,11 @@ from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox
 from ingraph_rl.testing import ComponentTest
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.fuzz import changed, snapshot
-from ingraph_rl.testing.references import RecordingEnv, numpy_dqn_loss
+from ingraph_rl.testing.references import (
+  RecordingEnv,
+  numpy_dqn_loss,
+  observe_recorded,
+)
 from ingraph_rl.testing.stacked_frames_env import StackedFramesEnv
 
 BACKENDS = ["tf", "torch"]
@@ -133,18 +137,7 @@ def fed_the_same_steps(env, backend):
   through `observe`: what that path stores for them."""
   cfg = config(frame_stack_replay=False, replay_capacity=1000, num_envs=ENVS)
   ex = agent(cfg, backend, obs=OBS)
-  obs = env.reset_obs
-  for actions, step in env.steps:
-    ex.execute(
-      "observe",
-      obs,
-      actions.astype(np.int64),
-      step.rewards,
-      step.final_obs,
-      step.terminated,
-      step.truncated,
-    )
-    obs = step.obs
+  observe_recorded(ex, env.reset_obs, env.steps)
   return ex
 
 
