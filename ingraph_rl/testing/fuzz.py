@@ -162,7 +162,7 @@ def _resource_state(res):
     return np.array(res.state.numpy())
   if kind == "Generator" and hasattr(res, "get_state"):  # torch.Generator
     return np.array(res.get_state().numpy())
-  if kind == "_TFQueueResource":
+  if kind == "QueueResource":
     import tensorflow as tf
 
     return np.array(tf.raw_ops.QueueSizeV2(handle=res.resource_handle).numpy())

@@ -237,8 +237,22 @@ class DQNAgent(Component):
 
   @api
   def get_actions(self, states, explore=True):
+    return self._actions(states, explore, advance=True)
+
+  @api
+  def get_held_actions(self, states):
+    """`get_actions(states)` (exploring) without the epsilon schedule's
+    step: the grouped loop's calls but the last of a vector step. Not a
+    root API unless named in `api_names`."""
+    return self._actions(states, True, advance=False)
+
+  @classmethod
+  def internal_apis(cls):
+    return super().internal_apis() | {"get_held_actions"}
+
+  def _actions(self, states, explore, advance):
     q_values = self.online.call(self._preprocess(states))
-    out = self.exploration.get_action(q_values, explore)
+    out = self.exploration.get_action(q_values, explore, advance=advance)
     return {
       "actions": out["action"],
       "q_values": q_values,
@@ -417,9 +431,11 @@ class DQNAgent(Component):
 
   @api
   def train(self, num_steps):
+    grouped = len(self.groups) > 1
     return self._graph_fn_train(
       num_steps,
       inline(self.get_actions),
+      inline(self.get_held_actions) if grouped else None,
       inline(self.observe_step),
       inline(self.update),
       inline(self.sync_target),
@@ -442,24 +458,19 @@ class DQNAgent(Component):
     """Whether a multiple of `every` env steps was crossed by this call."""
     return (steps // every) != ((steps - n) // every)
 
-  def _held_actions(self, act, obs):
-    """`act`'s actions, its exploration step taken back: with groups, all
-    but the last to act in a vector step hold it (one step per vector
-    step, as with one group)."""
-    actions = act(obs)["actions"]
-    self.exploration.timestep.assign_add(-1)
-    return actions
-
-  def _grouped_step(self, act, obs, pending, more):
+  def _grouped_step(self, act, hold, obs, pending, more):
     """One vector step of the groups: `pending` (group 0's actions, chosen
     while the last group's envs stepped) -> (all actions, the whole
-    step, group 0's next actions if `more` else zeros)."""
+    step, group 0's next actions if `more` else zeros). All but the last
+    group to act in a vector step act with `hold` (`get_held_actions`):
+    the epsilon schedule takes one step per vector step, as with one
+    group."""
     sizes = [group.num_envs for group in self.groups]
     parts = tf.split(obs, sizes)
     # Groups 1.. act beside group 0's env step. Data flow alone overlaps
     # them: TF's automatic control dependencies chain the env steps (and
     # other stateful ops without resources), not the Q-network.
-    actions = [pending] + [self._held_actions(act, x) for x in parts[1:-1]]
+    actions = [pending] + [hold(x)["actions"] for x in parts[1:-1]]
     actions.append(act(parts[-1])["actions"])
     steps = [
       in_graph.tf_step(group, a, name=f"env_step_{g}")
@@ -469,14 +480,14 @@ class DQNAgent(Component):
     # steps; not after the last vector step (the next call acts then).
     pending = tf.cond(
       more,
-      lambda: self._held_actions(act, steps[0].obs),
+      lambda: hold(steps[0].obs)["actions"],
       lambda: tf.zeros([sizes[0]], tf.int64),
     )
     step = type(steps[0])(*(tf.concat(xs, 0) for xs in zip(*steps)))
     return tf.concat(actions, 0), step, pending
 
   @graph_fn
-  def _graph_fn_train(self, num_steps, act, observe, update, sync):
+  def _graph_fn_train(self, num_steps, act, hold, observe, update, sync):
     c, n = self.config, self.env.num_envs
     grouped = len(self.groups) > 1
 
@@ -484,7 +495,7 @@ class DQNAgent(Component):
       obs = self.last_obs.read_value()
       if grouped:
         actions, step, next_actions = self._grouped_step(
-          act, obs, pending[0], i + 1 < num_steps
+          act, hold, obs, pending[0], i + 1 < num_steps
         )
         pending = (next_actions,)
       else:
@@ -530,7 +541,7 @@ class DQNAgent(Component):
     pending = ()
     if grouped:  # Group 0's actions for the first vector step.
       obs = self.last_obs.read_value()[: self.groups[0].num_envs]
-      pending = (self._held_actions(act, obs),)
+      pending = (hold(obs)["actions"],)
     _, totals, *_ = tf.while_loop(
       lambda i, *_: i < num_steps,
       body,
@@ -541,7 +552,8 @@ class DQNAgent(Component):
     return totals
 
   @_graph_fn_train.torch
-  def _graph_fn_train(self, num_steps, act, observe, update, sync):
+  def _graph_fn_train(self, num_steps, act, hold, observe, update, sync):
+    del hold  # The torch build steps the groups as one env.
     c, n = self.config, self.env.num_envs
     totals = {
       "episodes": 0,

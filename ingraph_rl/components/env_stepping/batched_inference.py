@@ -35,11 +35,11 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.components.queues.fifo_queue import _TFQueueResource
+from ingraph_rl.components.queues import queue_resource
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.tf_spaces import tf_dtype
-from ingraph_rl.spaces import Space
+from ingraph_rl.spaces import BoolBox, FloatBox, IntBox, Space, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +78,9 @@ def _stateful(state_space):
 
 
 class _Records:
-  """The dtypes and per-row shapes of a request and of a reply, in the
-  flat order the queues hold them."""
+  """The spaces of a request and of a reply: one queue record each, its
+  rows (`channel.rows`) on a batch rank. The queues hold their leaves in
+  `flatten()` order."""
 
   def __init__(self, channel, observation_space, state_space, num_actions):
     self.channel = channel
@@ -87,53 +88,42 @@ class _Records:
     self.state_space: Space = state_space
     self.num_actions = int(num_actions)
     self.stateful = _stateful(state_space)
-    state = _leaves(state_space) if self.stateful else []
-    # slot, resets, last rewards, last actions, observations, state.
-    request = [
-      (tf.int32, ()),
-      (tf.bool, (None,)),
-      (tf.float32, (None,)),
-      (tf.int64, (None,)),
-    ] + [
-      (tf_dtype(s), (None,) + tuple(s.shape))
-      for s in _leaves(observation_space)
-    ]
-    # action, logits, values, state.
-    reply = [
-      (tf.int64, (None,)),
-      (tf.float32, (None, self.num_actions)),
-      (tf.float32, (None,)),
-    ]
-    tail = [(tf_dtype(s), (None,) + tuple(s.shape)) for s in state]
-    self.request = self._rows(request + tail)
-    self.reply = self._rows(reply + tail)
-
-  def _rows(self, specs):
-    rows = self.channel.rows
-    return [
-      (dtype, tuple(rows if d is None else d for d in shape))
-      for dtype, shape in specs
-    ]
-
-  def queue(self, specs, name, capacity):
-    """A queue shared by `name` (never destroyed here: the other side may
-    still use it), made now."""
-    res = _TFQueueResource(
-      [d for d, _ in specs],
-      [s for _, s in specs],
-      capacity,
-      name,
-      destroy=False,
+    state = [state_space] if self.stateful else []
+    # slot; per row: resets, last rewards, last actions, observations,
+    # state (a batch rank on the per-item spaces).
+    self.request = Tuple(
+      IntBox(dtype=np.int32),
+      Tuple(
+        BoolBox(),
+        FloatBox(),
+        IntBox(dtype=np.int64),
+        observation_space,
+        *state,
+        add_batch_rank=True,
+      ),
     )
-    _ = res.resource_handle
-    return res
+    # Per row: action, logits, values, state.
+    self.reply = Tuple(
+      IntBox(dtype=np.int64),
+      FloatBox((self.num_actions,)),
+      FloatBox(),
+      *state,
+      add_batch_rank=True,
+    )
+
+  def queue(self, space, name, capacity):
+    """A queue of `space` records shared by `name` (never destroyed here:
+    the other side may still use it), made now."""
+    return queue_resource(
+      space, capacity, name, destroy=False, batch_size=self.channel.rows
+    )
 
   def state_leaves(self, state):
     return self.state_space.flatten_value(state) if self.stateful else []
 
 
-def _set_shapes(tensors, specs, batch=()):
-  for t, (_, shape) in zip(tensors, specs):
+def _set_shapes(tensors, queue, batch=()):
+  for t, shape in zip(tensors, queue.shapes):
     t.set_shape(tuple(batch) + shape)
   return tensors
 
@@ -231,10 +221,10 @@ class RemotePolicy(Component):
     with tf.control_dependencies([sent]):
       reply = tf.raw_ops.QueueDequeueV2(
         handle=self.replies.resource_handle,
-        component_types=[d for d, _ in r.reply],
+        component_types=self.replies.dtypes,
         timeout_ms=-1,
       )
-    reply = [x[:size] for x in _set_shapes(reply, r.reply)]
+    reply = [x[:size] for x in _set_shapes(reply, self.replies)]
     new_state = (
       r.state_space.unflatten_value(reply[3:])
       if r.stateful
@@ -353,10 +343,10 @@ class InferenceServer(Component):
     request = tf.raw_ops.QueueDequeueManyV2(
       handle=self.requests.resource_handle,
       n=n,
-      component_types=[d for d, _ in r.request],
+      component_types=self.requests.dtypes,
       timeout_ms=-1,
     )
-    request = _set_shapes(request, r.request, (n,))
+    request = _set_shapes(request, self.requests, (n,))
     slot = request[0]
 
     def merge(x):  # [n, rows, ...] -> [n * rows, ...].

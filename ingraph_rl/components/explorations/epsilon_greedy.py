@@ -27,8 +27,8 @@ class EpsilonGreedy(Component):
   with probability epsilon; epsilon follows `schedule` over a global step.
 
   API (fixed return structure):
-    get_action(q_values, explore=True) -> {"action": int64 [...],
-      "epsilon": float32 scalar}.
+    get_action(q_values, explore=True, advance=True) -> {"action": int64
+      [...], "epsilon": float32 scalar}.
       q_values: FloatBox of per-item shape (num_actions,), any leading ranks.
       explore: a Python default (always explore) unless the input spaces
         give it a space (`BoolBox()`), then chosen per call. With explore,
@@ -36,6 +36,11 @@ class EpsilonGreedy(Component):
         may equal the greedy one) where u < epsilon, and the "timestep"
         variable (int64) advances by one after the call. Without explore
         the actions are the argmax and the step stays.
+      advance: a Python bool fixed when the graph is built (never an
+        input space). False: the "timestep" stays also when exploring (the
+        actions are drawn as with True), so several calls share one
+        schedule step: a caller acting on one vector step in parts
+        advances on one part only.
       "epsilon" is the schedule's value at the step the call used (the step
       before the advance), also when explore is off.
 
@@ -97,8 +102,13 @@ class EpsilonGreedy(Component):
     )
 
   @api
-  def get_action(self, q_values, explore=True):
-    step = self._graph_fn_advance(explore)
+  def get_action(self, q_values, explore=True, advance=True):
+    if not isinstance(advance, bool):
+      raise BuildError(
+        f"'{self.path}'.get_action: advance must be a Python bool (fixed "
+        f"at build), got {advance!r}"
+      )
+    step = self._graph_fn_advance(explore, advance)
     epsilon = self.schedule.value(step)
     action = self._graph_fn_select(q_values, explore, epsilon)
     return {"action": action, "epsilon": epsilon}
@@ -106,8 +116,11 @@ class EpsilonGreedy(Component):
   # --- TF bodies -------------------------------------------------------------
 
   @graph_fn
-  def _graph_fn_advance(self, explore):
-    """Advances the step when exploring; returns the step before."""
+  def _graph_fn_advance(self, explore, advance):
+    """Advances the step when exploring (and `advance`); returns the step
+    before."""
+    if not advance:
+      return self.timestep.read_value()
     inc = tf.cast(tf.convert_to_tensor(explore, tf.bool), tf.int64)
     return self.timestep.assign_add(inc) - inc
 
@@ -123,9 +136,9 @@ class EpsilonGreedy(Component):
   # --- torch bodies ----------------------------------------------------------
 
   @_graph_fn_advance.torch
-  def _graph_fn_advance(self, explore):
+  def _graph_fn_advance(self, explore, advance):
     step = self.timestep.detach().clone()
-    if bool(explore):
+    if advance and bool(explore):
       with torch.no_grad():
         self.timestep.add_(1)
     return step

@@ -23,28 +23,41 @@ from ingraph_rl.executors.tf_spaces import tf_dtype
 # --- the TF resource ---------------------------------------------------------
 
 
-class _TFQueueResource(tf.saved_model.experimental.TrackableResource):
-  """The TF queue: `FIFOQueueV2` made in `_create_resource`, so a SavedModel
-  re-creates it (empty) when loaded.
+class QueueResource(tf.saved_model.experimental.TrackableResource):
+  """A TF FIFO queue: `FIFOQueueV2` made in `_create_resource`, so a
+  SavedModel re-creates it (empty) when loaded. Make one from a space with
+  `queue_resource`; its ops take `resource_handle`.
 
+  dtypes, shapes: the TF dtype and the fixed shape of each component of a
+    record, in order (what dequeue ops and `set_shape` need).
   destroy: destroy the queue when this Python object is garbage-collected
-  (for a private, auto-named queue). A queue with a user-given shared_name
-  is never destroyed here: other clients may still use it. A loaded
-  SavedModel never destroys its queue.
+    (for a private, auto-named queue). A queue with a user-given
+    shared_name is never destroyed here: other clients may still use it. A
+    loaded SavedModel never destroys its queue.
   """
 
   def __init__(self, dtypes, shapes, capacity, shared_name, destroy):
     self._dtypes = list(dtypes)
-    self._shapes = [list(s) for s in shapes]
+    self._shapes = [tuple(s) for s in shapes]
     self._capacity = capacity
     self._shared_name = shared_name
     self._destroy = destroy
     super().__init__()
 
+  @property
+  def dtypes(self):
+    """The components' TF dtypes (a new list)."""
+    return list(self._dtypes)
+
+  @property
+  def shapes(self):
+    """The components' shapes, tuples of ints (a new list)."""
+    return list(self._shapes)
+
   def _create_resource(self):
     return tf.raw_ops.FIFOQueueV2(
       component_types=self._dtypes,
-      shapes=self._shapes,
+      shapes=[list(s) for s in self._shapes],
       capacity=self._capacity,
       container="",
       shared_name=self._shared_name,
@@ -58,6 +71,51 @@ class _TFQueueResource(tf.saved_model.experimental.TrackableResource):
     if not self._destroy or handle is None or tf.inside_function():
       return
     tf.raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+
+
+def queue_spec(space, batch_size=None):
+  """(dtypes, shapes) of a queue whose records are values of `space`: per
+  leaf, in `space.flatten()` order, its TF dtype and its shape. A leaf with
+  a batch rank has a first dim of `batch_size` (a queue's shapes are fixed);
+  a time rank, an unknown dim, or a batch rank without `batch_size` is a
+  BuildError.
+
+  >>> from ingraph_rl.spaces import FloatBox, IntBox, Tuple
+  >>> queue_spec(Tuple(IntBox(), FloatBox((3,), add_batch_rank=True)), 4)
+  ([tf.int32, tf.float32], [(), (4, 3)])
+  """
+  dtypes, shapes = [], []
+  for path, leaf in space.flatten():
+    shape = tuple(leaf.shape)
+    if leaf.has_batch_rank:
+      shape = (batch_size,) + shape
+    if leaf.has_time_rank or any(d is None for d in shape):
+      raise BuildError(
+        f"queue_spec: leaf {list(path)} of {space!r} needs a fixed shape "
+        f"(no time rank, no unknown dim; batch_size={batch_size!r} for a "
+        f"batch rank)"
+      )
+    dtypes.append(tf_dtype(leaf))
+    shapes.append(shape)
+  return dtypes, shapes
+
+
+def queue_resource(
+  space, capacity, shared_name, *, destroy=False, batch_size=None
+):
+  """A `QueueResource` of `capacity` records of `space` (components as
+  `queue_spec(space, batch_size)`), made now: a queue of that
+  `shared_name` on the device that does not match raises
+  `tf.errors.InvalidArgumentError` here. Make it where TF makes resources:
+  in a component's `add_resource(..., tf=...)` factory.
+
+  destroy: see `QueueResource`; False (the default) for a queue shared by
+    name with other components or clients.
+  """
+  dtypes, shapes = queue_spec(space, batch_size)
+  res = QueueResource(dtypes, shapes, capacity, shared_name, destroy)
+  _ = res.resource_handle  # Makes the queue now, to fail here.
+  return res
 
 
 # --- the component ----------------------------------------------------------
@@ -162,9 +220,6 @@ class FIFOQueue(Component):
         f"None, got {shared_name!r}"
       )
     self.shared_name = shared_name
-    leaves = [s for _, s in self.record_space.flatten()]
-    self._shapes = [tuple(s.shape) for s in leaves]
-    self._np_dtypes = [s.dtype for s in leaves]
     self.queue = None
 
   def create_variables(self, input_spaces):
@@ -172,25 +227,19 @@ class FIFOQueue(Component):
     self.resource_name = name
 
     def make_tf():
-      res = _TFQueueResource(
-        [tf_dtype(s) for s in self._leaves()],
-        self._shapes,
-        self.capacity,
-        name,
-        destroy=self.shared_name is None,
-      )
       try:
-        _ = res.resource_handle  # Makes the queue now, to fail here.
+        return queue_resource(
+          self.record_space,
+          self.capacity,
+          name,
+          destroy=self.shared_name is None,
+        )
       except tf.errors.InvalidArgumentError as e:
         raise BuildError(
           f"'{self.path}': cannot make queue '{name}': {e.message}"
         ) from None
-      return res
 
     self.queue = self.add_resource("queue", tf=make_tf)
-
-  def _leaves(self):
-    return [s for _, s in self.record_space.flatten()]
 
   # --- API --------------------------------------------------------------
 
@@ -249,10 +298,10 @@ class FIFOQueue(Component):
   def _graph_fn_dequeue(self):
     leaves = tf.raw_ops.QueueDequeueV2(
       handle=self.queue.resource_handle,
-      component_types=[tf_dtype(s) for s in self._leaves()],
+      component_types=self.queue.dtypes,
       timeout_ms=-1,
     )
-    for t, shape in zip(leaves, self._shapes):
+    for t, shape in zip(leaves, self.queue.shapes):
       t.set_shape(shape)
     return self.record_space.unflatten_value(leaves)
 
@@ -278,10 +327,10 @@ class FIFOQueue(Component):
       leaves = tf.raw_ops.QueueDequeueManyV2(
         handle=self.queue.resource_handle,
         n=n,
-        component_types=[tf_dtype(s) for s in self._leaves()],
+        component_types=self.queue.dtypes,
         timeout_ms=-1,
       )
-    for t, shape in zip(leaves, self._shapes):
+    for t, shape in zip(leaves, self.queue.shapes):
       # A batch rank, also for a Python int (the op leaves the dim unknown).
       t.set_shape((None,) + shape)
     return self.record_space.unflatten_value(leaves)
