@@ -54,9 +54,10 @@ class DQNAgent(Component):
   With an environment (any `VectorEnv`), also:
     reset_env(seed) -> first observations; train(num_steps) -> {"episodes",
       "return_sum", "length_sum", "loss_sum", "updates", "env_steps"}: a
-      tf.while_loop of `num_steps` vector steps (act, step the env, observe,
-      update every `update_every`, sync every `target_sync_every`) in ONE
-      graph call.
+      tf.while_loop of `num_steps` vector steps (act, step the env, update
+      every `update_every`, observe, sync every `target_sync_every`) in ONE
+      graph call. The update samples the memory as it was before the
+      vector step's transitions go in, so it runs beside the env step.
 
   `env_groups=2` (the env a `GroupedVectorEnv` of groups A and B)
   double-buffers the loop as the IMPALA stepper does: in each vector step
@@ -138,6 +139,7 @@ class DQNAgent(Component):
       )
       if c.n_step > 1:
         self.accumulator = self._make_accumulator(c, env)
+    self._check_first_update(c, env)
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
     self.optimizer = Adam(
       c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
@@ -169,15 +171,24 @@ class DQNAgent(Component):
         f"DQNAgent: config.num_envs={c.num_envs} but the env has {env.num_envs}"
       )
 
+  def _check_first_update(self, c, env):
+    """`train`'s first update (at learning_starts env steps) samples the
+    memory before that vector step goes in, so it must hold something by
+    then: n-step windows store step t once step t + n - 1 is in, a
+    FrameStackReplay samples it once t + n is."""
+    if env is None:
+      return
+    lag = c.n_step + (1 if c.frame_stack_replay else 0)
+    if c.learning_starts <= lag * env.num_envs:
+      what = "n_step + 1" if c.frame_stack_replay else "n_step"
+      raise BuildError(
+        f"DQNAgent: learning_starts must exceed ({what}) * num_envs = "
+        f"{lag * env.num_envs}, so the memory can sample at the first update "
+        f"(it runs before that vector step is stored)"
+      )
+
   def _make_accumulator(self, c, env):
     self._check_streams(c, env, "n_step > 1 keeps per-env n-step windows")
-    if env is not None and c.learning_starts <= (c.n_step - 1) * env.num_envs:
-      # The first n - 1 vector steps store nothing (unless episodes end).
-      raise BuildError(
-        f"DQNAgent: learning_starts must exceed (n_step - 1) "
-        f"* num_envs = {(c.n_step - 1) * env.num_envs}, so "
-        f"the memory holds transitions at the first update"
-      )
     return NStepAccumulator(c.n_step, c.discount, self.num_envs, scope="n_step")
 
   def _make_frame_stack_replay(self, c, env, space):
@@ -195,13 +206,6 @@ class DQNAgent(Component):
         f"numeric box of shape [H, W, stack] (the stack last), got {space!r}"
       )
     self._check_streams(c, env, "frame_stack_replay keeps one ring per env")
-    if env is not None and c.learning_starts <= c.n_step * env.num_envs:
-      # A stream's step t is sampleable once step t + n is stored.
-      raise BuildError(
-        f"DQNAgent: learning_starts must exceed n_step * num_envs = "
-        f"{c.n_step * env.num_envs} with frame_stack_replay, so the memory "
-        f"can sample at the first update"
-      )
     return FrameStackReplay(
       c.replay_capacity,
       self.num_envs,
@@ -501,6 +505,14 @@ class DQNAgent(Component):
       else:
         actions = act(obs)["actions"]
         step = in_graph.tf_step(self.env, actions)
+      # The update samples the memory as it was before this step's
+      # transitions go in, so nothing of it waits for the env step: TF runs
+      # the two side by side (automatic control dependencies order the
+      # update after the act's reads of the weights, and the observe's
+      # writes of the memory after the update's reads).
+      vsteps = self.vector_steps.read_value() + 1
+      learn = (vsteps * n >= c.learning_starts) & (vsteps % c.update_every == 0)
+      loss = tf.cond(learn, lambda: update()["loss"], lambda: 0.0)
       size = observe(
         obs,
         actions,
@@ -512,9 +524,6 @@ class DQNAgent(Component):
       with tf.control_dependencies([size]):
         self.last_obs.assign(step.obs)
         vsteps = self.vector_steps.assign_add(1)
-      env_steps = vsteps * n
-      learn = (env_steps >= c.learning_starts) & (vsteps % c.update_every == 0)
-      loss = tf.cond(learn, lambda: update()["loss"], lambda: 0.0)
       synced = tf.cond(
         vsteps % c.target_sync_every == 0,
         lambda: sync(),
@@ -566,6 +575,11 @@ class DQNAgent(Component):
       obs = self.last_obs.clone()
       actions = act(obs)["actions"]
       step = in_graph.torch_step(self.env, actions)
+      vsteps = int(self.vector_steps) + 1
+      # As in TF: the update before this step's transitions go in.
+      if vsteps * n >= c.learning_starts and vsteps % c.update_every == 0:
+        totals["loss_sum"] += float(update()["loss"].detach())
+        totals["updates"] += 1
       observe(
         obs,
         actions,
@@ -577,10 +591,6 @@ class DQNAgent(Component):
       with torch.no_grad():
         self.last_obs.copy_(step.obs)
         self.vector_steps += 1
-      vsteps = int(self.vector_steps)
-      if vsteps * n >= c.learning_starts and vsteps % c.update_every == 0:
-        totals["loss_sum"] += float(update()["loss"].detach())
-        totals["updates"] += 1
       if vsteps % c.target_sync_every == 0:
         sync()
       done = step.terminated | step.truncated

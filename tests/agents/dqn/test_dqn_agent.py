@@ -262,9 +262,22 @@ def test_n_step_settings_are_checked():
   env = GymnasiumVectorEnv("CartPole-v1", num_envs=4)
   with pytest.raises(BuildError, match="config.num_envs=2 but the env has 4"):
     DQNAgent(DQNConfig(num_actions=2, n_step=3, num_envs=2), env)
-  with pytest.raises(BuildError, match="learning_starts must exceed"):
+  # train's first update samples before its vector step is stored.
+  for n_step, bound in ((3, 12), (1, 4)):
+    with pytest.raises(
+      BuildError, match=f"must exceed \\(n_step\\) \\* num_envs = {bound}"
+    ):
+      DQNAgent(
+        DQNConfig(
+          num_actions=2, n_step=n_step, batch_size=4, learning_starts=bound
+        ),
+        env,
+      )
     DQNAgent(
-      DQNConfig(num_actions=2, n_step=3, batch_size=8, learning_starts=8), env
+      DQNConfig(
+        num_actions=2, n_step=n_step, batch_size=4, learning_starts=bound + 1
+      ),
+      env,
     )
 
 

@@ -58,7 +58,7 @@ def config(**kwargs):
     replay_capacity=ENVS * PER_STREAM,
     frame_stack_replay=True,
     batch_size=8,
-    learning_starts=12,
+    learning_starts=15,
     epsilon_steps=50,
     seed=3,
   )
@@ -160,8 +160,8 @@ def test_samples_equal_the_accumulator_path_and_update_uses_them(
   ex = agent(config(), backend, env=env)
   ex.execute("reset_env", 7)
   stats = to_numpy(ex.execute("train", STEPS))
-  # Updates once 12 env steps (4 vector steps) are in: steps 4..60.
-  assert int(stats["updates"]) == STEPS - 3 and np.isfinite(stats["loss_sum"])
+  # Updates from 15 env steps (vector step 5) on: steps 5..60.
+  assert int(stats["updates"]) == STEPS - 4 and np.isfinite(stats["loss_sum"])
   w = ex.get_weights()
   assert int(w["dqn/memory/size"]) == PER_STREAM  # One step per env a step.
   assert not any(k.startswith("dqn/n_step/") for k in w)
@@ -261,8 +261,11 @@ def test_settings_are_checked():
     DQNAgent(config(), observation_space=OBS)
   with pytest.raises(BuildError, match="shape \\[H, W, stack\\]"):
     DQNAgent(config(num_envs=2), observation_space=FloatBox((4,)))
-  with pytest.raises(BuildError, match="must exceed n_step \\* num_envs = 9"):
-    DQNAgent(config(learning_starts=9), StackedFrames())
+  with pytest.raises(
+    BuildError, match="must exceed \\(n_step \\+ 1\\) \\* num_envs = 12"
+  ):
+    DQNAgent(config(learning_starts=12), StackedFrames())
+  DQNAgent(config(learning_starts=13), StackedFrames())
   with pytest.raises(BuildError, match="stack \\+ n_step = 7"):
     DQNAgent(
       config(num_envs=2, replay_capacity=12),
