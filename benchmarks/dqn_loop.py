@@ -1,17 +1,25 @@
 r"""Environment throughput of DQN's in-graph training loop against the
 Python-driven loop and raw environment stepping.
 
-Per environment (CartPole-v1 and Pong, 8 environments each), five variants
+Per environment (CartPole-v1 and Pong, 8 environments each), seven variants
 are interleaved within every repetition, each running the same number of
 vector steps:
 
 1. in_graph (updates off / on): `executor.execute("train", k)` calls of the
    `DQNAgent` built with the env (act, env step, observe, update, sync in a
    tf.while_loop; one graph call per `k` vector steps).
-2. python (updates off / on): `python_loop_steps` (here: the baseline,
+2. in_graph_groups2 (updates off / on): the same loop with
+   `DQNConfig.env_groups=2`, its env built by `make_actor_env(...,
+   env_groups=2)` (as experiments/dqn.py's `make_env`): two groups of 4
+   envs, double-buffered (one group's env step runs while the Q-network
+   acts on the other's observations). Rows `<env>/updates_<s>/
+   in_graph_groups2`; ratios `<env>_in_graph_groups2_over_raw_updates_<s>`
+   and `<env>_in_graph_groups2_over_in_graph_updates_<s>` (against the
+   one-group loop).
+3. python (updates off / on): `python_loop_steps` (here: the baseline,
    the Python-driven loop experiments no longer have), one executor call
    per act / observe / update (its own agent and env).
-3. raw: `env.step(random actions)` in a Python loop, no agent (the ceiling).
+4. raw: `env.step(random actions)` in a Python loop, no agent (the ceiling).
 
 "Updates off" sets `learning_starts` beyond the run (the loop still acts,
 observes into the replay memory and syncs the target); "updates on" sets it
@@ -47,6 +55,7 @@ from ingraph_rl.components.preprocessing import (
   PreprocessorStack,
 )
 from ingraph_rl.environments import make_vector_env
+from ingraph_rl.runners.environments import make_actor_env
 
 NAME = "dqn_loop"
 
@@ -71,6 +80,9 @@ STEPS_PER_CALL = 250  # Vector steps per in-graph train call (as
 NEVER = 10**9  # learning_starts for "updates off".
 SEED = 0
 ACT_CALLS = 200  # get_actions calls per rep for the Pong split.
+ENV_GROUPS = 2  # The grouped in-graph variant's env groups.
+GROUPED = f"in_graph_groups{ENV_GROUPS}"
+IN_GRAPH = ("in_graph", GROUPED)  # The in-graph loop variants.
 
 ENVS = {
   "cartpole": {
@@ -99,23 +111,26 @@ TARGETS = {
 }
 
 
-def make_config(spec, num_actions, setting):
+def make_config(spec, num_actions, setting, env_groups=1):
   return DQNConfig(
     num_actions=num_actions,
     network=tuple(NATURE_DQN_SPEC) if spec["atari"] else DQNConfig.network,
     replay_capacity=spec["replay_capacity"],
     learning_starts=NEVER if setting == "off" else spec["learning_starts"],
+    env_groups=env_groups,
     seed=SEED,
   )
 
 
-def make_builder(spec, num_actions, setting):
+def make_builder(spec, num_actions, setting, env_groups=1):
   preprocessor = (
     (lambda: PreprocessorStack(Cast("float32"), Divide(255.0)))
     if spec["atari"]
     else None
   )
-  return DQNBuilder(make_config(spec, num_actions, setting), preprocessor)
+  return DQNBuilder(
+    make_config(spec, num_actions, setting, env_groups), preprocessor
+  )
 
 
 def python_loop_steps(executor, env, obs, num_steps, config, counter):
@@ -128,6 +143,14 @@ def python_loop_steps(executor, env, obs, num_steps, config, counter):
   for _ in range(num_steps):
     actions = executor.execute("get_actions", obs, True)["actions"].numpy()
     step = env.step(actions)
+    v = counter["vector_steps"] + 1
+    # As `train`: the update before this step's transitions go in.
+    if (
+      v * env.num_envs >= config.learning_starts
+      and v % config.update_every == 0
+    ):
+      totals["loss_sum"] += float(executor.execute("update")["loss"])
+      totals["updates"] += 1
     # n-step observe also takes `truncated`: episode ends cut n-step sums.
     extra = (step.truncated,) if config.n_step > 1 else ()
     executor.execute(
@@ -140,14 +163,7 @@ def python_loop_steps(executor, env, obs, num_steps, config, counter):
       *extra,
     )
     obs = step.obs
-    counter["vector_steps"] += 1
-    v = counter["vector_steps"]
-    if (
-      v * env.num_envs >= config.learning_starts
-      and v % config.update_every == 0
-    ):
-      totals["loss_sum"] += float(executor.execute("update")["loss"])
-      totals["updates"] += 1
+    counter["vector_steps"] = v
     if v % config.target_sync_every == 0:
       executor.execute("sync_target")
     done = step.terminated | step.truncated
@@ -159,11 +175,20 @@ def python_loop_steps(executor, env, obs, num_steps, config, counter):
 
 
 class InGraph:
-  """The in-graph loop: `train(k)` graph calls."""
+  """The in-graph loop: `train(k)` graph calls. With `env_groups` > 1 the
+  env is `make_actor_env(..., env_groups)`'s `GroupedVectorEnv` (env i
+  still seeded SEED + i) and the loop double-buffers its groups."""
 
-  def __init__(self, spec, setting):
-    self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
-    builder = make_builder(spec, self.env.action_space.num_categories, setting)
+  def __init__(self, spec, setting, env_groups=1):
+    if env_groups > 1:
+      self.env = make_actor_env(
+        spec["id"], NUM_ENVS, SEED, env_groups=env_groups
+      )
+    else:
+      self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
+    builder = make_builder(
+      spec, self.env.action_space.num_categories, setting, env_groups
+    )
     self.config = builder.config
     self.executor = builder.make_agent(env=self.env).build()
     self.executor.execute("reset_env", SEED)
@@ -246,14 +271,15 @@ def bench_env(name, spec, reps, quick, scale):
   variants = {"raw": Raw(spec)}
   for s in SETTINGS:
     variants[f"in_graph_{s}"] = InGraph(spec, s)
+    variants[f"{GROUPED}_{s}"] = InGraph(spec, s, ENV_GROUPS)
     variants[f"python_{s}"] = Python(spec, s)
   build_s = time.perf_counter() - t0
   # Fill past learning_starts (untimed), so every timed step of "on" updates.
   fill = -(-spec["learning_starts"] // NUM_ENVS)
   t0 = time.perf_counter()
   for s in SETTINGS:
-    variants[f"in_graph_{s}"].run(fill)
-    variants[f"python_{s}"].run(fill)
+    for v in (*IN_GRAPH, "python"):
+      variants[f"{v}_{s}"].run(fill)
   fill_s = time.perf_counter() - t0
 
   split = name == "pong" or quick
@@ -272,7 +298,7 @@ def bench_env(name, spec, reps, quick, scale):
       variants["in_graph_off"], ACT_CALLS
     )
   records = common.interleave(fns, reps=reps, warmup=1)
-  for key in ("in_graph_on", "python_on"):
+  for key in ("in_graph_on", f"{GROUPED}_on", "python_on"):
     for r in records[key]:
       r["updates_per_vector_step"] = r["updates"] / steps["on"]
   for v in variants.values():
@@ -319,7 +345,7 @@ def main(argv):
         )
       )
     for s in SETTINGS:
-      for variant in ("in_graph", "python"):
+      for variant in (*IN_GRAPH, "python"):
         stat = common.Stat.of(sps(records[f"{variant}_{s}"]))
         rows.append(
           common.Row(
@@ -346,9 +372,16 @@ def main(argv):
       ratios[f"{name}_python_over_raw_updates_{s}"] = common.paired_ratio(
         py, raw
       )
+      grouped = sps(records[f"{GROUPED}_{s}"])
+      ratios[f"{name}_{GROUPED}_over_raw_updates_{s}"] = common.paired_ratio(
+        grouped, raw
+      )
+      ratios[f"{name}_{GROUPED}_over_in_graph_updates_{s}"] = (
+        common.paired_ratio(grouped, ig)
+      )
     on_updates = {
       v: common.column(records[f"{v}_on"], "updates_per_vector_step")
-      for v in ("in_graph", "python")
+      for v in (*IN_GRAPH, "python")
     }
     env_config[name] = {
       "env": spec["id"],
@@ -375,9 +408,7 @@ def main(argv):
         v: sorted(set(u)) for v, u in on_updates.items()
       },
       "updates_in_timed_off_reps (checked)": sum(
-        r["updates"]
-        for v in ("in_graph", "python")
-        for r in records[f"{v}_off"]
+        r["updates"] for v in (*IN_GRAPH, "python") for r in records[f"{v}_off"]
       ),
       "build_s (all variants)": info["build_s"],
       "fill_s (all variants)": info["fill_s"],
@@ -406,6 +437,10 @@ def main(argv):
       "in_graph": "DQNBuilder(config).make_agent(env=env).build(); "
       "executor.execute('train', k) with k <= 250, looped "
       "to the rep's steps",
+      GROUPED: f"as in_graph with DQNConfig(env_groups={ENV_GROUPS}) and "
+      f"make_actor_env(env, {NUM_ENVS}, seed, env_groups={ENV_GROUPS}) "
+      f"(a GroupedVectorEnv of {ENV_GROUPS} groups, double-buffered by "
+      f"the loop)",
       "python": "benchmarks.dqn_loop.python_loop_steps (execute "
       "get_actions "
       "/ observe / update / sync_target per vector step), own "
@@ -443,6 +478,9 @@ def main(argv):
   for key in (
     "cartpole_in_graph_over_python_updates_off",
     "pong_in_graph_over_python_updates_on",
+    *(
+      f"{e}_{GROUPED}_over_in_graph_updates_{s}" for e in envs for s in SETTINGS
+    ),
   ):
     if key in ratios:
       parts.append(f"{key} {ratios[key]:.2f}")
@@ -495,16 +533,17 @@ def plot(rows, envs):
   groups = [(e, s) for e in envs for s in SETTINGS]
   variants = (
     ("in_graph", "in-graph train()", "#4C72B0"),
+    (GROUPED, f"in-graph train(), env_groups={ENV_GROUPS}", "#55A868"),
     ("python", "Python loop", "#DD8452"),
     ("raw", "raw env.step (ceiling)", "#8C8C8C"),
   )
-  fig, ax = plt.subplots(figsize=(9, 4.5))
-  width = 0.26
+  fig, ax = plt.subplots(figsize=(10, 4.5))
+  width = 0.2
   for j, (v, label, color) in enumerate(variants):
     xs, meds, lo, hi = [], [], [], []
     for i, (e, s) in enumerate(groups):
       st = stats[f"{e}/raw"] if v == "raw" else stats[f"{e}/updates_{s}/{v}"]
-      xs.append(i + (j - 1) * width)
+      xs.append(i + (j - 1.5) * width)
       meds.append(st.median)
       lo.append(st.median - st.min)
       hi.append(st.max - st.median)

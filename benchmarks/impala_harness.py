@@ -42,11 +42,19 @@ def make_config(num_actions, obs_space, args):
 
 class StepTimer:
   """Wraps `env.step` (which the actor's numpy_function looks up at call
-  time) to add up the seconds spent inside it."""
+  time) to add up the seconds spent inside it. With env groups (a
+  `GroupedVectorEnv`, stepped group by group) each group's `step` is
+  wrapped, and `calls` counts whole vector steps (a group's call adds its
+  share of the envs)."""
 
-  def __init__(self, env):
+  def __init__(self, env, env_groups=1):
     self.seconds = 0.0
-    self.calls = 0
+    self.calls = 0.0
+    groups = getattr(env, "groups", ()) if env_groups > 1 else ()
+    for part in groups or (env,):
+      self._wrap(part, part.num_envs / env.num_envs)
+
+  def _wrap(self, env, share):
     step = env.step
 
     def timed(actions):
@@ -55,7 +63,7 @@ class StepTimer:
         return step(actions)
       finally:
         self.seconds += time.perf_counter() - start
-        self.calls += 1
+        self.calls += share
 
     env.step = timed
 
@@ -110,7 +118,7 @@ class Harness:
         env_groups=self.config.env_groups,
         **kwargs,
       )
-      self.timers.append(StepTimer(env))
+      self.timers.append(StepTimer(env, self.config.env_groups))
       return env
 
     t = time.perf_counter()
@@ -293,8 +301,9 @@ class Harness:
     return {"env_steps_per_s": (c1 - c0) / (t1 - t0), "window_s": t1 - t0}
 
   def act_only_seconds(self, calls=ACT_CALLS):
-    """Seconds per policy forward (actor 0's `act` tf.function) on a batch
-    of `envs_per_actor` observations, with the actors blocked (idle)."""
+    """Seconds per policy forward (actor 0's `act` tf.function, or the
+    inference server's with batched inference) on a batch of
+    `envs_per_actor` observations, with the actors blocked (idle)."""
     fn, args = self.act_inputs()
     fn(*args)["action"].numpy()
     start = time.perf_counter()
@@ -305,8 +314,12 @@ class Harness:
 
   def act_inputs(self):
     """(actor 0's `act` tf.function, arguments for `envs_per_actor`
-    observations)."""
-    ex = self.driver.actor_executors[0]
+    observations). With batched inference, the inference server's `act`
+    (the same policy; an actor's `act` would wait for a batch of requests
+    from every actor)."""
+    ex = self.driver.inference_executor
+    if ex is None:
+      ex = self.driver.actor_executors[0]
     fn = ex.function("act")
 
     def zeros(spec):  # Batch dim E, time dim 1.

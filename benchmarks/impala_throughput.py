@@ -34,7 +34,26 @@ queue is fed synthetic rollouts (untimed), then `--learner_updates` updates
 are timed back to back (frames consumed/s).
 
 Cheap wins: `--variants` (e.g. envs_per_actor=32, ale_num_threads=1,
-unroll_length=50) run on the first environment with `--variant_actors`.
+unroll_length=50) run on the first environment with `--variant_actors`
+(not with --quick unless `--variants` is given). Two of them are agent
+features, every phase run as for the base config:
+
+- env_groups=2 (`IMPALAConfig.env_groups`): each actor's envs are built
+  as 2 groups (`make_actor_env(..., env_groups=2)`), which the actor
+  double-buffers (one group's env step runs while the policy acts on the
+  other's observations). The raw phase steps the same envs ungrouped.
+- batched_inference=1 (`IMPALAConfig.batched_inference`): the driver's
+  inference thread (started with the actors by `driver.start()`, alive in
+  every phase) runs ONE policy call per env step for all actors. In
+  actors_only it serves while the drain thread consumes; between phases
+  it waits on the actors' requests (no CPU). The profile's act-only
+  forward is then the inference server's `act` on `envs_per_actor`
+  observations.
+
+Their cases are `<env>/<mode>_groups2/actors_<N>/<phase>` and
+`<env>/<mode>_batched1/actors_<N>/<phase>`, their ratios
+`<env>_<mode>_groups2_actors_<N>_<phase>_over_raw` and the like, as for
+every variant.
 
 Units: one env step = one environment advancing one agent step; one frame
 = one emulator / simulator frame, so frames = env steps x action repeats
@@ -52,6 +71,8 @@ the while_loop, the enqueue, waiting for the GIL), and one policy forward on
 
     python -m benchmarks.impala_throughput            # the measurement
     python -m benchmarks.impala_throughput --quick    # smoke run, ~25 s
+    python -m benchmarks.impala_throughput --quick \
+      --variants=env_groups=2,batched_inference=1   # the variants, short
     python -m benchmarks.impala_throughput --env=dmlab:seekavoid_arena_01
 
 DM Lab ids step in env worker processes (one per env, `WorkerVectorEnv`),
@@ -66,6 +87,7 @@ the best raw rate (target >= 0.7).
 Writes benchmarks/results/impala_throughput.json (and .png without --quick).
 """
 
+import dataclasses
 import functools
 import gc
 import re
@@ -75,7 +97,10 @@ import time
 import numpy as np
 from absl import app, flags
 
-from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
+from benchmarks import (
+  common,  # Sets OMP_WAIT_POLICY before TF loads.
+  impala_harness,
+)
 from benchmarks.impala_harness import (
   Harness,
   LearnerOnly,
@@ -160,11 +185,14 @@ _VARIANTS = flags.DEFINE_list(
     "envs_per_actor=32+batch_size=32",
     "ale_num_threads=1",
     "unroll_length=50",
+    "env_groups=2",
+    "batched_inference=1",
   ],
-  "Configs to try beside the base one, on the first env only (not with "
-  "--quick): each 'flag=value' or several joined by '+', of "
-  "envs_per_actor, unroll_length, batch_size, queue_capacity, "
-  "ale_num_threads ('' for none).",
+  "Configs to try beside the base one, on the first env only (with "
+  "--quick only if given): each 'flag=value' or several joined by '+', "
+  "of envs_per_actor, unroll_length, batch_size, queue_capacity, "
+  "ale_num_threads, env_groups, batched_inference (0 or 1) ('' for "
+  "none).",
 )
 _VARIANT_ACTORS = flags.DEFINE_list(
   "variant_actors", ["2"], "Numbers of actors the variants run with."
@@ -208,6 +236,16 @@ def slug(env_id):
   return re.sub(r"[^a-z0-9]+", "_", env_id.lower()).strip("_")
 
 
+def make_config(num_actions, obs_space, args):
+  """The harness's IMPALAConfig, with the variant's `env_groups` and
+  `batched_inference` (default 1 and off)."""
+  return dataclasses.replace(
+    impala_harness.make_config(num_actions, obs_space, args),
+    env_groups=args.get("env_groups", 1),
+    batched_inference=bool(args.get("batched_inference", 0)),
+  )
+
+
 def bench_env(env_id, configs, args, profile):
   """Builds the learner bench and one harness per config (mode, processes,
   N, overrides), interleaves ALL their phases `reps` times (a quiesced
@@ -218,7 +256,9 @@ def bench_env(env_id, configs, args, profile):
   harnesses = {}
   try:
     for key, (processes, n, overrides) in configs.items():
-      harnesses[key] = Harness(env_id, n, processes, dict(args, **overrides))
+      harnesses[key] = Harness(
+        env_id, n, processes, dict(args, **overrides), make_config
+      )
     build_s = time.perf_counter() - t
     # The built graphs are ~0.5M Python objects: a full collection scans
     # them for ~0.5 s, stalling every thread mid-window. Frozen, they are
@@ -279,16 +319,26 @@ VARIANT_KEYS = {
   "batch_size": ("B", "B"),
   "queue_capacity": ("queue_capacity", "Q"),
   "ale_num_threads": ("ale_num_threads", "ale_threads"),
+  "env_groups": ("env_groups", "groups"),
+  "batched_inference": ("batched_inference", "batched"),
 }
+# Variant flags whose value is 0 or 1 (also 'false' / 'true').
+BOOL_VARIANTS = ("batched_inference",)
 VARIANT_KEYS_BY_ARG = {a: f for f, (a, _) in VARIANT_KEYS.items()}
 
 
 def parse_variant(text):
   """'envs_per_actor=16+unroll_length=50' -> ('E16_T50', {'E': 16,
-  'T': 50})."""
+  'T': 50}); 'env_groups=2' -> ('groups2', {'env_groups': 2});
+  'batched_inference=1' (or 'true') -> ('batched1',
+  {'batched_inference': 1})."""
   tags, overrides = [], {}
   for part in text.split("+"):
     flag, _, value = part.partition("=")
+    if flag in BOOL_VARIANTS:
+      value = {"true": "1", "false": "0"}.get(value.lower(), value)
+      if value not in ("0", "1"):
+        raise app.UsageError(f"--variants: bad {part!r}; {flag} is 0 or 1")
     if flag not in VARIANT_KEYS or not value.isdigit():
       raise app.UsageError(
         f"--variants: bad {part!r}; use flag=int with "
@@ -344,7 +394,8 @@ def main(argv):
   variant_texts = _VARIANTS.value or []
   if env_kind(envs[0]) == "dmlab" and not flags.FLAGS["variants"].present:
     variant_texts = []  # Each would add N x E more env processes.
-  variants = [parse_variant(v) for v in variant_texts] if not quick else []
+  run_variants = not quick or flags.FLAGS["variants"].present
+  variants = [parse_variant(v) for v in variant_texts] if run_variants else []
   dmlab_fake = _DMLAB_FAKE.value and any(env_kind(e) == "dmlab" for e in envs)
   if dmlab_fake:
     # Env workers inherit this process's environment: they import the fake
@@ -508,6 +559,8 @@ def main(argv):
     "for image observations, the default MLP (64, 64 tanh) for "
     "vectors; feed-forward (no LSTM)",
     "ale_num_threads": args["ale_num_threads"] or "ale-py default",
+    "env_groups": "1 (variants: env_groups)",
+    "batched_inference": "off (variants: batched_inference)",
     "reps": args["reps"],
     "warmup_rounds": args["warmup_rounds"],
     "phase_warmup_s": args["warmup_s"],
@@ -605,8 +658,10 @@ PROFILE_HOW = (
   "actors / (N x window); the rest of an actor's time is policy "
   "inference, the while_loop, the enqueue, and waiting for the GIL or a "
   "core; raw_ms_per_vector_step = the ceiling's time for the same N "
-  "vector steps; act_only = one call of actor 0's act tf.function on "
-  "envs_per_actor observations, with every actor blocked (idle cores)"
+  "vector steps; act_only = one call of actor 0's act tf.function (with "
+  "batched_inference: the inference server's act) on envs_per_actor "
+  "observations, with every actor blocked (idle cores); with env_groups, "
+  "env_step calls count an actor's vector steps (all its groups' steps)"
 )
 
 

@@ -17,6 +17,9 @@ def test_quick_run_writes_contract_json(run_quick, tmp_path):
     "cartpole/updates_off/python",
     "cartpole/updates_on/in_graph",
     "cartpole/updates_on/python",
+    # The in-graph loop over 2 double-buffered env groups.
+    "cartpole/updates_off/in_graph_groups2",
+    "cartpole/updates_on/in_graph_groups2",
   } <= cases
   for r in doc["results"]:
     assert r["reps"] >= 1
@@ -28,14 +31,20 @@ def test_quick_run_writes_contract_json(run_quick, tmp_path):
     "cartpole_in_graph_over_python_updates_on",
     "cartpole_in_graph_over_raw_updates_off",
     "cartpole_in_graph_over_raw_updates_on",
+    "cartpole_in_graph_groups2_over_raw_updates_off",
+    "cartpole_in_graph_groups2_over_raw_updates_on",
+    "cartpole_in_graph_groups2_over_in_graph_updates_off",
+    "cartpole_in_graph_groups2_over_in_graph_updates_on",
   ):
     assert isinstance(doc["ratios"][key], float) and doc["ratios"][key] > 0
   cfg = doc["config"]["envs"]["cartpole"]
   # Every timed step of "updates on" did one update, "off" none.
   assert cfg["updates_per_vector_step_on (checked)"] == {
     "in_graph": [1.0],
+    "in_graph_groups2": [1.0],
     "python": [1.0],
   }
+  assert cfg["updates_in_timed_off_reps (checked)"] == 0
   assert "threads" in doc["config"]
   assert not (tmp_path / "dqn_loop.png").exists()  # Plots: full runs only.
   # The summary line comes last.

@@ -5,7 +5,13 @@ import pytest
 
 
 def test_quick_run_writes_contract_json(run_quick, tmp_path):
-  doc, out = run_quick("impala_throughput", timeout=300)
+  # The agent-feature variants (not run by --quick unless given), on the
+  # first env's first mode (threads) with 2 actors.
+  doc, out = run_quick(
+    "impala_throughput",
+    "--variants=env_groups=2,batched_inference=1",
+    timeout=300,
+  )
   assert doc["benchmark"] == "impala_throughput" and doc["quick"] is True
   assert set(doc["machine"]) >= {"cpu", "cores", "gpu", "tf", "torch"}
   cases = {r["case"] for r in doc["results"]}
@@ -36,19 +42,44 @@ def test_quick_run_writes_contract_json(run_quick, tmp_path):
   assert (
     doc["ratios"]["cartpole_v1_processes_over_threads_actors_2_end_to_end"] > 0
   )
+  stats = {
+    (r["case"], r["unit"]): r for r in doc["results"] if r["metric"] != "update"
+  }
+  for mode in ("threads_groups2", "threads_batched1"):
+    for phase in ("raw", "actors_only", "end_to_end", "end_to_end_trained"):
+      row = stats[(f"cartpole_v1/{mode}/actors_2/{phase}", "env steps/s")]
+      assert row["min"] > 0, row
+    for phase in ("actors_only", "end_to_end"):
+      key = f"cartpole_v1_{mode}_actors_2_{phase}_over_raw"
+      assert isinstance(doc["ratios"][key], float) and doc["ratios"][key] > 0
+    assert (
+      doc["ratios"][f"cartpole_v1_{mode}_best_end_to_end_over_best_raw"] > 0
+    )
+  assert doc["config"]["variants (first env only)"] == {
+    "groups2": {"env_groups": 2},
+    "batched1": {"batched_inference": 1},
+  }
   assert set(
     doc["config"]["envs"]["cartpole_v1"]["faster_env_mode (medians)"].values()
   ) <= {"threads", "processes"}
   cfg = doc["config"]
   env_cfg = cfg["envs"]["cartpole_v1"]
   assert env_cfg["frames_per_env_step"] == 1
-  # Both consumers really ran: the drain dequeued and the learner updated.
+  # Both consumers really ran: the drain dequeued and the learner updated
+  # (with batched inference: the inference thread served both phases).
+  assert set(env_cfg["configs"]) >= {
+    "threads_groups2/actors_2",
+    "threads_batched1/actors_2",
+  }
   for c in env_cfg["configs"].values():
     assert c["drained_rollouts"] > 0 and c["learner_updates_run"] > 0
     assert c["min_unrolls_per_window"] >= 1
-  # The first env is profiled: env.step share of actor time in (0, 1].
-  prof = env_cfg["configs"]["threads/actors_2"]["profile_actors_only"]
-  assert 0 < prof["env_step_share_of_actor_thread_time"] <= 1
+  # The first env is profiled: env.step share of actor time in (0, 1] (with
+  # env groups: each group's step is timed).
+  for key in ("threads", "threads_groups2", "threads_batched1"):
+    prof = env_cfg["configs"][f"{key}/actors_2"]["profile_actors_only"]
+    assert 0 < prof["env_step_share_of_actor_thread_time"] <= 1, key
+    assert prof["act_only_ms_per_call (actors idle)"] > 0, key
   assert "threads" in cfg
   assert not (tmp_path / "impala_throughput.png").exists()  # Full runs only.
   # The summary line comes last.
