@@ -70,7 +70,7 @@ _REPS = flags.DEFINE_integer("reps", None, "Repetitions (5; 2 with --quick).")
 _CAPACITY = flags.DEFINE_integer("capacity", None, "Replay capacity (1e6).")
 _BATCH = flags.DEFINE_integer("batch", 512, "Learner batch size.")
 _CALLS = flags.DEFINE_integer(
-  "calls", None, "Steps per repetition (20; 5 with --quick)."
+  "calls", None, "Steps per repetition (50; 5 with --quick)."
 )
 _PARTS = flags.DEFINE_list(
   "parts", ["learner", "frames", "cluster"], "Parts to measure."
@@ -188,7 +188,7 @@ def learner_part(quick, reps):
   """(rows, ratios, config) of the learner side."""
   capacity = _CAPACITY.value or (10_000 if quick else 1_000_000)
   batch = _BATCH.value
-  calls = _CALLS.value or (5 if quick else 20)
+  calls = _CALLS.value or (5 if quick else 50)
   shard, learner, fed, per = build(capacity, batch)
 
   def ours():

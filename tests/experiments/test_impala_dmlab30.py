@@ -6,49 +6,33 @@ the exported policy is evaluated on the 30 test levels in a fresh
 process."""
 
 import json
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from ingraph_rl.environments import dmlab30
-from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
 from ingraph_rl.testing.tensorboard import scalars
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # ~15 s: make test-all (make test's margin; the DM Lab worker path stays
 # in make test through test_impala_dmlab and test_evaluate_dmlab).
 @pytest.mark.slow
-def test_dmlab30_training_logs_scores_per_level(tmp_path):
-  shim = write_deepmind_lab_shim(tmp_path / "shim")
+def test_dmlab30_training_logs_scores_per_level(tmp_path, fake_dmlab):
   logdir = tmp_path / "run"
-  out = subprocess.run(
-    [
-      sys.executable,
-      "-m",
-      "experiments.impala",
-      "--env=dmlab:dmlab30",
-      "--num_actors=2",
-      "--num_envs_per_actor=15",
-      "--torso=small",
-      "--unroll_length=10",
-      "--batch_size=15",
-      "--total_environment_frames=4200",
-      "--queue_capacity=30",
-      "--eval_episodes=1",
-      "--log_every_seconds=0",
-      f"--logdir={logdir}",
-    ],
-    cwd=ROOT,
-    env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), shim])),
-    capture_output=True,
-    text=True,
+  out = fake_dmlab.run(
+    "impala",
+    "--env=dmlab:dmlab30",
+    "--num_actors=2",
+    "--num_envs_per_actor=15",
+    "--torso=small",
+    "--unroll_length=10",
+    "--batch_size=15",
+    "--total_environment_frames=4200",
+    "--queue_capacity=30",
+    "--eval_episodes=1",
+    "--log_every_seconds=0",
+    f"--logdir={logdir}",
     timeout=600,
   )
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

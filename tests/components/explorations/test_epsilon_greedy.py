@@ -11,7 +11,8 @@ from ingraph_rl.components.explorations import (
   EpsilonGreedy,
   LinearDecay,
 )
-from ingraph_rl.errors import SpaceError
+from ingraph_rl.core import Component, api
+from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.executors.torch import TorchExecutor
 from ingraph_rl.spaces import BoolBox, FloatBox, IntBox
@@ -203,3 +204,42 @@ def test_docstring_examples_run():
   for module in (epsilon_greedy, schedules):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 3 and result.failed == 0, module.__name__
+
+
+class HeldThenAdvanced(Component):
+  """act(q): one held call, then one advancing call, on one schedule step
+  (a loop acting on a vector step in two parts)."""
+
+  def __init__(self, schedule):
+    super().__init__(scope="held")
+    self.exploration = EpsilonGreedy(A, schedule, seed=5)
+
+  @api
+  def act(self, q_values):
+    held = self.exploration.get_action(q_values, True, advance=False)
+    moved = self.exploration.get_action(q_values, True)
+    return {"held": held["epsilon"], "moved": moved["epsilon"]}
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_held_calls_share_the_schedule_step_of_the_advancing_one(executor):
+  ex = executor(
+    HeldThenAdvanced(LinearDecay(1.0, 0.0, steps=4)),
+    {"q_values": SPACES["q_values"]},
+  )
+  for i, eps in enumerate([1.0, 0.75, 0.5, 0.25, 0.0]):
+    out = to_numpy(ex.execute("act", _q(8, i)))
+    assert float(out["held"]) == float(out["moved"]) == pytest.approx(eps)
+    assert int(ex.get_weights()["held/epsilon_greedy/timestep"]) == i + 1
+
+
+def test_advance_must_be_a_python_bool():
+  class Bad(HeldThenAdvanced):
+    @api
+    def act(self, q_values):
+      return self.exploration.get_action(q_values, True, advance=1)
+
+  with pytest.raises(BuildError, match="advance must be a Python bool"):
+    TFExecutor(
+      Bad(LinearDecay(1.0, 0.0, steps=4)), {"q_values": SPACES["q_values"]}
+    )

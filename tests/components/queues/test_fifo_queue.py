@@ -543,3 +543,28 @@ def test_docstring_example_runs():
   result = doctest.testmod(fifo_queue_module, optionflags=doctest.ELLIPSIS)
   assert result.attempted >= 8
   assert result.failed == 0
+
+
+def test_queue_spec_orders_leaves_and_refuses_shapes_a_queue_cannot_hold():
+  space = Dict(
+    obs=FloatBox((2, 3), add_batch_rank=True), id=IntBox(5, dtype="int64")
+  )
+  dtypes, shapes = fifo_queue_module.queue_spec(space, batch_size=4)
+  # Dict leaves in sorted-key order: "id", then "obs".
+  assert dtypes == [tf.int64, tf.float32]
+  assert shapes == [(), (4, 2, 3)]
+  for bad, size in (
+    (FloatBox((2,), add_batch_rank=True), None),
+    (FloatBox((2,), add_batch_rank=True, add_time_rank=True), 4),
+    (FloatBox((None, 2)), None),
+  ):
+    with pytest.raises(BuildError, match="needs a fixed shape"):
+      fifo_queue_module.queue_spec(bad, batch_size=size)
+
+
+def test_queue_resource_of_a_taken_name_with_other_records_fails_at_once():
+  name = f"spec_{uuid.uuid4().hex}"
+  first = fifo_queue_module.queue_resource(FloatBox((2,)), 4, name)
+  assert first.dtypes == [tf.float32] and first.shapes == [(2,)]
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    fifo_queue_module.queue_resource(IntBox(3), 4, name)
