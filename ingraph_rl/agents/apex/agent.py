@@ -14,13 +14,13 @@ single-machine Ape-X whose caller steps the env.
 import tensorflow as tf
 
 from ingraph_rl.agents.apex.actor import ApexPolicy
-from ingraph_rl.agents.apex.learner import make_optimizer, sync_target_when_due
+from ingraph_rl.agents.apex.learner import PrioritizedUpdate, make_optimizer
 from ingraph_rl.components.memories import NStepAccumulator, PrioritizedReplay
-from ingraph_rl.core import api, graph_fn, inline
+from ingraph_rl.core import api, graph_fn
 from ingraph_rl.utils.lazy import torch
 
 
-class ApexAgent(ApexPolicy):
+class ApexAgent(PrioritizedUpdate, ApexPolicy):
   """APIs (fixed dict results):
     get_actions(states, explore) -> {"actions", "q_values", "epsilon"}.
     observe(states, actions, rewards, next_states, terminals, truncated)
@@ -78,19 +78,13 @@ class ApexAgent(ApexPolicy):
   @api
   def update(self):
     batch = self.memory.sample(self.config.train_batch_size)
-    out = self.q.td(batch["records"], batch["weights"])
-    written = self.memory.update_priorities(batch["indices"], out["priorities"])
-    loss = self._graph_fn_after(out["loss"], written)
-    stats = self.optimizer.step(loss, self.q.online.variables())
-    step = self._graph_fn_sync_due(
-      stats["grad_norm"], inline(self.q.sync_target)
+    return self._update_on(
+      batch["records"],
+      batch["weights"],
+      lambda priorities: self.memory.update_priorities(
+        batch["indices"], priorities
+      ),
     )
-    return {
-      "loss": out["loss"],
-      "mean_q": out["mean_q"],
-      "grad_norm": stats["grad_norm"],
-      "train_step": step,
-    }
 
   # --- bodies (TF, and torch for the eager mirror) ---------------------------
 
@@ -117,31 +111,3 @@ class ApexAgent(ApexPolicy):
       "priority_sum": priorities.sum(),
       "size": torch.as_tensor(size).to(torch.int64),
     }
-
-  @graph_fn
-  def _graph_fn_after(self, value, done):
-    with tf.control_dependencies(tf.nest.flatten(done)):
-      return tf.identity(value)
-
-  @_graph_fn_after.torch
-  def _graph_fn_after(self, value, done):
-    return value  # Eager: `done` ran already.
-
-  @graph_fn(needs_subtree=True)
-  def _graph_fn_train_step(self):
-    return tf.identity(self.optimizer.iterations)
-
-  @_graph_fn_train_step.torch
-  def _graph_fn_train_step(self):
-    return self.optimizer.iterations.clone()
-
-  @graph_fn(needs_subtree=True)
-  def _graph_fn_sync_due(self, after, sync):
-    return sync_target_when_due(self.optimizer, self.config, after, sync)
-
-  @_graph_fn_sync_due.torch
-  def _graph_fn_sync_due(self, after, sync):
-    step = self.optimizer.iterations.clone()
-    if int(step) % self.config.target_update_period == 0:
-      sync()
-    return step

@@ -23,19 +23,66 @@ def make_optimizer(config):
   )
 
 
-def sync_target_when_due(optimizer, config, after, sync):
-  """Syncs the target (`sync()`) when the step count (read after `after`,
-  the optimizer step) is a multiple of `target_update_period`; returns the
-  count. A graph_fn body."""
-  with tf.control_dependencies([after]):
-    step = optimizer.iterations.read_value()
-  due = tf.equal(step % config.target_update_period, 0)
-  synced = tf.cond(due, sync, lambda: tf.constant(False))
-  with tf.control_dependencies([synced]):
-    return tf.identity(step)
+class PrioritizedUpdate:
+  """The update the learner and the complete agent share, for a Component
+  with `config`, `q` (a `QLearning`) and `optimizer`: `_update_on(records,
+  weights, write_back)` computes the double-Q TD of a prioritized batch,
+  has `write_back(priorities)` store its new priorities (the caller's
+  memory or queue), then, after that, steps the optimizer and syncs the
+  target every `target_update_period` updates. Returns {"loss", "mean_q",
+  "grad_norm", "train_step"}."""
+
+  def _update_on(self, records, importance_weights, write_back):
+    out = self.q.td(records, importance_weights)
+    written = write_back(out["priorities"])
+    loss = self._graph_fn_after(out["loss"], written)
+    stats = self.optimizer.step(loss, self.q.online.variables())
+    step = self._graph_fn_sync_due(
+      stats["grad_norm"], inline(self.q.sync_target)
+    )
+    return {
+      "loss": out["loss"],
+      "mean_q": out["mean_q"],
+      "grad_norm": stats["grad_norm"],
+      "train_step": step,
+    }
+
+  @graph_fn
+  def _graph_fn_after(self, value, done):
+    with tf.control_dependencies(tf.nest.flatten(done)):
+      return tf.identity(value)
+
+  @_graph_fn_after.torch
+  def _graph_fn_after(self, value, done):
+    return value  # Eager: `done` ran already.
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_train_step(self):
+    return tf.identity(self.optimizer.iterations)
+
+  @_graph_fn_train_step.torch
+  def _graph_fn_train_step(self):
+    return self.optimizer.iterations.clone()
+
+  @graph_fn(needs_subtree=True)
+  def _graph_fn_sync_due(self, after, sync):
+    # The step count read after `after` (the optimizer step).
+    with tf.control_dependencies([after]):
+      step = self.optimizer.iterations.read_value()
+    due = tf.equal(step % self.config.target_update_period, 0)
+    synced = tf.cond(due, sync, lambda: tf.constant(False))
+    with tf.control_dependencies([synced]):
+      return tf.identity(step)
+
+  @_graph_fn_sync_due.torch
+  def _graph_fn_sync_due(self, after, sync):
+    step = self.optimizer.iterations.clone()
+    if int(step) % self.config.target_update_period == 0:
+      sync()
+    return step
 
 
-class ApexLearner(Component):
+class ApexLearner(PrioritizedUpdate, Component):
   """APIs (fixed dict results):
   update() -> {"loss", "mean_q", "grad_norm", "shard", "frames",
     "train_step"}: "frames" is the batch size (samples trained on),
@@ -72,27 +119,18 @@ class ApexLearner(Component):
 
   @api
   def update(self):
-    c = self.config
-    rows = self.samples.dequeue_many(c.train_batch_size)
-    out = self.q.td(rows["records"], rows["weight"])
-    written = self._graph_fn_write_back(
-      rows,
-      out["priorities"],
-      [inline(q.enqueue_many) for q in self.update_queues],
+    rows = self.samples.dequeue_many(self.config.train_batch_size)
+    enqueues = [inline(q.enqueue_many) for q in self.update_queues]
+    out = self._update_on(
+      rows["records"],
+      rows["weight"],
+      lambda priorities: self._graph_fn_write_back(rows, priorities, enqueues),
     )
-    loss = self._graph_fn_after(out["loss"], written)
-    stats = self.optimizer.step(loss, self.q.online.variables())
-    step = self._graph_fn_sync_due(
-      stats["grad_norm"], inline(self.q.sync_target)
+    return dict(
+      out,
+      shard=self._graph_fn_first(rows["shard"]),
+      frames=self._graph_fn_batch_size(rows["weight"]),
     )
-    return {
-      "loss": out["loss"],
-      "mean_q": out["mean_q"],
-      "grad_norm": stats["grad_norm"],
-      "shard": self._graph_fn_first(rows["shard"]),
-      "frames": self._graph_fn_batch_size(rows["weight"]),
-      "train_step": step,
-    }
 
   @api
   def get_weights(self):
@@ -131,19 +169,6 @@ class ApexLearner(Component):
     return tf.switch_case(
       rows["shard"][0], [lambda e=e: e(row) for e in enqueues]
     )
-
-  @graph_fn
-  def _graph_fn_after(self, value, done):
-    with tf.control_dependencies([done]):
-      return tf.identity(value)
-
-  @graph_fn(needs_subtree=True)
-  def _graph_fn_train_step(self):
-    return tf.identity(self.optimizer.iterations)
-
-  @graph_fn(needs_subtree=True)
-  def _graph_fn_sync_due(self, after, sync):
-    return sync_target_when_due(self.optimizer, self.config, after, sync)
 
   @graph_fn
   def _graph_fn_first(self, x):
