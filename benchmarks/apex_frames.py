@@ -10,11 +10,12 @@
                `training_intensity` throttle: actors run as fast as they
                can beside it).
   cluster / single_process
-               experiments/apex.py's CartPole preset for `seconds`, as a
-               loopback cluster (launch_local: 1 ps, 2 replay shards, 2
-               actors) and as one process (threads), each in a subprocess;
-               the rate is the median of its progress lines' SPS after the
-               first third of the run.
+               experiments/apex.py for `seconds` (its CartPole preset, or
+               a preset's flags such as `PONG_CLUSTER_ARGS`), as a
+               loopback cluster (launch_local: 2 replay shards, 2 actors,
+               `num_ps` ps tasks) and as one process (threads), each in a
+               subprocess; the rate is the median of its progress lines'
+               SPS after the first third of the run.
 
 Rates are env steps (agent steps; an ALE step is 4 frames) per second,
 counted over a window after `warmup_s`.
@@ -180,12 +181,23 @@ def end_to_end_rate(driver, seconds, warmup_s):
   return {"env_steps_per_s": (s1 - s0) / dt, "updates_per_s": (u1 - u0) / dt}
 
 
-def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1):
-  """experiments/apex.py's CartPole preset for `seconds` of training, as a
-  loopback cluster (1 ps, 2 shards, 2 actors) or one process; the median
-  SPS of its progress lines after the first third."""
+# apex_pong.cfg with shards of 20k transitions (the flagfile's 50k take
+# 5.6 GB) and learning from 2k per shard, so training starts in seconds.
+PONG_CLUSTER_ARGS = (
+  "--flagfile=experiments/flagfiles/apex_pong.cfg",
+  "--buffer_size=20000",
+  "--learning_starts=2000",
+)
+
+
+def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1, args=()):
+  """experiments/apex.py for `seconds` of training (its CartPole preset;
+  `args`: flags before the run's own, e.g. `PONG_CLUSTER_ARGS`), as a
+  loopback cluster (`num_ps` ps, 2 shards, 2 actors) or one process; the
+  median SPS of its progress lines after the first third."""
   with tempfile.TemporaryDirectory() as logdir:
     task_args = [
+      *args,
       f"--max_train_seconds={seconds}",
       "--eval_episodes=0",
       f"--log_every_seconds={log_every_s}",

@@ -41,9 +41,12 @@ and end to end, interleaved per setup (`benchmarks/apex_frames.py`).
 Ratios `<env>_actors_only_over_raw_actors_<n>` (2 shards) and
 `<env>_end_to_end_over_raw_actors_<n>`.
 
-cluster: experiments/apex.py's CartPole preset as a loopback cluster (1 ps,
-2 shards, 2 actors: 6 processes) against one process (threads), on the
-same 2 cores, interleaved: `cluster_over_single_shards_2`.
+cluster: experiments/apex.py's CartPole preset as a loopback cluster (2
+shards, 2 actors: 5 processes; with a ps task, 6) against one process
+(threads), on the same 2 cores, interleaved: `cluster_over_single_shards_2`
+(`cluster_with_ps_over_single_shards_2`). The same for apex_pong.cfg
+(20k-transition shards, no ps run): `pong_cluster_over_single_shards_2`.
+`--cluster_presets` picks them.
 
     python -m benchmarks.apex_throughput            # the measurement
     python -m benchmarks.apex_throughput --quick    # smoke: small, short
@@ -82,7 +85,15 @@ _SECONDS = flags.DEFINE_float(
   "seconds", None, "Frames window per measurement (8 s; 3 with --quick)."
 )
 _CLUSTER_SECONDS = flags.DEFINE_float(
-  "cluster_seconds", None, "Training per cluster run (60 s; 20 --quick)."
+  "cluster_seconds",
+  None,
+  "Training per cluster run (CartPole 60 s, Pong 120 s; 20 and 40 with "
+  "--quick).",
+)
+_CLUSTER_PRESETS = flags.DEFINE_list(
+  "cluster_presets",
+  ["cartpole", "pong"],
+  "experiments/apex.py presets of the cluster part: cartpole, pong.",
 )
 
 
@@ -366,43 +377,60 @@ def frames_part(quick, reps):
   return rows, ratios, config
 
 
+# Cluster presets: (experiments/apex.py flags, seconds per run, quick
+# seconds, with a ps run too). CartPole's steps are cheap, so its ratio
+# shows the per-step cost of the cluster's gRPC queue operations; Pong's
+# are dominated by the Q-network, as in real runs.
+CLUSTER_PRESETS = {
+  "cartpole": ((), 60.0, 20.0, True),
+  "pong": (apex_frames.PONG_CLUSTER_ARGS, 120.0, 40.0, False),
+}
+
+
 def cluster_part(quick, reps):
-  """The CartPole preset as loopback clusters with 2 shards, without and
-  with a ps task, against one process."""
-  seconds = _CLUSTER_SECONDS.value or (20.0 if quick else 60.0)
-  runs = common.interleave(
-    {
-      "cluster": lambda: apex_frames.experiment_rate(True, seconds, num_ps=0),
-      "cluster_with_ps": lambda: apex_frames.experiment_rate(
-        True, seconds, num_ps=1
-      ),
-      "single_process": lambda: apex_frames.experiment_rate(False, seconds),
-    },
-    reps=reps,
-    warmup=0,
-  )
-  rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
-  rows = [
-    common.Row(
-      f"cartpole_preset/{name}/shards_2",
-      "env_steps_per_s",
-      "steps/s",
-      common.Stat.of(values),
-    )
-    for name, values in rate.items()
-  ]
-  ratios = {
-    "cluster_over_single_shards_2": common.paired_ratio(
-      rate["cluster"], rate["single_process"]
-    ),
-    "cluster_with_ps_over_single_shards_2": common.paired_ratio(
-      rate["cluster_with_ps"], rate["single_process"]
-    ),
-  }
+  """Each preset (`--cluster_presets`) as loopback clusters with 2 shards
+  (CartPole also with a ps task) against one process."""
+  rows, ratios, described = [], {}, {}
+  for preset in _CLUSTER_PRESETS.value:
+    if preset not in CLUSTER_PRESETS:
+      raise app.UsageError(
+        f"--cluster_presets: unknown {preset!r}; {list(CLUSTER_PRESETS)}"
+      )
+    args, full_s, quick_s, with_ps = CLUSTER_PRESETS[preset]
+    seconds = _CLUSTER_SECONDS.value or (quick_s if quick else full_s)
+
+    def rate_of(cluster, num_ps=0, args=args, seconds=seconds):
+      return lambda: apex_frames.experiment_rate(
+        cluster, seconds, num_ps=num_ps, args=args
+      )
+
+    fns = {"cluster": rate_of(True), "single_process": rate_of(False)}
+    if with_ps:
+      fns["cluster_with_ps"] = rate_of(True, num_ps=1)
+    runs = common.interleave(fns, reps=reps, warmup=0)
+    rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
+    rows += [
+      common.Row(
+        f"{preset}_preset/{name}/shards_2",
+        "env_steps_per_s",
+        "steps/s",
+        common.Stat.of(values),
+      )
+      for name, values in rate.items()
+    ]
+    # CartPole's keys carry no prefix (the issue's key names).
+    prefix = "" if preset == "cartpole" else f"{preset}_"
+    for name in fns:
+      if name != "single_process":
+        ratios[f"{prefix}{name}_over_single_shards_2"] = common.paired_ratio(
+          rate[name], rate["single_process"]
+        )
+    described[preset] = {"flags": list(args), "seconds": seconds}
   config = {
-    "cluster_seconds": seconds,
+    "cluster_presets": described,
     "cluster": (
-      "experiments/apex.py CartPole preset (training_intensity 8): "
+      "experiments/apex.py (CartPole preset: training_intensity 8; Pong: "
+      "apex_pong.cfg with 20k-transition shards, training_intensity 4): "
       "launch_local learner + 2 replay + 2 actors (cluster_with_ps: + 1 "
       "ps holding the variables) vs one process with the same threads"
     ),
