@@ -168,6 +168,9 @@ def dqn_train_executor(seed):
   return DQNBuilder(config).make_agent(env=env).build(trace_at_build=False), env
 
 
+# ~7 s: make test-all (make test's margin); the DQN experiment test
+# resumes from a checkpoint in make test.
+@pytest.mark.slow
 def test_dqn_train_loop_resumes_exactly(tmp_path):
   a, env_a = dqn_train_executor(seed=0)
   b, env_b = dqn_train_executor(seed=1)

@@ -4,6 +4,7 @@ contract's JSON (into a temporary folder, not over the committed results)."""
 import pytest
 
 
+@pytest.mark.slow  # ~35 s with its two variants: make test-all.
 def test_quick_run_writes_contract_json(run_quick, tmp_path):
   # The agent-feature variants (not run by --quick unless given), on the
   # first env's first mode (threads) with 2 actors.

@@ -74,7 +74,11 @@ def in_process(actor_ex, net, obs, first, prev_reward, prev_action):
   return out
 
 
-@pytest.mark.parametrize("lstm_units", [None, 16])
+@pytest.mark.parametrize(
+  # LSTM: make test-all (~7 s; make test's margin).
+  "lstm_units",
+  [None, pytest.param(16, marks=pytest.mark.slow)],
+)
 def test_exported_policy_matches_in_process_policy(
   tmp_path, lstm_units, fresh_python
 ):

@@ -4,6 +4,7 @@ learner as threads on shared-name queues; learning CartPole."""
 import time
 
 import numpy as np
+import pytest
 
 from ingraph_rl.environments import make_vector_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
@@ -93,6 +94,7 @@ def test_learns_cartpole_with_two_shards():
   assert time.monotonic() - start < 150
 
 
+@pytest.mark.slow  # ~10 s: make test-all (make test's margin).
 def test_training_intensity_holds_actors_back():
   """With no learner updates, actors stop once their env steps pass
   learning_starts per shard (at most one rollout more each); after

@@ -72,7 +72,16 @@ ACTOR_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("kind", list(ACTOR_CONFIGS))
+@pytest.mark.parametrize(
+  "kind",
+  [
+    # The LSTM variant without reward/action inputs: make test-all.
+    pytest.param(k, marks=pytest.mark.slow)
+    if k == "lstm_no_reward_action"
+    else k
+    for k in ACTOR_CONFIGS
+  ],
+)
 def test_importance_weights_are_one_exactly_when_weights_agree(kind):
   """No staging, one actor unroll = one learner batch:
   synced -> update 1: mean_rho == 1 (target logits == behaviour logits);
@@ -440,6 +449,9 @@ def test_learner_builds_when_a_feature_size_equals_the_rollout_length(config):
 # --- Dict observations with instructions --------------------------------------
 
 
+# ~7 s: make test-all (make test's margin); test_evaluation's Dict test
+# stays in make test.
+@pytest.mark.slow
 def test_dict_observations_with_instructions_end_to_end():
   """DM Lab-style observations (uint8 frame + instruction string, from
   `InstructionVectorEnv`, with a time limit) through the whole pipeline:
