@@ -54,7 +54,9 @@ class ApexPolicy(Component):
   APIs:
     get_actions(states, explore) -> {"actions", "q_values", "epsilon"}:
       epsilon-greedy on the online network's Q-values (greedy without
-      explore), epsilon fixed (`ApexConfig.actor_epsilon`).
+      explore), epsilon fixed (`ApexConfig.actor_epsilons`): one rate, or
+      one per env (row j of a batch uses rate j mod num_envs), then
+      "epsilon" is that vector.
     set_weights(weights): the online network of the learner's
       `get_weights()` ({"online", "target"}).
   """
@@ -62,7 +64,11 @@ class ApexPolicy(Component):
   def __init__(self, config, q, epsilon, scope="actor"):
     super().__init__(scope=scope)
     self.config = config
-    self.epsilon = float(epsilon)
+    self.epsilon = (
+      tuple(map(float, epsilon))
+      if isinstance(epsilon, (list, tuple))
+      else float(epsilon)
+    )
     self.q = q
     self.exploration = EpsilonGreedy(
       config.num_actions, Constant(self.epsilon), seed=config.seed
@@ -102,7 +108,8 @@ class ApexActor(ApexPolicy):
     set_weights(weights): the learner's `get_weights()` ({"online",
       "target"}).
 
-  epsilon: this actor's fixed exploration rate (`ApexConfig.actor_epsilon`).
+  epsilon: this actor's fixed exploration rate, or one per env
+    (`ApexConfig.actor_epsilons`).
   """
 
   def __init__(

@@ -158,15 +158,15 @@ class ApexBuilder:
   def make_actor(
     self, env: VectorEnv, names: ReplayQueues, index: int, num_actors: int
   ) -> Root:
-    """Actor `index` of `num_actors`: its own epsilon
-    (`config.actor_epsilon`) and exploration seed."""
+    """Actor `index` of `num_actors`: its own epsilon, or one per env
+    (`config.actor_epsilons`), and exploration seed."""
     config = dataclasses.replace(self.config, seed=self.actor_seed(index))
     obs_space = cast(Space, env.observation_space)
     actor = ApexActor(
       config,
       env,
       self._q(),
-      self.config.actor_epsilon(index, num_actors),
+      self.config.actor_epsilons(index, num_actors, env.num_envs),
       self.record_space(obs_space),
       names,
     )

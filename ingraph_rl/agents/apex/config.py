@@ -51,6 +51,13 @@ class ApexConfig:
     0.4, "Base exploration rate: actor i uses epsilon^(1 + alpha i/(N-1))."
   )
   epsilon_alpha: float = field(7.0, "Exponent spread of the actors' epsilons.")
+  epsilon_per_env: bool = field(
+    False,
+    "Spread the paper's epsilons over every env of every actor (N = actors "
+    "x envs per actor), not one per actor. The paper ran one env per actor "
+    "and hundreds of actors; with 2 actors, one of them acts at 0.4 and "
+    "makes half the data.",
+  )
   rollout_fragment_length: int = field(
     50,
     "Vector steps an actor takes per graph call (the paper's local buffer).",
@@ -93,6 +100,26 @@ class ApexConfig:
     if num_actors == 1:
       return self.epsilon
     return self.epsilon ** (1.0 + self.epsilon_alpha * index / (num_actors - 1))
+
+  def actor_epsilons(
+    self, index: int, num_actors: int, num_envs: int
+  ) -> typing.Union[float, typing.Tuple[float, ...]]:
+    """What actor `index` of `num_actors`, stepping `num_envs` envs, acts
+    with: its `actor_epsilon`, or with `epsilon_per_env` one rate per env,
+    env j of actor i being actor i * num_envs + j of num_actors * num_envs.
+
+    >>> c = ApexConfig(num_actions=2, epsilon_per_env=True)
+    >>> [round(e, 4) for e in c.actor_epsilons(1, 2, 2)]  # envs 2, 3 of 4
+    [0.0056, 0.0007]
+    """
+    if not self.epsilon_per_env:
+      return self.actor_epsilon(index, num_actors)
+    if not 0 <= index < num_actors:
+      raise ValueError(f"actor index {index} not in [0, {num_actors})")
+    total = num_actors * num_envs
+    return tuple(
+      self.actor_epsilon(index * num_envs + j, total) for j in range(num_envs)
+    )
 
   def __post_init__(self):
     problems = []

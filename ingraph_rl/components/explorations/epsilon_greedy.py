@@ -42,7 +42,10 @@ class EpsilonGreedy(Component):
         schedule step: a caller acting on one vector step in parts
         advances on one part only.
       "epsilon" is the schedule's value at the step the call used (the step
-      before the advance), also when explore is off.
+      before the advance), also when explore is off. A vector schedule
+      value (k rates, e.g. `Constant((0.4, 0.1))`) gives each row its own
+      rate: row r of the flattened leading dims uses rate r mod k (an
+      actor's envs, one rate each); "epsilon" is then that vector.
 
   The probability of a non-greedy action is epsilon * (1 - 1/num_actions).
 
@@ -130,6 +133,9 @@ class EpsilonGreedy(Component):
     shape = tf.shape(greedy)
     u = self.rng.uniform(shape, dtype=tf.float32)
     random = self.rng.uniform(shape, 0, self.num_actions, dtype=tf.int64)
+    if epsilon.shape.rank == 1:  # Per-row rates, cycled over the rows.
+      rows = tf.range(tf.size(greedy)) % tf.size(epsilon)
+      epsilon = tf.gather(epsilon, tf.reshape(rows, shape))
     take = tf.logical_and(tf.convert_to_tensor(explore, tf.bool), u < epsilon)
     return tf.where(take, random, greedy)
 
@@ -150,5 +156,8 @@ class EpsilonGreedy(Component):
     random = torch.randint(
       0, self.num_actions, greedy.shape, generator=self.rng, dtype=torch.int64
     )
+    if epsilon.dim() == 1:  # Per-row rates, cycled over the rows.
+      rows = torch.arange(greedy.numel()) % epsilon.numel()
+      epsilon = epsilon[rows.reshape(greedy.shape)]
     take = (u < epsilon) & bool(explore)
     return torch.where(take, random, greedy)

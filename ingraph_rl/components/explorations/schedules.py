@@ -49,15 +49,22 @@ class Schedule(Component):
 class _Ops:
   """The three elementwise ops the formulas need, per backend."""
 
-  def __init__(self, clip, ones_like, pow_):
+  def __init__(self, clip, ones_like, pow_, const):
     self.clip, self.ones_like, self.pow = clip, ones_like, pow_
+    self.const = const  # A float64 tensor of Python numbers.
 
 
-_TF = _Ops(lambda x, lo, hi: tf.clip_by_value(x, lo, hi), tf.ones_like, tf.pow)
+_TF = _Ops(
+  lambda x, lo, hi: tf.clip_by_value(x, lo, hi),
+  tf.ones_like,
+  tf.pow,
+  lambda values: tf.constant(values, tf.float64),
+)
 _TORCH = _Ops(
   lambda x, lo, hi: torch.clamp(x, lo, hi),
   lambda x: torch.ones_like(x),
   lambda x, p: torch.pow(x, p),
+  lambda values: torch.tensor(values, dtype=torch.float64),
 )
 
 
@@ -68,13 +75,22 @@ def _positive(name, value, scope):
 
 
 class Constant(Schedule):
-  """`value` at every step."""
+  """`value` at every step. A sequence of k numbers is a vector value:
+  `value(step)` then has shape `step.shape + (k,)` (per-row rates, as
+  `EpsilonGreedy` takes them)."""
 
   def __init__(self, value, scope="constant"):
     super().__init__(scope)
-    self.constant = float(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+      self.constant = tuple(float(v) for v in value)
+      if not self.constant:
+        raise BuildError(f"'{scope}': a vector value needs >= 1 number")
+    else:
+      self.constant = float(value)
 
   def _formula(self, step, ops):
+    if isinstance(self.constant, tuple):
+      return ops.const(self.constant) * ops.ones_like(step)[..., None]
     return self.constant * ops.ones_like(step)
 
 

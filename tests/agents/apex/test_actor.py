@@ -94,6 +94,22 @@ def test_each_actor_explores_with_its_own_epsilon(names, index):
   assert abs(rate - eps / 2) < 4 * np.sqrt(eps / 2 / 4000) + 1e-3
 
 
+def test_per_env_epsilons_explore_each_env_at_its_rate(names):
+  """Actor 1 of 2 with 2 envs and epsilon_per_env: rows alternate between
+  its envs' rates eps_2 and eps_3 of 4 (4000 rows: 2000 per env)."""
+  builder = small_builder(epsilon=0.8, epsilon_alpha=1.0, epsilon_per_env=True)
+  env = make_vector_env("CartPole-v1", num_envs=2)
+  actor = builder.make_actor(env, names(), 1, 2).build()
+  states = np.random.default_rng(1).normal(size=(4000, 4)).astype(np.float32)
+  out = to_numpy(actor.execute("get_actions", states, True))
+  rates = [0.8 ** (1 + g / 3) for g in (2, 3)]
+  np.testing.assert_allclose(out["epsilon"], rates, rtol=1e-6)
+  greedy = to_numpy(actor.execute("get_actions", states, False))["actions"]
+  non_greedy = (out["actions"] != greedy).reshape(-1, 2).mean(0)
+  for got, eps in zip(non_greedy, rates):
+    assert abs(got - eps / 2) < 4 * np.sqrt(eps / 2 / 2000) + 1e-3
+
+
 def test_shards_are_fed_round_robin(names):
   """`shard_order` cycles from the actor's start; a rollout for shard k
   lands on shard k's insert queue only."""

@@ -21,6 +21,20 @@ def test_actor_epsilons_follow_the_paper():
     c.actor_epsilon(3, 3)
 
 
+def test_per_env_epsilons_spread_the_paper_over_all_envs():
+  """With epsilon_per_env, 2 actors x 3 envs act as the paper's 6 actors:
+  env j of actor i gets eps_(3i + j) of 6; without it, every env of an
+  actor gets the actor's rate."""
+  c = ApexConfig(num_actions=2, epsilon_per_env=True)
+  want = [0.4 ** (1 + 7 * g / 5) for g in range(6)]
+  assert c.actor_epsilons(0, 2, 3) == pytest.approx(want[:3])
+  assert c.actor_epsilons(1, 2, 3) == pytest.approx(want[3:])
+  plain = ApexConfig(num_actions=2)
+  assert plain.actor_epsilons(1, 2, 3) == pytest.approx(0.4**8)
+  with pytest.raises(ValueError, match="actor index 2"):
+    c.actor_epsilons(2, 2, 3)
+
+
 def test_config_checks_name_every_problem():
   with pytest.raises(BuildError) as e:
     ApexConfig(

@@ -38,6 +38,40 @@ def _act(ex, q, explore):
 
 
 @pytest.mark.parametrize("executor", EXECUTORS)
+def test_per_row_rates_cycle_over_the_rows(executor):
+  """Rates (0, 1, 0.5): rows 0, 3, 6, ... are always greedy, rows 1, 4, ...
+  explore always (non-greedy 3/4 of the time) and rows 2, 5, ... half the
+  time (3/8); "epsilon" is the rate vector."""
+  rates = (0.0, 1.0, 0.5)
+  ex = executor(EpsilonGreedy(A, Constant(rates), seed=3), SPACES)
+  q = _q(6000, 0)
+  q[:, 0] = q.max(1) + 1.0
+  out = to_numpy(ex.execute("get_action", q, True))
+  np.testing.assert_allclose(out["epsilon"], rates)
+  non_greedy = (out["action"] != 0).reshape(-1, 3).mean(0)
+  assert non_greedy[0] == 0.0
+  for got, p in zip(non_greedy[1:], (0.75, 0.375)):
+    assert abs(got - p) < 5 * np.sqrt(p * (1 - p) / 2000)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_equal_per_row_rates_act_as_one_rate(executor):
+  """The same draws: a vector of k equal rates picks exactly the actions of
+  the scalar rate, on a batch of any size (rank-2 leading dims too)."""
+  spaces = {
+    "q_values": FloatBox((A,), add_batch_rank=True, add_time_rank=True),
+    "explore": BoolBox(),
+  }
+  q = _q(35, 1).reshape(5, 7, A)
+  scalar = executor(EpsilonGreedy(A, Constant(0.3), seed=5), spaces)
+  vector = executor(EpsilonGreedy(A, Constant((0.3,) * 4), seed=5), spaces)
+  for _ in range(3):
+    want = to_numpy(scalar.execute("get_action", q, True))["action"]
+    got = to_numpy(vector.execute("get_action", q, True))["action"]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
 def test_non_greedy_fraction_is_epsilon_times_other_actions(executor):
   eps, n, calls = 0.3, 5000, 4
   ex = executor(EpsilonGreedy(A, Constant(eps), seed=7), SPACES)

@@ -73,6 +73,23 @@ def test_scalar_step(executor):
   assert out.shape == () and float(out) == pytest.approx(0.75)
 
 
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_vector_constant_gives_one_value_per_row(executor):
+  """Constant((a, b, c)) at steps of shape (2,) is [[a, b, c]] * 2, and at a
+  scalar step [a, b, c]."""
+  rates = (0.4, 0.05, 0.0007)
+  ex = executor(Constant(rates), SPACES)
+  got = to_numpy(ex.execute("value", np.array([0, 10**9], np.int64)))
+  assert got.shape == (2, 3) and got.dtype == np.float32
+  np.testing.assert_allclose(got, [rates, rates], rtol=1e-6)
+  ex = executor(Constant(rates), {"step": IntBox(dtype=np.int64)})
+  np.testing.assert_allclose(
+    to_numpy(ex.execute("value", np.int64(5))), rates, rtol=1e-6
+  )
+  with pytest.raises(BuildError, match="needs >= 1 number"):
+    Constant(())
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_parity(case):
   make, steps, _ = CASES[case]
