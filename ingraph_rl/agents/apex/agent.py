@@ -60,7 +60,7 @@ class ApexAgent(PrioritizedUpdate, ApexPolicy):
 
   @api
   def get_train_step(self):
-    return self._graph_fn_train_step()
+    return self.optimizer.get_iterations()
 
   @api
   def observe(

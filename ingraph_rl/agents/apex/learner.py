@@ -57,14 +57,6 @@ class PrioritizedUpdate:
     return value  # Eager: `done` ran already.
 
   @graph_fn(needs_subtree=True)
-  def _graph_fn_train_step(self):
-    return tf.identity(self.optimizer.iterations)
-
-  @_graph_fn_train_step.torch
-  def _graph_fn_train_step(self):
-    return self.optimizer.iterations.clone()
-
-  @graph_fn(needs_subtree=True)
   def _graph_fn_sync_due(self, after, sync):
     # The step count read after `after` (the optimizer step).
     with tf.control_dependencies([after]):
@@ -138,7 +130,7 @@ class ApexLearner(PrioritizedUpdate, Component):
 
   @api
   def get_train_step(self):
-    return self._graph_fn_train_step()
+    return self.optimizer.get_iterations()
 
   @api
   def queue_size(self):

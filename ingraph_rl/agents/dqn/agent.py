@@ -369,15 +369,7 @@ class DQNAgent(Component):
 
   @api
   def get_train_step(self):
-    return self._graph_fn_train_step()
-
-  @graph_fn(needs_subtree=True)
-  def _graph_fn_train_step(self):
-    return tf.identity(self.optimizer.iterations)
-
-  @_graph_fn_train_step.torch
-  def _graph_fn_train_step(self):
-    return self.optimizer.iterations.clone()
+    return self.optimizer.get_iterations()
 
   @graph_fn
   def _graph_fn_after(self, value, done):

@@ -157,7 +157,7 @@ class IMPALALearner(Component):
 
   @api
   def get_train_step(self):
-    return self._graph_fn_train_step()
+    return self.optimizer.get_iterations()
 
   @api
   def queue_size(self):
@@ -218,10 +218,6 @@ class IMPALALearner(Component):
         tm(batch["truncated"])[1:], tm(batch["bootstrap_value"])[1:], 0.0
       ),
     }
-
-  @graph_fn(needs_subtree=True)
-  def _graph_fn_train_step(self):
-    return tf.identity(self.optimizer.iterations)
 
   @graph_fn
   def _graph_fn_results(self, losses, grad_norm, train_step, rewards):

@@ -28,7 +28,8 @@ from ingraph_rl.utils.lazy import torch
 
 
 class Optimizer(Component):
-  """`step(loss, variables)` -> {"grad_norm": global norm before clipping}.
+  """`step(loss, variables)` -> {"grad_norm": global norm before clipping};
+  `get_iterations()` -> int64 steps taken.
 
   `variables` is the output of a component's `variables()` API. Variables
   the loss does not reach get no update. Subclasses implement `_slots`
@@ -85,6 +86,11 @@ class Optimizer(Component):
       else self.lr_schedule.value(self._graph_fn_iterations())
     )
     return self._graph_fn_step(loss, variables, lr)
+
+  @api
+  def get_iterations(self):
+    """int64: the steps taken so far (an agent's train step)."""
+    return self._graph_fn_iterations()
 
   @graph_fn
   def _graph_fn_iterations(self):

@@ -41,6 +41,10 @@ class Regression(Component):
     stats = self.optimizer.step(loss, self.net.variables())
     return {"loss": loss, "grad_norm": stats["grad_norm"]}
 
+  @api
+  def train_step(self):
+    return self.optimizer.get_iterations()
+
   @graph_fn
   def _graph_fn_loss(self, pred, y):
     return tf.reduce_mean((tf.squeeze(pred, -1) - y) ** 2)
@@ -79,6 +83,7 @@ def test_tf_and_torch_executors_agree_step_by_step(name):
     )
     losses.append(float(outs[0]["loss"]))
   assert losses[-1] < losses[0]  # It trains.
+  assert [int(t.test("train_step")) for t in tests] == [4, 4]
   a, b = (t.get_weights() for t in tests)
   for key in a:  # Variables and slots, TF layout.
     np.testing.assert_allclose(
