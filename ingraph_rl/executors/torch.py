@@ -226,12 +226,13 @@ class TorchExecutor(Executor):
 
     def fn(*args: typing.Any) -> typing.Any:
       with torch.set_grad_enabled(grad):
-        return self.replay(
+        out = self.replay(
           nodes,
           input_ids,
           [to_torch(v, s) for v, s in zip(args, spaces)],
           rapi.outputs,
         )
+      return tree.map_structure(_leaving_variable, out)
 
     return fn
 
@@ -281,6 +282,19 @@ class TorchExecutor(Executor):
         perm = self.registry.specs[path].torch_permutation
         arr = value if perm is None else np.transpose(value, perm)
         self.registry.variables[path].copy_(torch.from_numpy(_c_array(arr)))
+
+
+def _leaving_variable(value: typing.Any) -> typing.Any:
+  """A variable a root API returns (`variables()`): a copy (a later update
+  must not change what was returned) in TF layout, as the weights spaces
+  and the TF executor have it. Other values pass as they are."""
+  if not hasattr(value, "torch_permutation"):  # Set on variables only.
+    return value
+  perm = value.torch_permutation
+  value = value.detach()
+  if perm is not None:
+    value = value.permute(tuple(int(i) for i in np.argsort(perm)))
+  return value.clone()
 
 
 def _c_array(x: typing.Any) -> np.ndarray:

@@ -220,9 +220,8 @@ class ApexBuilder:
   def make_agent(self, observation_space: Space, num_envs: int) -> Root:
     """The complete agent in one root (`ApexAgent`: act, observe, update,
     weights) for `num_envs` envs stepped by the caller: what
-    `export.export_agent` saves. `set_weights` takes the TF layout (the
-    weights space); a torch build must leave it out (its kernels are
-    transposed): `dataclasses.replace(root, api_names=...)`."""
+    `export.export_agent` saves. `get_weights` and `set_weights` use the TF
+    layout (the weights space) in both backends."""
     states = observation_space.with_batch_rank()
     spaces = dict(
       self.policy_input_spaces(observation_space),

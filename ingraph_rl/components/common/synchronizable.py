@@ -12,7 +12,8 @@ class Synchronizable(Component):
   """Mixin: adds `sync(values, tau=1.0)`, which sets every variable of this
   component's subtree to `tau * values[path] + (1 - tau) * current`
   (tau=1: hard copy; tau<1: Polyak averaging). `values` is the output of
-  another component's `variables()` API with the same structure:
+  another component's `variables()` API with the same structure, or an
+  API input of that space (TF layout in every backend):
 
       class Agent(Component):
         def __init__(self):
@@ -58,11 +59,31 @@ class Synchronizable(Component):
   @_graph_fn_sync.torch
   def _graph_fn_sync(self, values, tau):
     hard = _is_one(tau)
+    values = _torch_layout(values, self.subtree_variables())
     with torch.no_grad():
       for path, var in sorted(self._check_values(values).items()):
         new = values[path] if hard else tau * values[path] + (1.0 - tau) * var
         var.copy_(new)
     return torch.tensor(True)
+
+
+def _torch_layout(values, own):
+  """`values` in the layout of our torch variables. Another component's
+  variables (its `variables()`, inside the graph) have it already; any
+  other value came in through an API (a weights space, as `get_weights()`
+  returns them) in TF layout and is permuted as its variable is."""
+  if not isinstance(values, dict):
+    return values  # `_check_values` names the problem.
+  out = dict(values)
+  for path, value in values.items():
+    perm = getattr(own.get(path), "torch_permutation", None)
+    if (
+      perm is not None
+      and not hasattr(value, "torch_permutation")
+      and value.dim() == len(perm)
+    ):
+      out[path] = value.permute(perm)
+  return out
 
 
 def _is_one(tau):

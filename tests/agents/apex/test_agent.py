@@ -200,3 +200,32 @@ def test_observe_parity_tf_torch():
     api_names=("observe",),
   )
   assert int(tf_out[-1]["size"]) > 0
+
+
+def test_weights_cross_backends_in_tf_layout():
+  """get_weights of a TF agent, set on a torch agent through its
+  `set_weights` API, gives the same Q-values (the 64x64 kernel would be
+  transposed, silently, were the layouts mixed up); the torch agent's
+  `get_weights` API returns the same TF-layout values, as copies that a
+  later `set_weights` does not change."""
+  obs = FloatBox((4,))
+  tf_agent = small_builder().make_agent(obs, NUM_ENVS).build()
+  torch_agent = small_builder(seed=1).make_agent(obs, NUM_ENVS).build("torch")
+  states = np.random.default_rng(5).normal(size=(7, 4)).astype(np.float32)
+
+  def q_values(agent):
+    return to_numpy(agent.execute("get_actions", states, False))["q_values"]
+
+  weights = to_numpy(tf_agent.execute("get_weights"))
+  before = to_numpy(torch_agent.execute("get_weights"))
+  assert not np.allclose(q_values(torch_agent), q_values(tf_agent))
+  torch_agent.execute("set_weights", weights)
+  np.testing.assert_allclose(
+    q_values(torch_agent), q_values(tf_agent), rtol=1e-5, atol=1e-6
+  )
+  got = to_numpy(torch_agent.execute("get_weights"))
+  for net in ("online", "target"):
+    for path, value in weights[net].items():
+      np.testing.assert_array_equal(got[net][path], value, err_msg=path)
+      if path.endswith("kernel"):  # Biases start at zero in both.
+        assert not np.array_equal(before[net][path], value), path
