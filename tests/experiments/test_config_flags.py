@@ -351,8 +351,8 @@ def test_apex_flagfiles():
   )
   config = configs.apex_config(pong, 6, True)
   assert config.network == tuple(NATURE_DQN_SPEC)
-  assert (config.buffer_size, config.train_batch_size) == (50_000, 64)
-  assert config.training_intensity == 4.0
+  assert (config.buffer_size, config.train_batch_size) == (50_000, 32)
+  assert config.training_intensity == 4.0 and config.epsilon_per_env
   dmlab = configs.apex_values(
     flag_values=parsed(
       configs.APEX_CLASSES, f"--flagfile={FLAGFILES / 'apex_dmlab.cfg'}"
@@ -363,4 +363,6 @@ def test_apex_flagfiles():
     "dmlab:seekavoid_arena_01",
     None,
   )
-  assert configs.apex_config(dmlab, 9, True).network == tuple(NATURE_DQN_SPEC)
+  dmlab_config = configs.apex_config(dmlab, 9, True)
+  assert dmlab_config.network == tuple(NATURE_DQN_SPEC)
+  assert dmlab_config.train_batch_size == 32 and dmlab_config.epsilon_per_env
