@@ -111,12 +111,21 @@ class _Records:
       add_batch_rank=True,
     )
 
-  def queue(self, space, name, capacity):
+  def _queue(self, space, name, capacity):
     """A queue of `space` records shared by `name` (never destroyed here:
     the other side may still use it), made now."""
     return queue_resource(
       space, capacity, name, destroy=False, batch_size=self.channel.rows
     )
+
+  def request_queue(self):
+    """The one request queue: room for two requests per actor."""
+    c = self.channel
+    return self._queue(self.request, c.request_name, 2 * c.num_actors)
+
+  def reply_queue(self, actor):
+    """Actor `actor`'s reply queue."""
+    return self._queue(self.reply, self.channel.reply_name(actor), 2)
 
   def state_leaves(self, state):
     return self.state_space.flatten_value(state) if self.stateful else []
@@ -157,14 +166,10 @@ class RemotePolicy(Component):
     )
 
   def create_variables(self, input_spaces):
-    r, c = self.records, self.channel
-    self.requests = self.add_resource(
-      "requests",
-      tf=lambda: r.queue(r.request, c.request_name, 2 * c.num_actors),
-    )
+    r = self.records
+    self.requests = self.add_resource("requests", tf=r.request_queue)
     self.replies = self.add_resource(
-      "replies",
-      tf=lambda: r.queue(r.reply, c.reply_name(self.actor), 2),
+      "replies", tf=lambda: r.reply_queue(self.actor)
     )
 
   @api
@@ -304,20 +309,14 @@ class InferenceServer(Component):
     )
 
   def create_variables(self, input_spaces):
-    r, c = self.records, self.channel
+    r = self.records
     self.batches = self.add_variable(
       "batches", (), np.int64, "zeros", trainable=False
     )
-    self.requests = self.add_resource(
-      "requests",
-      tf=lambda: r.queue(r.request, c.request_name, 2 * c.num_actors),
-    )
+    self.requests = self.add_resource("requests", tf=r.request_queue)
     self.replies = [
-      self.add_resource(
-        f"replies_{a}",
-        tf=lambda a=a: r.queue(r.reply, c.reply_name(a), 2),
-      )
-      for a in range(c.num_actors)
+      self.add_resource(f"replies_{a}", tf=lambda a=a: r.reply_queue(a))
+      for a in range(self.channel.num_actors)
     ]
 
   @api
