@@ -29,7 +29,8 @@ The cases (the targets are issue 11's):
   dqn_pong_1h      the same, 1 h (not in the default set): the flagfile's
                    FrameStackReplay run; its return crossing 0 is reported.
   apex_pong        `apex_pong.cfg`, seed 0, 2 h (`--budget_s` to change);
-                   target: clearly above -21.
+                   target: clearly above -21; its greedy return and the
+                   time its last-100 mean crosses 0 are reported.
 
 There is no baseline implementation to interleave with here: the curves
 are the measurement, and the ratios are the issue's summary figures.
@@ -267,6 +268,9 @@ def summarize(name, case, runs, budget_s=None):
   elif name == "apex_pong":
     ratios["apex_pong_final_last100_return"] = final[0] if final else None
     ratios["apex_pong_training_seconds"] = budget_s
+    # Training episodes mix every env's epsilon (0.4 down to 0.4^8).
+    ratios["apex_pong_greedy_return"] = greedy[0] if greedy else None
+    ratios["apex_pong_seconds_to_0"] = first_time_at(runs[0]["curve"], 0.0)
   return rows, ratios
 
 
