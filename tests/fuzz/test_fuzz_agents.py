@@ -128,12 +128,9 @@ class DQNTarget(Target):
       if int(out) != self.train_step:
         self.fuzzer.inconsistent(api, f"train step {out} != {self.train_step}")
     elif api == "get_weights":
-      specs = self.executor.registry.specs
       for path, value in out.items():
-        want = state[f"var:dqn/online/{path}"]  # TF layout.
-        perm = specs[f"dqn/online/{path}"].torch_permutation
-        if self.backend == "torch" and perm is not None:
-          want = np.transpose(want, perm)  # The torch API's layout.
+        # TF layout, the weights space's, in both backends.
+        want = state[f"var:dqn/online/{path}"]
         if not np.array_equal(value, want):
           self.fuzzer.inconsistent(api, f"weight {path} differs")
     self._check_state(api)
