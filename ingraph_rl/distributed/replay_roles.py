@@ -55,9 +55,12 @@ from ingraph_rl.distributed.weights import (
 )
 from ingraph_rl.runners.driver import run_learner
 from ingraph_rl.runners.replay_driver import (
+  IdleBackoff,
+  RateMeter,
   may_step,
   new_generation,
   shard_order,
+  throttle_wait_s,
 )
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
@@ -71,10 +74,14 @@ COUNTERS = {
   "samples_trained": tf.int64,
 }
 EPISODE_STATS = ("env_steps", "episodes", "return_sum", "length_sum")
-# Idle shards and throttled actors poll the learner over gRPC: less often
-# than threads in one process do, so they leave the cores to the work.
+# Idle shards and throttled actors poll the learner over gRPC, each look a
+# cross-process graph call of a few ms of CPU: an idle shard backs off from
+# IDLE_WAIT_S to IDLE_WAIT_MAX_S, a throttled actor sleeps until the
+# learner should have trained what it waits for (within THROTTLE_WAIT_S),
+# so they leave the cores to the learner.
 IDLE_WAIT_S = 0.01
-THROTTLE_WAIT_S = 0.02
+IDLE_WAIT_MAX_S = 0.08
+THROTTLE_WAIT_S = (0.005, 0.5)
 
 
 def queue_names(builder, task):
@@ -257,6 +264,7 @@ def run_replay_shard(
     ),
   )
   served, next_stats = 0, 0.0
+  backoff = IdleBackoff(IDLE_WAIT_S, IDLE_WAIT_MAX_S)
   wait_until = time.monotonic() + startup_wait_s
   code = 0
   try:
@@ -284,10 +292,11 @@ def run_replay_shard(
           if env_steps is not None:
             on_stats(stats, env_steps)
         next_stats = time.monotonic() + stats_every_s
-      if not (
-        int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
-      ):
-        time.sleep(IDLE_WAIT_S)
+      # Applying priority updates is no reason to look again soon: they
+      # come with every update and wait in their queue at no cost.
+      time.sleep(
+        backoff.next_wait(bool(int(out["inserted"]) or int(out["sampled"])))
+      )
   except UNREACHABLE as e:
     log(
       task,
@@ -320,10 +329,12 @@ def save_local(saver):
 
 
 class RemoteReplayActor:
-  """An actor process's executor and its two graph calls: `sync()` (read
-  the published weights on the learner, load them; -> version) and
-  `step(shard)` (one rollout enqueued on `shard`, its episode stats added
-  to the learner's counters; -> the rollout's stats plus "totals")."""
+  """An actor process's executor and its ONE graph call per rollout,
+  `step(shard, sync)`: with `sync`, first read the published weights on
+  the learner and load them; then one rollout enqueued on `shard`, its
+  episode stats added to the learner's counters. -> the rollout's stats
+  plus "totals" and "version" (of the weights loaded; -1 without `sync`).
+  """
 
   def __init__(self, task, builder, env):
     self.task = task
@@ -348,20 +359,23 @@ class RemoteReplayActor:
     rollout = self.executor.function("rollout")
     add = self.counters.add
 
-    @tf.function
-    def sync():
+    def load():
       got = published.read()
       loaded = set_weights(nested_weights(weights_space, got["weights"]))
       with tf.control_dependencies(tf.nest.flatten(loaded)):
         return tf.identity(got["version"])
 
-    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
-    def step(shard):
-      stats = rollout(shard)
+    @tf.function(
+      input_signature=[tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.bool)]
+    )
+    def step(shard, sync):
+      version = tf.cond(sync, load, lambda: tf.constant(-1, tf.int64))
+      with tf.control_dependencies([version]):
+        stats = rollout(shard)
       totals = add({k: stats[k] for k in EPISODE_STATS})
-      return dict(stats, totals=totals)
+      return dict(stats, totals=totals, version=version)
 
-    self.sync, self.step = sync, step
+    self.step = step
 
 
 def run_replay_actor(
@@ -380,23 +394,25 @@ def run_replay_actor(
   log(task, "connected; rolling out")
   progress = ActorProgress(task, "rollouts", 100)
   since_sync, version = config.actor_weight_sync_steps, 0
-  totals = None
+  totals, learner_pace = None, RateMeter()
   wait_until = time.monotonic() + startup_wait_s
   try:
     while max_rollouts is None or progress.calls < max_rollouts:
       try:
-        if since_sync >= config.actor_weight_sync_steps:
-          version, since_sync = int(actor.sync()), 0
-        if totals is not None and not may_step(
-          config,
-          shards,
-          int(totals["env_steps"]),
-          int(totals["samples_trained"]),
-        ):
-          time.sleep(THROTTLE_WAIT_S)
-          totals = actor.counters.read()
-          continue
-        out = actor.step(tf.constant(next(order), tf.int32))
+        if totals is not None:
+          env_steps = int(totals["env_steps"])
+          trained = int(totals["samples_trained"])
+          if not may_step(config, shards, env_steps, trained):
+            rate = learner_pace.observe(trained)
+            time.sleep(
+              throttle_wait_s(
+                config, shards, env_steps, trained, rate, *THROTTLE_WAIT_S
+              )
+            )
+            totals = actor.counters.read()
+            continue
+        sync = since_sync >= config.actor_weight_sync_steps
+        out = actor.step(tf.constant(next(order), tf.int32), tf.constant(sync))
       except UNREACHABLE:
         # Before the first rollout the learner may still be starting.
         if progress.calls or time.monotonic() > wait_until:
@@ -404,6 +420,8 @@ def run_replay_actor(
         time.sleep(0.5)
         continue
       totals = out["totals"]
+      if sync:
+        version, since_sync = int(out["version"]), 0
       since_sync += int(out["env_steps"])
       progress.add(out, version)
   except UNREACHABLE as e:

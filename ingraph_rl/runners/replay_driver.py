@@ -64,6 +64,72 @@ def may_step(config, num_shards, env_steps, samples_trained):
   return env_steps <= warmup + samples_trained / intensity
 
 
+def throttle_wait_s(
+  config, num_shards, env_steps, samples_trained, samples_per_s, least_s, most_s
+):
+  """How long a throttled actor sleeps before it looks again: until the
+  learner, training `samples_per_s` (None: not known yet), has trained
+  the samples that `may_step` waits for, within [least_s, most_s]. In a
+  cluster each look is a cross-process graph call, so actors that poll
+  take the cores from the learner they wait for.
+
+  >>> from types import SimpleNamespace
+  >>> c = SimpleNamespace(training_intensity=4, learning_starts=100)
+  >>> throttle_wait_s(c, 1, 300, 400, 1000.0, 0.01, 1.0)  # 400 to go
+  0.4
+  """
+  if config.training_intensity is None or not samples_per_s:
+    return least_s
+  warmup = config.learning_starts * num_shards
+  needed = (env_steps - warmup) * config.training_intensity - samples_trained
+  return min(max(needed / samples_per_s, least_s), most_s)
+
+
+class IdleBackoff:
+  """A poll loop's waits: `first_s` after a round with work, doubling
+  with each idle round in a row up to `most_s`.
+
+  >>> b = IdleBackoff(0.01, 0.04)
+  >>> [b.next_wait(busy) for busy in (False, False, False, False, True)]
+  [0.01, 0.02, 0.04, 0.04, 0.0]
+  """
+
+  def __init__(self, first_s, most_s):
+    self.first_s, self.most_s = first_s, most_s
+    self._next = first_s
+
+  def next_wait(self, busy):
+    """The wait after a round (0 after one with work)."""
+    if busy:
+      self._next = self.first_s
+      return 0.0
+    wait, self._next = self._next, min(2 * self._next, self.most_s)
+    return wait
+
+
+class RateMeter:
+  """A counter's rate per second from its readings (None until two).
+
+  >>> m = RateMeter()
+  >>> m.observe(100, now=1.0), m.observe(300, now=2.0)
+  (None, 200.0)
+  """
+
+  def __init__(self):
+    self._last = None
+    self.rate = None
+
+  def observe(self, count, now=None):
+    now = time.monotonic() if now is None else now
+    if self._last is not None and now > self._last[1]:
+      delta = count - self._last[0]
+      if delta > 0:
+        self.rate = delta / (now - self._last[1])
+    if self._last is None or count != self._last[0]:
+      self._last = (count, now)
+    return self.rate
+
+
 def new_generation():
   """A fresh shard generation in [1, 2^62)."""
   return random.SystemRandom().randrange(1, 1 << 62)

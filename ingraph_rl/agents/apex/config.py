@@ -72,6 +72,12 @@ class ApexConfig:
   prefetch_batches: int = field(
     2, "Sampled batches waiting for the learner (the shards' prefetch)."
   )
+  serve_batches: int = field(
+    1,
+    "Batches a shard samples in one serve call, once that many fit in the "
+    "prefetch: fewer, larger calls (each costs a cross-process round trip "
+    "in a cluster). At most prefetch_batches.",
+  )
   max_inserts_per_serve: int = field(
     4096, "Transitions a shard inserts at most per serve call."
   )
@@ -147,10 +153,13 @@ class ApexConfig:
       "target_update_period",
       "publish_every",
       "prefetch_batches",
+      "serve_batches",
       "max_inserts_per_serve",
       "insert_queue_capacity",
     ):
       if getattr(self, name) < 1:
         problems.append(f"{name} must be >= 1")
+    if self.serve_batches > self.prefetch_batches:
+      problems.append("serve_batches must be <= prefetch_batches")
     if problems:
       raise BuildError("ApexConfig: " + "; ".join(problems))

@@ -2,9 +2,11 @@
 writes. One `serve` call applies the learner's queued priority updates,
 inserts the actors' queued transitions with their initial priorities, and,
 once the shard holds `learning_starts` transitions and the learner's
-sample queue has room, samples one prioritized batch onto it.
+sample queue has room for `serve_batches` batches, samples them onto it
+(one stratified sample, each batch spanning all of the priority mass).
 """
 
+import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.agents.apex import queues
@@ -20,7 +22,8 @@ class ReplayShard(Component):
   """APIs (fixed dict results):
     serve() -> {"inserted", "updated", "dropped_updates", "sampled",
       "size"}: one round of work (see the module docstring); "sampled" is
-      the number of rows put on the sample queue (0 or a batch);
+      the number of rows put on the sample queue (0 or serve_batches
+      batches);
       "dropped_updates" counts rows of another generation (sampled before
       this shard restarted) that were not applied.
     stats() -> {"size", "mean_priority"}: the mean priority (not raised
@@ -122,27 +125,41 @@ class ReplayShard(Component):
 
   @graph_fn
   def _graph_fn_sample_if_ready(self, size, samples_size, sample, enqueue):
-    batch = self.config.train_batch_size
+    c = self.config
+    rows = c.serve_batches * c.train_batch_size
     with tf.control_dependencies([size]):
-      room = self.config.prefetch_batches * batch - samples_size()
-    ready = (size >= self.config.learning_starts) & (room >= batch)
+      room = c.prefetch_batches * c.train_batch_size - samples_size()
+    ready = (size >= c.learning_starts) & (room >= rows)
 
-    def put_batch():
-      out = sample(batch)
-      ones = tf.ones([batch], tf.int32)
+    def put_batches():
+      out = sample(rows)
+      ones = tf.ones([rows], tf.int32)
       done = enqueue(
-        {
-          "records": out["records"],
-          "index": out["indices"],
-          "weight": out["weights"],
-          "shard": ones * self.index,
-          "generation": tf.cast(ones, tf.int64) * self.generation,
-        }
+        tf.nest.map_structure(
+          self._strided,
+          {
+            "records": out["records"],
+            "index": out["indices"],
+            "weight": out["weights"],
+            "shard": ones * self.index,
+            "generation": tf.cast(ones, tf.int64) * self.generation,
+          },
+        )
       )
       with tf.control_dependencies([done]):
-        return tf.constant(batch)
+        return tf.constant(rows)
 
-    return tf.cond(ready, put_batch, lambda: tf.constant(0))
+    return tf.cond(ready, put_batches, lambda: tf.constant(0))
+
+  def _strided(self, x):
+    """Rows of one sample of k batches (k = serve_batches), ordered so that
+    batch j holds strata j, j + k, j + 2k, ...: each batch spans the whole
+    priority mass, as a sample of one batch does, not a k-th of it."""
+    k, batch = self.config.serve_batches, self.config.train_batch_size
+    if k == 1:
+      return x
+    order = np.arange(k * batch).reshape(batch, k).T.reshape(-1)
+    return tf.gather(x, order)
 
   @graph_fn(needs_subtree=True)
   def _graph_fn_serve_stats(self, mine, updated, inserted, sampled):

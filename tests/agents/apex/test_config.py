@@ -43,11 +43,14 @@ def test_config_checks_name_every_problem():
       learning_starts=10,
       epsilon=2.0,
       publish_every=0,
+      prefetch_batches=2,
+      serve_batches=3,
     )
   for part in (
     "num_actions",
     "learning_starts must be >= train_batch_size",
     "epsilon must lie",
     "publish_every must be >= 1",
+    "serve_batches must be <= prefetch_batches",
   ):
     assert part in str(e.value)

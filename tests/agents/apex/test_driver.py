@@ -6,6 +6,7 @@ import time
 import numpy as np
 import pytest
 
+from experiments import configs
 from ingraph_rl.environments import make_vector_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
@@ -23,34 +24,13 @@ def greedy_return(builder, driver, policy, episodes=20, seed=123):
   )
 
 
-def learn_cartpole(
-  seed,
-  num_shards=2,
-  max_seconds=120.0,
-  eval_every=250,
-  training_intensity=8.0,
-  learning_rate=1e-3,
-  epsilon_alpha=2.0,
-):
-  """Trains Ape-X on CartPole (2 actors x 4 envs, `num_shards` shards),
-  with a greedy evaluation over 20 episodes every `eval_every` updates;
-  stops at a mean >= 195. Returns (best greedy mean, driver)."""
+def learn_cartpole(seed, num_shards=2, max_seconds=120.0, eval_every=250):
+  """Trains Ape-X on CartPole with the embedded preset
+  (experiments/configs.py APEX_CARTPOLE: 2 actors x 4 envs, `num_shards`
+  shards), with a greedy evaluation over 20 episodes every `eval_every`
+  updates; stops at a mean >= 195. Returns (best greedy mean, driver)."""
   builder = small_builder(
-    n_step=3,
-    discount=0.99,
-    train_batch_size=128,
-    learning_starts=1000,
-    buffer_size=50_000,
-    rollout_fragment_length=25,
-    target_update_period=250,
-    learning_rate=learning_rate,
-    adam_epsilon=1e-7,
-    clip_grad_norm=10.0,
-    actor_weight_sync_steps=100,
-    max_inserts_per_serve=1024,
-    training_intensity=training_intensity,
-    epsilon_alpha=epsilon_alpha,
-    seed=seed,
+    n_step=3, discount=0.99, seed=seed, **configs.APEX_CARTPOLE
   )
   driver = ReplayDriver(
     builder,
@@ -78,12 +58,13 @@ def test_learns_cartpole_with_two_shards():
 
   Settings: the embedded preset's (experiments/configs.py APEX_CARTPOLE:
   2 actors x 4 envs, epsilons 0.4 and 0.4^3, batch 128, Adam 1e-3,
-  training intensity 8). Flakiness, measured with `learn_cartpole(seed)`
-  alone on this 2-core machine: 5 of 5 seeds passed (best greedy 206.5,
-  237.6, 218.1, 250.4, 214.5 after 9, 11, 78, 8, 72 s; seed 0 three
-  times, 8-9 s each). With a DQN Pong run beside it, seed 2 plateaued
-  near 135 within 120 s, and with the paper's epsilon_alpha 7 seeds 3 and
-  4 near 150. Seed 0 is fixed here.
+  training intensity 8, rollouts of 50, 4 batches per serve call).
+  Flakiness, measured with `learn_cartpole(seed)` alone on this 2-core
+  machine: 5 of 5 seeds passed (best greedy 265.2, 210.2, 196.2, 245.9,
+  363.5 after 11, 23, 14, 83, 78 s). With rollouts of 25 and one batch
+  per serve: 5 of 5 (after 9, 11, 78, 8, 72 s). With a DQN Pong run beside
+  it, seed 2 plateaued near 135 within 120 s, and with the paper's
+  epsilon_alpha 7 seeds 3 and 4 near 150. Seed 0 is fixed here.
   """
   start = time.monotonic()
   best, driver = learn_cartpole(seed=0)

@@ -103,6 +103,28 @@ def test_samples_once_full_enough_and_only_with_room(names):
   assert s.serve()["sampled"] == 8
 
 
+def test_serve_batches_sample_together_each_batch_spanning_the_mass(names):
+  """serve_batches = 2 (prefetch 4, batch 8): a serve samples 16 rows, and
+  only while 16 fit. With 16 equal priorities each of the 16 strata holds
+  one transition, so batch 0 gets strata 0, 2, ..., 14 and batch 1 strata
+  1, 3, ..., 15: each spans the whole mass, as a batch sampled alone does
+  (in stratum order, batch 0 would hold only the older half)."""
+  s = Setup(names, prefetch_batches=4, serve_batches=2)
+  s.insert(records(16), np.ones(16))
+  assert [s.serve()["sampled"] for _ in range(3)] == [16, 16, 0]
+  first = to_numpy(s.samples.execute("dequeue_many", 8))
+  assert s.serve()["sampled"] == 0  # Room for one batch, not two.
+  second = to_numpy(s.samples.execute("dequeue_many", 8))
+  np.testing.assert_array_equal(first["index"], np.arange(0, 16, 2))
+  np.testing.assert_array_equal(second["index"], np.arange(1, 16, 2))
+  for rows in (first, second):
+    np.testing.assert_array_equal(
+      rows["records"]["states"][:, 0], rows["index"]
+    )
+    np.testing.assert_allclose(rows["weight"], 1.0)
+  assert s.serve()["sampled"] == 16
+
+
 def test_priority_updates_apply_in_order_for_its_generation_only(names):
   """Rows of another generation (sampled before a restart) are dropped;
   of the shard's own, a later write to a slot wins, also across learner
