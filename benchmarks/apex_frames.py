@@ -24,7 +24,6 @@ counted over a window after `warmup_s`.
 import dataclasses
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,34 @@ from ingraph_rl.runners.replay_driver import ReplayDriver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Progress lines of experiments/apex.py.
-SPS_LINE = re.compile(r"env steps +(\d+) +SPS +(\d+)")
+# A progress line of experiments/apex.py, with absl's clock time.
+PROGRESS_LINE = re.compile(
+  r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?env steps +(\d+) +SPS", re.M
+)
+
+
+def steady_rate(log_text):
+  """Env steps/s from the first third of the progress lines to the last:
+  the change of the env step count over the lines' clock times. (A line's
+  own SPS counts whole rollouts per interval: Pong's 200-step rollouts
+  every 2 s read in steps of 100 steps/s.)
+
+  >>> steady_rate("\\n".join(
+  ...   f"I1126 10:00:{s:02d}.000000 1 apex.py:150] env steps {n}  SPS 0"
+  ...   for s, n in ((0, 0), (2, 400), (4, 800), (6, 1400), (8, 1600))))
+  200.0
+  """
+  points = []
+  for m in PROGRESS_LINE.finditer(log_text):
+    h, mi, sec, steps = m.groups()
+    t = 3600 * int(h) + 60 * int(mi) + float(sec)
+    if points and t < points[-1][0]:
+      t += 86400  # Past midnight.
+    points.append((t, int(steps)))
+  if len(points) < 3:
+    raise RuntimeError(f"too few progress lines ({len(points)})")
+  (t0, s0), (t1, s1) = points[len(points) // 3], points[-1]
+  return (s1 - s0) / (t1 - t0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,8 +219,8 @@ PONG_CLUSTER_ARGS = (
 def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1, args=()):
   """experiments/apex.py for `seconds` of training (its CartPole preset;
   `args`: flags before the run's own, e.g. `PONG_CLUSTER_ARGS`), as a
-  loopback cluster (`num_ps` ps, 2 shards, 2 actors) or one process; the
-  median SPS of its progress lines after the first third."""
+  loopback cluster (`num_ps` ps, 2 shards, 2 actors) or one process; its
+  `steady_rate`."""
   with tempfile.TemporaryDirectory() as logdir:
     task_args = [
       *args,
@@ -231,7 +257,4 @@ def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1, args=()):
       os.path.join(logdir, "logs", "learner-0.log") if cluster else single_log
     )
     with open(log) as f:
-      rates = [int(m.group(2)) for m in SPS_LINE.finditer(f.read())]
-  if len(rates) < 3:
-    raise RuntimeError(f"too few progress lines ({len(rates)})")
-  return {"env_steps_per_s": statistics.median(rates[len(rates) // 3 :])}
+      return {"env_steps_per_s": steady_rate(f.read())}

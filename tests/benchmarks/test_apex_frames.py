@@ -1,0 +1,41 @@
+"""`apex_frames.steady_rate`: the Ape-X experiment's env steps/s from its
+progress lines' clock times and step counts."""
+
+import doctest
+
+import pytest
+
+from benchmarks import apex_frames
+
+
+def line(clock, steps, sps=0):
+  return f"I1126 {clock} 140 apex.py:150] env steps {steps}  SPS {sps}  x"
+
+
+def test_docstring_example():
+  assert doctest.testmod(apex_frames).failed == 0
+
+
+def test_rate_over_the_last_two_thirds_ignores_the_lines_own_sps():
+  """Lines every 2 s with whole 200-step rollouts: their own SPS reads 400
+  or 300, the steps over the clock 350/s; other log lines are skipped."""
+  text = "\n".join(
+    [
+      line("23:59:54.000000", 0, 0),
+      "I1126 23:59:55.000000 140 apex.py:99] something else",
+      line("23:59:56.000000", 600, 300),
+      line("23:59:58.000000", 1400, 400),
+      line("00:00:00.000000", 2000, 300),  # Past midnight.
+      line("00:00:02.000000", 2800, 400),
+      line("00:00:04.000000", 3400, 300),
+    ]
+  )
+  # From the line at index 6 // 3 = 2 (23:59:58, 1400) to the last.
+  assert apex_frames.steady_rate(text) == pytest.approx(2000 / 6)
+
+
+def test_too_few_lines_is_an_error():
+  with pytest.raises(RuntimeError, match="too few progress lines"):
+    apex_frames.steady_rate(
+      line("10:00:00.0", 0) + "\n" + line("10:00:02.0", 9)
+    )
