@@ -57,11 +57,15 @@ def may_step(config, num_shards, env_steps, samples_trained):
   """Whether actors may take more env steps under `training_intensity`
   (samples trained per env step; None: always): while the env steps are
   within `learning_starts` per shard plus samples trained / intensity."""
-  intensity = config.training_intensity
-  if intensity is None:
+  if config.training_intensity is None:
     return True
+  return _steps_ahead(config, num_shards, env_steps, samples_trained) <= 0
+
+
+def _steps_ahead(config, num_shards, env_steps, samples_trained):
+  """Env steps taken past what `training_intensity` allows so far."""
   warmup = config.learning_starts * num_shards
-  return env_steps <= warmup + samples_trained / intensity
+  return env_steps - (warmup + samples_trained / config.training_intensity)
 
 
 def throttle_wait_s(
@@ -80,8 +84,9 @@ def throttle_wait_s(
   """
   if config.training_intensity is None or not samples_per_s:
     return least_s
-  warmup = config.learning_starts * num_shards
-  needed = (env_steps - warmup) * config.training_intensity - samples_trained
+  needed = config.training_intensity * _steps_ahead(
+    config, num_shards, env_steps, samples_trained
+  )
   return min(max(needed / samples_per_s, least_s), most_s)
 
 
