@@ -14,11 +14,15 @@ def unique_queue_name(prefix="test"):
 
 
 def queue_feeder(
-  record_space, capacity, queue_name, api_names=("enqueue_many",)
+  record_space,
+  capacity,
+  queue_name,
+  api_names=("enqueue_many",),
+  block_rows=1,
 ):
   """A TFExecutor of a FIFOQueue of `record_space` named `queue_name`:
   `execute("enqueue_many", batch)` fills the learner's queue of that name
-  (`dequeue_many` drains it)."""
+  (`dequeue_many` drains it). `block_rows` as the learner's queue has it."""
   from ingraph_rl.components.queues import FIFOQueue
   from ingraph_rl.executors.tensorflow import TFExecutor
   from ingraph_rl.spaces import IntBox
@@ -27,7 +31,9 @@ def queue_feeder(
   if "dequeue_many" in api_names:
     spaces["num_records"] = IntBox()
   return TFExecutor(
-    FIFOQueue(record_space, capacity, shared_name=queue_name),
+    FIFOQueue(
+      record_space, capacity, shared_name=queue_name, block_rows=block_rows
+    ),
     spaces,
     api_names=list(api_names),
   )

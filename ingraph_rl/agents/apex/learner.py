@@ -98,6 +98,7 @@ class ApexLearner(PrioritizedUpdate, Component):
       c.prefetch_batches * c.train_batch_size,
       shared_name=names.samples,
       scope="samples",
+      block_rows=c.train_batch_size,
     )
     self.update_queues = [
       FIFOQueue(
@@ -105,6 +106,7 @@ class ApexLearner(PrioritizedUpdate, Component):
         UPDATE_QUEUE_BATCHES * c.train_batch_size,
         shared_name=names.updates(i),
         scope=f"shard_{i}_updates",
+        block_rows=c.train_batch_size,
       )
       for i in range(names.num_shards)
     ]

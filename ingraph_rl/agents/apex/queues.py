@@ -12,7 +12,10 @@ shard's own graph: actors and the learner only enqueue.
                sampled rows (`update_row_space`), applied by the shard in
                order (a later write to a slot wins).
 
-The queues are raw TF queues with shared names: the same code connects
+The samples and updates queues move whole batches (`FIFOQueue`'s
+`block_rows` = train_batch_size): a TF queue of rows splits and restacks
+every row, ~1 ms per batch of 512. The queues are raw TF queues with
+shared names: the same code connects
 threads in one process and processes of a cluster (where a queue lives on
 the device of the task named above). A shard that restarts empty gets a
 new generation, so the priorities the learner returns for its old rows are

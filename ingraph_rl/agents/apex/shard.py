@@ -62,12 +62,14 @@ class ReplayShard(Component):
       UPDATE_QUEUE_BATCHES * batch,
       shared_name=names.updates(index),
       scope="updates",
+      block_rows=batch,
     )
     self.samples = FIFOQueue(
       queues.sample_row_space(record_space, names.num_shards),
       c.prefetch_batches * batch,
       shared_name=names.samples,
       scope="samples",
+      block_rows=batch,
     )
 
   def stored(self):

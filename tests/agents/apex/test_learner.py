@@ -46,6 +46,7 @@ def test_update_writes_numpy_priorities_back_and_the_last_duplicate_wins(
     queues.sample_row_space(s.builder.record_space(OBS), 1),
     s.config.prefetch_batches * s.config.train_batch_size,
     s.names.samples,
+    block_rows=s.config.train_batch_size,
   )
   rows = sample_rows(s.config, [3, 5, 3, 7, 3, 9, 11, 13])
   feeder.execute("enqueue_many", rows)

@@ -49,12 +49,14 @@ class Setup:
       queues.update_row_space(),
       64 * self.config.train_batch_size,
       self.names.updates(0),
+      block_rows=self.config.train_batch_size,
     )
     self.samples = queue_feeder(
       queues.sample_row_space(record, 1),
       self.config.prefetch_batches * self.config.train_batch_size,
       self.names.samples,
       api_names=("dequeue_many", "size"),
+      block_rows=self.config.train_batch_size,
     )
 
   def insert(self, rows, priorities):

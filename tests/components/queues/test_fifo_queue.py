@@ -50,9 +50,12 @@ def build(
   shared_name=None,
   record_space=RECORD,
   spaces=SPACES,
+  block_rows=1,
   **kwargs,
 ):
-  queue = FIFOQueue(record_space, capacity, shared_name=shared_name)
+  queue = FIFOQueue(
+    record_space, capacity, shared_name=shared_name, block_rows=block_rows
+  )
   return TFExecutor(queue, spaces, **kwargs)
 
 
@@ -523,6 +526,74 @@ def test_mismatched_space_is_a_build_error(wrong):
   # The matching space builds.
   ex = TFExecutor(Actor(RECORD), {"rollout": RECORD})
   assert run(ex, "push", record(1)) == 1
+
+
+BLOCK_SPACES = {"batch": BATCH, "num_records": IntBox()}
+BLOCK_APIS = ["enqueue_many", "dequeue_many", "size"]
+
+
+def test_blocks_keep_fifo_order_and_count_records():
+  ex = build(
+    capacity=12, block_rows=3, spaces=BLOCK_SPACES, api_names=BLOCK_APIS
+  )
+  ref = collections.deque()
+  rng = np.random.default_rng(5)
+  for step in range(30):
+    if rng.random() < 0.5 and len(ref) <= 6:
+      batch = BATCH.sample(3 * int(rng.integers(0, 3)), seed=100 + step)
+      ref.extend(unstack(batch))
+      assert run(ex, "enqueue_many", batch) == len(ref)
+    else:
+      n = 3 * int(rng.integers(0, len(ref) // 3 + 1))
+      expected = stack([ref.popleft() for _ in range(n)])
+      out = run(ex, "dequeue_many", np.int32(n))
+      assert_same_records(expected, out)
+    assert run(ex, "size") == len(ref)
+  # 12 records fill it: 4 blocks, the capacity.
+  ex.execute("enqueue_many", BATCH.sample(12 - len(ref), seed=7))
+  assert run(ex, "size") == 12
+
+
+def test_blocks_refuse_counts_that_are_not_multiples():
+  ex = build(
+    capacity=12, block_rows=3, spaces=BLOCK_SPACES, api_names=BLOCK_APIS
+  )
+  run(ex, "enqueue_many", BATCH.sample(3, seed=1))
+  with pytest.raises(SpaceError) as info:
+    ex.execute("enqueue_many", BATCH.sample(4, seed=2))
+  msg = str(info.value)
+  assert "component 'fifo_queue'" in msg and "argument 'batch'" in msg
+  assert "API method 'enqueue_many'" in msg and "block_rows (3)" in msg
+  with pytest.raises(SpaceError) as info:
+    ex.execute("dequeue_many", np.int32(2))
+  msg = str(info.value)
+  assert "argument 'num_records'" in msg and "block_rows (3)" in msg
+  assert run(ex, "size") == 3  # Neither call changed the queue.
+
+
+class Drainer(Component):
+  """Dequeues a fixed count given at build time (a Python int)."""
+
+  def __init__(self, count):
+    super().__init__(scope="drainer")
+    self.count = count
+    self.queue = FIFOQueue(RECORD, capacity=6, block_rows=3)
+
+  @api
+  def drain(self):
+    return self.queue.dequeue_many(self.count)
+
+
+def test_blocks_refuse_single_records_and_bad_counts_at_build():
+  for name in ["enqueue", "dequeue"]:
+    with pytest.raises(BuildError, match=f"{name} moves one record"):
+      build(capacity=6, block_rows=3, spaces=SPACES, api_names=[name])
+  with pytest.raises(SpaceError, match="multiple of block_rows"):
+    TFExecutor(Drainer(4), {})
+  assert TFExecutor(Drainer(3), {}).apis  # A multiple builds.
+  for block_rows in [0, 4, 2.0, True]:
+    with pytest.raises(BuildError, match="block_rows"):
+      FIFOQueue(RECORD, 6, block_rows=block_rows)
 
 
 def test_constructor_checks():
