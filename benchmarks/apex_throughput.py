@@ -117,7 +117,7 @@ def build(capacity, batch, seed=0):
   from ingraph_rl.components.optimizers import Adam
   from ingraph_rl.core import Component, api
   from ingraph_rl.spaces import FloatBox
-  from ingraph_rl.testing.queues import queue_feeder, unique_queue_name
+  from ingraph_rl.testing.queues import queue_executor, unique_queue_name
 
   config = ApexConfig(
     num_actions=2,
@@ -133,10 +133,8 @@ def build(capacity, batch, seed=0):
   names = builder.queue_names(unique_queue_name("apex_bench"), 1)
   shard = builder.make_shard(obs, names, 0, 1).build()
   learner = builder.make_learner(obs, names).build()
-  feeder = queue_feeder(
-    queues.insert_row_space(builder.record_space(obs)),
-    config.insert_queue_capacity,
-    names.inserts(0),
+  feeder = queue_executor(
+    queues.insert_queue(builder.record_space(obs), config, names, 0, "inserts")
   )
   rng = np.random.default_rng(seed)
   chunk = 65536

@@ -14,29 +14,28 @@ def unique_queue_name(prefix="test"):
 
 
 def queue_feeder(
-  record_space,
-  capacity,
-  queue_name,
-  api_names=("enqueue_many",),
-  block_rows=1,
+  record_space, capacity, queue_name, api_names=("enqueue_many",)
 ):
   """A TFExecutor of a FIFOQueue of `record_space` named `queue_name`:
   `execute("enqueue_many", batch)` fills the learner's queue of that name
-  (`dequeue_many` drains it). `block_rows` as the learner's queue has it."""
+  (`dequeue_many` drains it)."""
   from ingraph_rl.components.queues import FIFOQueue
+
+  return queue_executor(
+    FIFOQueue(record_space, capacity, shared_name=queue_name), api_names
+  )
+
+
+def queue_executor(queue, api_names=("enqueue_many",)):
+  """A TFExecutor of the FIFOQueue `queue` (as an agent's code makes it,
+  e.g. `apex.queues.sample_queue(...)`) with the APIs `api_names`."""
   from ingraph_rl.executors.tensorflow import TFExecutor
   from ingraph_rl.spaces import IntBox
 
-  spaces = {"batch": record_space.with_batch_rank()}
+  spaces = {"batch": queue.record_space.with_batch_rank()}
   if "dequeue_many" in api_names:
     spaces["num_records"] = IntBox()
-  return TFExecutor(
-    FIFOQueue(
-      record_space, capacity, shared_name=queue_name, block_rows=block_rows
-    ),
-    spaces,
-    api_names=list(api_names),
-  )
+  return TFExecutor(queue, spaces, api_names=list(api_names))
 
 
 def random_rollouts(config, seed, observation_size=4):

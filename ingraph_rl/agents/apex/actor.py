@@ -21,7 +21,6 @@ import tensorflow as tf
 from ingraph_rl.agents.apex import queues
 from ingraph_rl.components.explorations import Constant, EpsilonGreedy
 from ingraph_rl.components.memories import NStepAccumulator
-from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.spaces import FloatBox, IntBox
@@ -123,14 +122,8 @@ class ApexActor(ApexPolicy):
     self.q_accumulator = QValueWindows(
       c.n_step, c.discount, env.num_envs, c.num_actions
     )
-    row = queues.insert_row_space(record_space)
     self.insert_queues = [
-      FIFOQueue(
-        row,
-        c.insert_queue_capacity,
-        shared_name=names.inserts(i),
-        scope=f"shard_{i}_inserts",
-      )
+      queues.insert_queue(record_space, c, names, i, scope=f"shard_{i}_inserts")
       for i in range(names.num_shards)
     ]
 

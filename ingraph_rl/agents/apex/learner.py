@@ -8,9 +8,7 @@ shard it came from, steps the optimizer and syncs the target network every
 import tensorflow as tf
 
 from ingraph_rl.agents.apex import queues
-from ingraph_rl.agents.apex.shard import UPDATE_QUEUE_BATCHES
 from ingraph_rl.components.optimizers import Adam
-from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.executors.checks import tf_check
 
@@ -93,21 +91,9 @@ class ApexLearner(PrioritizedUpdate, Component):
     self.config = config
     self.q = q
     self.optimizer = make_optimizer(c)
-    self.samples = FIFOQueue(
-      queues.sample_row_space(record_space, names.num_shards),
-      c.prefetch_batches * c.train_batch_size,
-      shared_name=names.samples,
-      scope="samples",
-      block_rows=c.train_batch_size,
-    )
+    self.samples = queues.sample_queue(record_space, c, names)
     self.update_queues = [
-      FIFOQueue(
-        queues.update_row_space(),
-        UPDATE_QUEUE_BATCHES * c.train_batch_size,
-        shared_name=names.updates(i),
-        scope=f"shard_{i}_updates",
-        block_rows=c.train_batch_size,
-      )
+      queues.update_queue(c, names, i, scope=f"shard_{i}_updates")
       for i in range(names.num_shards)
     ]
 

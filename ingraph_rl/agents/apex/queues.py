@@ -12,10 +12,11 @@ shard's own graph: actors and the learner only enqueue.
                sampled rows (`update_row_space`), applied by the shard in
                order (a later write to a slot wins).
 
-The samples and updates queues move whole batches (`FIFOQueue`'s
-`block_rows` = train_batch_size): a TF queue of rows splits and restacks
-every row, ~1 ms per batch of 512. The queues are raw TF queues with
-shared names: the same code connects
+Every queue is made here (`insert_queue`, `sample_queue`,
+`update_queue`), so both ends of one agree. The samples and updates queues
+move whole batches (`FIFOQueue`'s `block_rows` = train_batch_size): a TF
+queue of rows splits and restacks every row, ~1 ms per batch of 512. They
+are raw TF queues with shared names: the same code connects
 threads in one process and processes of a cluster (where a queue lives on
 the device of the task named above). A shard that restarts empty gets a
 new generation, so the priorities the learner returns for its old rows are
@@ -26,10 +27,13 @@ import dataclasses
 
 import numpy as np
 
+from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.spaces import Dict, FloatBox, IntBox, Space
 
 # Shard generations are drawn from [1, GENERATION_HIGH).
 GENERATION_HIGH = 1 << 62
+# Rows of priority updates a shard's queue holds, in learner batches.
+UPDATE_QUEUE_BATCHES = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,4 +77,40 @@ def update_row_space() -> Dict:
     index=IntBox(np.iinfo(np.int32).max),
     priority=FloatBox(),
     generation=IntBox(GENERATION_HIGH, dtype=np.int64),
+  )
+
+
+def insert_queue(record_space, config, names, shard, scope):
+  """Shard `shard`'s insert queue (actors enqueue, the shard dequeues)."""
+  return FIFOQueue(
+    insert_row_space(record_space),
+    config.insert_queue_capacity,
+    shared_name=names.inserts(shard),
+    scope=scope,
+  )
+
+
+def sample_queue(record_space, config, names, scope="samples"):
+  """The learner's sample queue (shards enqueue, the learner dequeues);
+  its capacity is the prefetch."""
+  batch = config.train_batch_size
+  return FIFOQueue(
+    sample_row_space(record_space, names.num_shards),
+    config.prefetch_batches * batch,
+    shared_name=names.samples,
+    scope=scope,
+    block_rows=batch,
+  )
+
+
+def update_queue(config, names, shard, scope):
+  """Shard `shard`'s priority-update queue on the learner (the learner
+  enqueues, the shard dequeues)."""
+  batch = config.train_batch_size
+  return FIFOQueue(
+    update_row_space(),
+    UPDATE_QUEUE_BATCHES * batch,
+    shared_name=names.updates(shard),
+    scope=scope,
+    block_rows=batch,
   )

@@ -11,11 +11,7 @@ import tensorflow as tf
 
 from ingraph_rl.agents.apex import queues
 from ingraph_rl.components.memories import PrioritizedReplay
-from ingraph_rl.components.queues import FIFOQueue
 from ingraph_rl.core import Component, api, graph_fn, inline
-
-# Rows of priority updates a shard's queue holds, in learner batches.
-UPDATE_QUEUE_BATCHES = 64
 
 
 class ReplayShard(Component):
@@ -50,27 +46,11 @@ class ReplayShard(Component):
       seed=c.seed + 101 * index,
       scope="memory",
     )
-    batch = c.train_batch_size
-    self.inserts = FIFOQueue(
-      queues.insert_row_space(record_space),
-      c.insert_queue_capacity,
-      shared_name=names.inserts(index),
-      scope="inserts",
+    self.inserts = queues.insert_queue(
+      record_space, c, names, index, scope="inserts"
     )
-    self.updates = FIFOQueue(
-      queues.update_row_space(),
-      UPDATE_QUEUE_BATCHES * batch,
-      shared_name=names.updates(index),
-      scope="updates",
-      block_rows=batch,
-    )
-    self.samples = FIFOQueue(
-      queues.sample_row_space(record_space, names.num_shards),
-      c.prefetch_batches * batch,
-      shared_name=names.samples,
-      scope="samples",
-      block_rows=batch,
-    )
+    self.updates = queues.update_queue(c, names, index, scope="updates")
+    self.samples = queues.sample_queue(record_space, c, names)
 
   def stored(self):
     """The number of stored transitions, read eagerly from the variable

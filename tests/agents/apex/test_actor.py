@@ -10,19 +10,18 @@ from ingraph_rl.environments import GymnasiumVectorEnv, make_vector_env
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.runners.replay_driver import shard_order
 from ingraph_rl.testing.component_test import to_numpy
-from ingraph_rl.testing.queues import queue_feeder
+from ingraph_rl.testing.queues import queue_executor
 from ingraph_rl.testing.references import RecordingEnv, recompute_n_step
 
 from .conftest import SMALL, numpy_td, small_builder
 
 
-def drain(builder, obs_space, name):
-  """Every row waiting on the insert queue `name`."""
-  row = queues.insert_row_space(builder.record_space(obs_space))
-  feeder = queue_feeder(
-    row,
-    builder.config.insert_queue_capacity,
-    name,
+def drain(builder, obs_space, names, shard):
+  """Every row waiting on shard `shard`'s insert queue."""
+  feeder = queue_executor(
+    queues.insert_queue(
+      builder.record_space(obs_space), builder.config, names, shard, "inserts"
+    ),
     api_names=("dequeue_many", "size"),
   )
   return to_numpy(feeder.execute("dequeue_many", feeder.execute("size")))
@@ -59,7 +58,7 @@ def test_initial_priorities_match_a_numpy_double_q_recomputation(names):
   stats = to_numpy(actor.execute("rollout", 0))
   want, terminated, truncated = recompute_n_step(env, 3, 0.9)
   assert terminated > 0 and truncated > 0
-  got = drain(builder, env.observation_space, n.inserts(0))
+  got = drain(builder, env.observation_space, n, 0)
   assert (
     int(stats["transitions"]) == len(got["priority"]) == len(want["rewards"])
   )
@@ -125,7 +124,7 @@ def test_shards_are_fed_round_robin(names):
     actor.execute("rollout", shard)
     sizes.append(
       [
-        len(drain(builder, env.observation_space, n.inserts(i))["priority"])
+        len(drain(builder, env.observation_space, n, i)["priority"])
         for i in range(2)
       ]
     )

@@ -10,7 +10,7 @@ from ingraph_rl.agents.apex.q_learning import PRIORITY_EPSILON
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing import assert_parity
 from ingraph_rl.testing.component_test import to_numpy
-from ingraph_rl.testing.queues import queue_feeder
+from ingraph_rl.testing.queues import queue_executor
 
 from .conftest import SMALL, numpy_td, small_builder
 from .test_shard import GENERATION, OBS, Setup, records
@@ -42,11 +42,8 @@ def test_update_writes_numpy_priorities_back_and_the_last_duplicate_wins(
   s.insert(records(20), np.ones(20))
   s.serve()
   learner = s.builder.make_learner(OBS, s.names).build()
-  feeder = queue_feeder(
-    queues.sample_row_space(s.builder.record_space(OBS), 1),
-    s.config.prefetch_batches * s.config.train_batch_size,
-    s.names.samples,
-    block_rows=s.config.train_batch_size,
+  feeder = queue_executor(
+    queues.sample_queue(s.builder.record_space(OBS), s.config, s.names)
   )
   rows = sample_rows(s.config, [3, 5, 3, 7, 3, 9, 11, 13])
   feeder.execute("enqueue_many", rows)

@@ -9,7 +9,7 @@ import pytest
 from ingraph_rl.agents.apex import queues
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
-from ingraph_rl.testing.queues import queue_feeder
+from ingraph_rl.testing.queues import queue_executor
 
 from .conftest import SMALL, small_builder
 
@@ -40,23 +40,13 @@ class Setup:
     self.names = names()
     record = self.builder.record_space(OBS)
     self.shard = self.builder.make_shard(OBS, self.names, 0, GENERATION).build()
-    self.inserts = queue_feeder(
-      queues.insert_row_space(record),
-      self.config.insert_queue_capacity,
-      self.names.inserts(0),
+    c, n = self.config, self.names
+    self.inserts = queue_executor(
+      queues.insert_queue(record, c, n, 0, "inserts")
     )
-    self.updates = queue_feeder(
-      queues.update_row_space(),
-      64 * self.config.train_batch_size,
-      self.names.updates(0),
-      block_rows=self.config.train_batch_size,
-    )
-    self.samples = queue_feeder(
-      queues.sample_row_space(record, 1),
-      self.config.prefetch_batches * self.config.train_batch_size,
-      self.names.samples,
-      api_names=("dequeue_many", "size"),
-      block_rows=self.config.train_batch_size,
+    self.updates = queue_executor(queues.update_queue(c, n, 0, "updates"))
+    self.samples = queue_executor(
+      queues.sample_queue(record, c, n), api_names=("dequeue_many", "size")
     )
 
   def insert(self, rows, priorities):
