@@ -375,17 +375,10 @@ class FIFOQueue(Component):
       deps = []
     else:
       n = tf.cast(num_records, tf.int32)
+      ok = n >= 0 if block == 1 else (n >= 0) & tf.equal(n % block, 0)
       deps = [
-        tf_check(
-          n >= 0,
-          self,
-          "dequeue_many",
-          "num_records",
-          _count_reason(self),
-        )
+        tf_check(ok, self, "dequeue_many", "num_records", _count_reason(self))
       ]
-      if block > 1:
-        deps.append(self._multiple_check(n, "dequeue_many", "num_records"))
     with tf.control_dependencies(deps):
       leaves = tf.raw_ops.QueueDequeueManyV2(
         handle=self.queue.resource_handle,
@@ -441,11 +434,6 @@ def _bad_count(component, n):
     component=component.path,
     api="dequeue_many",
     argument="num_records",
-    expected="an int >= 0"
-    + (
-      f", a multiple of {component.block_rows}"
-      if component.block_rows > 1
-      else ""
-    ),
+    expected=_count_reason(component).replace("num_records must be", "an int"),
     received=repr(n),
   )
