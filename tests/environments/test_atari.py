@@ -1,9 +1,11 @@
 """AtariVectorEnv (ale-py's C++ vector env) with Pong."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from ingraph_rl.environments import AtariVectorEnv
+from ingraph_rl.environments.atari import channels_last
 from ingraph_rl.environments.in_graph import tf_reset, tf_step
 from ingraph_rl.spaces import IntBox
 
@@ -81,3 +83,24 @@ def test_pong_same_seed_same_frames_and_in_graph_shapes():
   finally:
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("stack", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("little_endian", [True, False])
+def test_channels_last_equals_transpose(stack, little_endian, monkeypatch):
+  monkeypatch.setattr(np, "little_endian", little_endian)
+  rng = np.random.default_rng(stack)
+  obs = rng.integers(0, 256, (3, stack, 7, 5), dtype=np.uint8)
+  before = obs.copy()
+  out = channels_last(obs)
+  assert out.dtype == np.uint8 and out.flags.c_contiguous
+  np.testing.assert_array_equal(out, np.transpose(obs, (0, 2, 3, 1)))
+  np.testing.assert_array_equal(obs, before)  # The input is left alone.
+
+
+def test_channels_last_rgb_is_frame_major():
+  obs = np.arange(2 * 4 * 3 * 5 * 3, dtype=np.uint8).reshape(2, 4, 3, 5, 3)
+  out = channels_last(obs)
+  assert out.shape == (2, 3, 5, 12) and out.flags.c_contiguous
+  for k in range(4):
+    np.testing.assert_array_equal(out[..., 3 * k : 3 * k + 3], obs[:, k])
