@@ -64,7 +64,7 @@ from benchmarks import (
   common,  # Sets OMP_WAIT_POLICY before TF loads.
 )
 from benchmarks.python_replay import PythonPER
-from ingraph_rl.runners.replay_driver import IDLE_WAIT_S
+from ingraph_rl.runners.replay_driver import LOCAL_IDLE_WAIT_S
 
 NAME = "apex_throughput"
 
@@ -215,7 +215,7 @@ def learner_part(quick, reps):
       while not stop.is_set():
         out = shard.execute("serve")
         if not (int(out["updated"]) or int(out["sampled"])):
-          time.sleep(IDLE_WAIT_S)
+          time.sleep(LOCAL_IDLE_WAIT_S)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

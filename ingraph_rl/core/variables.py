@@ -36,6 +36,34 @@ class VariableSpec:
   torch_permutation: tuple[int, ...] | None = None
 
 
+def to_torch_layout(
+  value: typing.Any, perm: tuple[int, ...] | None
+) -> typing.Any:
+  """`value` (a NumPy array or a torch tensor, in TF layout) in the torch
+  layout of a variable whose `VariableSpec.torch_permutation` is `perm`
+  (None: the layouts agree). Torch tensors come back as views.
+
+  >>> to_torch_layout(np.zeros((5, 3)), (1, 0)).shape
+  (3, 5)
+  """
+  if perm is None:
+    return value
+  if hasattr(value, "permute"):  # A torch tensor: no torch import here.
+    return value.permute(*perm)
+  return np.transpose(value, perm)
+
+
+def to_tf_layout(value: typing.Any, perm: tuple[int, ...] | None) -> typing.Any:
+  """The inverse of `to_torch_layout`.
+
+  >>> to_tf_layout(np.zeros((2, 3, 4, 5)), (3, 2, 0, 1)).shape
+  (4, 5, 3, 2)
+  """
+  if perm is None:
+    return value
+  return to_torch_layout(value, tuple(int(i) for i in np.argsort(perm)))
+
+
 def _fans(shape: tuple[int, ...]) -> tuple[int, int]:
   if len(shape) < 1:
     return 1, 1

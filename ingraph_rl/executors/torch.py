@@ -20,7 +20,12 @@ from ingraph_rl.core.builder import Builder
 from ingraph_rl.core.component import Component
 from ingraph_rl.core.inference import InputLead, infer_leaf_space, nest_to_space
 from ingraph_rl.core.meta_graph import GraphFnNode, RootApi, inline_apis_in
-from ingraph_rl.core.variables import VariableSpec, initial_value
+from ingraph_rl.core.variables import (
+  VariableSpec,
+  initial_value,
+  to_tf_layout,
+  to_torch_layout,
+)
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors import checks
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
@@ -91,9 +96,7 @@ class TorchExecutor(Executor):
       shape = spec.shape if perm is None else tuple(spec.shape[i] for i in perm)
       var = torch.zeros(shape, dtype=torch_dtype(spec.dtype))
     else:
-      var = torch.from_numpy(
-        _c_array(init if perm is None else np.transpose(init, perm))
-      )
+      var = torch.from_numpy(_c_array(to_torch_layout(init, perm)))
     if spec.trainable and var.is_floating_point():
       var.requires_grad_(True)
     # Components that keep per-variable state in TF layout (optimizer
@@ -271,16 +274,15 @@ class TorchExecutor(Executor):
   def get_weights(self) -> dict[str, np.ndarray]:
     out = {}
     for path, var in self.registry.variables.items():
-      arr = var.detach().numpy().copy()
       perm = self.registry.specs[path].torch_permutation
-      out[path] = arr if perm is None else np.transpose(arr, np.argsort(perm))
+      out[path] = to_tf_layout(var.detach().numpy(), perm).copy()
     return out
 
   def set_weights(self, weights: typing.Mapping[str, typing.Any]) -> None:
     with torch.no_grad():
       for path, value in self.registry.check_weights(weights).items():
         perm = self.registry.specs[path].torch_permutation
-        arr = value if perm is None else np.transpose(value, perm)
+        arr = to_torch_layout(value, perm)
         self.registry.variables[path].copy_(torch.from_numpy(_c_array(arr)))
 
 
@@ -290,11 +292,7 @@ def _leaving_variable(value: typing.Any) -> typing.Any:
   and the TF executor have it. Other values pass as they are."""
   if not hasattr(value, "torch_permutation"):  # Set on variables only.
     return value
-  perm = value.torch_permutation
-  value = value.detach()
-  if perm is not None:
-    value = value.permute(tuple(int(i) for i in np.argsort(perm)))
-  return value.clone()
+  return to_tf_layout(value.detach(), value.torch_permutation).clone()
 
 
 def _c_array(x: typing.Any) -> np.ndarray:

@@ -41,8 +41,11 @@ from ingraph_rl.runners.driver import (
 )
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
-# A shard with nothing to do waits this long before its next round.
-IDLE_WAIT_S = 0.002
+# A shard thread with nothing to do waits this long before its next round.
+# Its poll is a local graph call of microseconds, so the wait is short;
+# shards in their own processes poll over gRPC and back off from longer
+# waits (`distributed.replay_roles.IDLE_WAIT_S`).
+LOCAL_IDLE_WAIT_S = 0.002
 
 
 def shard_order(num_shards, start=0):
@@ -214,7 +217,7 @@ class ReplayDriver:
     shards = shard_order(self.names.num_shards, index)
     while not self._stop.is_set():
       if not self._may_step():
-        time.sleep(IDLE_WAIT_S)
+        time.sleep(LOCAL_IDLE_WAIT_S)
         continue
       version, weights = self._weights
       if version != loaded and since_load >= sync_steps:
@@ -237,7 +240,7 @@ class ReplayDriver:
       if not (
         int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
       ):
-        time.sleep(IDLE_WAIT_S)
+        time.sleep(LOCAL_IDLE_WAIT_S)
 
   def _spawn(self, name, target, *args):
     t = threading.Thread(

@@ -1,11 +1,18 @@
-"""Initial values: named uniform initializers and their scaled variant."""
+"""Initial values: named uniform initializers and their scaled variant;
+the TF <-> torch layout of variables."""
 
 import math
 
 import numpy as np
 import pytest
 
-from ingraph_rl.core.variables import Scaled, VariableSpec, initial_value
+from ingraph_rl.core.variables import (
+  Scaled,
+  VariableSpec,
+  initial_value,
+  to_tf_layout,
+  to_torch_layout,
+)
 from ingraph_rl.errors import BuildError
 
 
@@ -45,3 +52,28 @@ def test_unknown_names_are_refused():
     initial_value(spec((2, 2), "orthogonal"), np.random.default_rng(0))
   with pytest.raises(BuildError, match="Scaled: unknown initializer"):
     Scaled("orthogonal", 0.1)
+
+
+def test_torch_layout_of_a_conv_kernel_and_back():
+  # TF [h, w, in, out] -> torch [out, in, h, w], element by element.
+  kernel = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+  perm = (3, 2, 0, 1)
+  torch_kernel = to_torch_layout(kernel, perm)
+  assert torch_kernel.shape == (5, 4, 2, 3)
+  for h, w, i, o in np.ndindex(kernel.shape):
+    assert torch_kernel[o, i, h, w] == kernel[h, w, i, o]
+  np.testing.assert_array_equal(to_tf_layout(torch_kernel, perm), kernel)
+  assert to_torch_layout(kernel, None) is kernel
+  assert to_tf_layout(kernel, None) is kernel
+
+
+def test_torch_layout_of_torch_tensors_is_a_view():
+  import torch
+  kernel = torch.arange(6.0).reshape(2, 3)  # TF dense [in, out].
+  view = to_torch_layout(kernel, (1, 0))
+  assert tuple(view.shape) == (3, 2)
+  view[2, 1] = -1.0  # Writes through: optimizer slots rely on it.
+  assert kernel[1, 2] == -1.0
+  np.testing.assert_array_equal(
+    to_tf_layout(view, (1, 0)).numpy(), kernel.numpy()
+  )

@@ -4,6 +4,7 @@ networks)."""
 import tensorflow as tf
 
 from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.core.variables import to_torch_layout
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.utils.lazy import torch
 
@@ -82,7 +83,7 @@ def _torch_layout(values, own):
       and not hasattr(value, "torch_permutation")
       and value.dim() == len(perm)
     ):
-      out[path] = value.permute(perm)
+      out[path] = to_torch_layout(value, perm)
   return out
 
 

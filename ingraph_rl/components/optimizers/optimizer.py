@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.core.variables import to_torch_layout
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors.checks import in_build_pass
 from ingraph_rl.executors.gradients import tf_gradients, torch_gradients
@@ -181,5 +182,4 @@ def as_dtype(x, dtype):
 def torch_layout(slot, var):
   """A slot kept in TF layout, viewed in the variable's torch layout
   (in-place updates of the view write the slot)."""
-  perm = getattr(var, "torch_permutation", None)
-  return slot if perm is None else slot.permute(*perm)
+  return to_torch_layout(slot, getattr(var, "torch_permutation", None))
