@@ -274,6 +274,20 @@ def summarize(name, case, runs, budget_s=None):
   return rows, ratios
 
 
+def summaries(cases, ratios):
+  """(rows, ratios) of every case in `cases` that `CASES` still defines,
+  `ratios` (the stored ones) updated. Cases kept in the JSON from earlier
+  presets (e.g. `apex_pong_per_actor_eps`) pass through as stored: their
+  runs stay in `cases`, their ratios in `ratios`."""
+  rows, ratios = [], dict(ratios)
+  for name, case in cases.items():
+    if name in CASES:
+      r, q = summarize(name, CASES[name], case["runs"], case["budget_s"])
+      rows += r
+      ratios.update(q)
+  return rows, ratios
+
+
 def plot(cases):
   plt = common.pyplot()
   names = list(cases)
@@ -324,6 +338,9 @@ def main(argv=None):
     json.loads(path.read_text()) if path.exists() and not args.quick else {}
   )
   cases = dict(previous.get("cases", {}))
+  # Each finished case is also written here at once, so that hours of
+  # training survive a failure after them; removed once the results are.
+  partial = path.with_name("learning.partial.json")
   with tempfile.TemporaryDirectory(prefix="learning_") as workdir:
     for name in names:
       case = CASES[name]
@@ -353,13 +370,9 @@ def main(argv=None):
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         "runs": runs,
       }
-  rows, ratios = [], dict(previous.get("ratios", {}))
-  for name in cases:
-    r, q = summarize(
-      name, CASES[name], cases[name]["runs"], cases[name]["budget_s"]
-    )
-    rows += r
-    ratios.update(q)
+      if not args.quick:
+        partial.write_text(json.dumps({"cases": cases}, indent=2) + "\n")
+  rows, ratios = summaries(cases, previous.get("ratios", {}))
   config = {
     "cases": {
       n: {k: v for k, v in c.items() if k != "runs"} for n, c in cases.items()
@@ -370,6 +383,7 @@ def main(argv=None):
   out = common.write_results(
     "learning", args.quick, config, rows, ratios, extra={"cases": cases}
   )
+  partial.unlink(missing_ok=True)
   if not args.quick:  # Plots: full runs only.
     print(f"plot: {plot(cases)}")
   summary = "learning: " + ", ".join(f"{k}={v}" for k, v in ratios.items())

@@ -1,0 +1,35 @@
+"""The learning benchmark's summary keeps cases that earlier presets left in
+the JSON (it once failed on one, after a 1.5 h run)."""
+
+from benchmarks import learning
+
+
+def run(seed, greedy, last100):
+  curve = [
+    {"frames": 1000, "seconds": 5.0, "last100": 20.0},
+    {"frames": 2000, "seconds": 9.0, "last100": last100},
+  ]
+  return {"seed": seed, "curve": curve, "greedy": greedy, "wall_s": 10.0}
+
+
+def test_known_cases_are_summarized_and_kept_cases_pass_through():
+  cases = {
+    "dqn_cartpole": {
+      "budget_s": None,
+      "runs": [run(0, 250.0, 180.0), run(1, 150.0, 120.0)],
+    },
+    "apex_pong_per_actor_eps": {
+      "budget_s": 3600.0,
+      "runs": [run(0, -13.1, -17.4)],
+    },
+  }
+  stored = {
+    "apex_pong_per_actor_eps_note": 1.0,
+    "dqn_cartpole_seeds_reaching_195": 0,
+  }
+  rows, ratios = learning.summaries(cases, stored)
+  assert {row.case for row in rows} == {"dqn_cartpole"}
+  # One of the two seeds reached a greedy 195.
+  assert ratios["dqn_cartpole_seeds_reaching_195"] == 1
+  assert ratios["apex_pong_per_actor_eps_note"] == 1.0
+  assert stored["dqn_cartpole_seeds_reaching_195"] == 0  # Not changed.
