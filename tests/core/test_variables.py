@@ -69,6 +69,7 @@ def test_torch_layout_of_a_conv_kernel_and_back():
 
 def test_torch_layout_of_torch_tensors_is_a_view():
   import torch
+
   kernel = torch.arange(6.0).reshape(2, 3)  # TF dense [in, out].
   view = to_torch_layout(kernel, (1, 0))
   assert tuple(view.shape) == (3, 2)
