@@ -133,9 +133,16 @@ def test_in_graph_loop_bookkeeping(backend):
   assert int(ex.get_weights()["dqn/memory/size"]) == 120
 
 
+# Each backend and each memory once in `make test`; the other two pairs in
+# `make test-all` (suite time).
 @pytest.mark.parametrize(
   "backend,prioritized",
-  [("tf", False), ("tf", True), ("torch", False), ("torch", True)],
+  [
+    pytest.param("tf", False, marks=pytest.mark.slow),
+    ("tf", True),
+    ("torch", False),
+    pytest.param("torch", True, marks=pytest.mark.slow),
+  ],
 )
 def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
   """3-step in-graph training on CartPole with a 15-step time limit (so
