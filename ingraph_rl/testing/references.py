@@ -1,7 +1,9 @@
 """Independent references for tests: plain NumPy versions of the papers'
-formulas (the DQN loss, n-step transitions, a Q-network's forward pass),
-an env wrapper that records what an agent saw and a helper that feeds
-those steps to an agent's `observe`."""
+formulas (the DQN loss, n-step transitions, a Q-network's forward pass, a
+2-D convolution), an env wrapper that records what an agent saw and a
+helper that feeds those steps to an agent's `observe`."""
+
+import math
 
 import numpy as np
 
@@ -167,3 +169,39 @@ def numpy_q_values(states, weights, dueling=True):
   v = numpy_dense_stack(h, weights, "head/value/")
   a = numpy_dense_stack(h, weights, "head/advantage/")
   return v + a - a.mean(-1, keepdims=True)
+
+
+def numpy_conv2d(x, kernel, bias=None, strides=1, padding="valid"):
+  """NHWC convolution (TF's padding rules), in float64: loops over output
+  pixels, an einsum over each patch. `x`: [..., H, W, C] (leading dims
+  folded and restored); `kernel`: [kh, kw, C, filters]."""
+  sh, sw = (strides, strides) if isinstance(strides, int) else strides
+  kh, kw, _, filters = kernel.shape
+  lead = x.shape[:-3]
+  x = x.reshape((-1,) + x.shape[-3:]).astype(np.float64)
+  n, h, w, c = x.shape
+  if padding == "same":
+    out_h, out_w = math.ceil(h / sh), math.ceil(w / sw)
+    pad_h = max((out_h - 1) * sh + kh - h, 0)
+    pad_w = max((out_w - 1) * sw + kw - w, 0)
+    # TF 'SAME': the odd pixel goes to the bottom / right.
+    x = np.pad(
+      x,
+      (
+        (0, 0),
+        (pad_h // 2, pad_h - pad_h // 2),
+        (pad_w // 2, pad_w - pad_w // 2),
+        (0, 0),
+      ),
+    )
+  else:
+    out_h, out_w = (h - kh) // sh + 1, (w - kw) // sw + 1
+  out = np.zeros((n, out_h, out_w, filters))
+  for i in range(out_h):
+    for j in range(out_w):
+      patch = x[:, i * sh : i * sh + kh, j * sw : j * sw + kw, :]
+      assert patch.shape == (n, kh, kw, c)
+      out[:, i, j, :] = np.einsum("nhwc,hwcf->nf", patch, kernel)
+  if bias is not None:
+    out = out + bias
+  return out.reshape(lead + out.shape[1:])

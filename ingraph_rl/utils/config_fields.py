@@ -30,6 +30,34 @@ def field(default, help, *, choices=None, flag=True, zero_is_none=False):
   return dataclasses.field(default=default, metadata=metadata)
 
 
+# The networks' product dtypes (`components.layers.precision`).
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+def compute_dtype_field():
+  """An agent config's `compute_dtype` (its networks' torsos)."""
+  return field(
+    "float32",
+    "Dtype of the network torso's conv and matmul products: float32, or "
+    "bfloat16 (mixed precision: float32 variables and layer outputs; "
+    "fast where oneDNN finds AMX or AVX512-BF16).",
+    choices=COMPUTE_DTYPES,
+  )
+
+
+def choice_problems(config):
+  """Problems of a config's string fields outside their `choices` (a
+  non-string value, such as a torso's layer spec, is the config's own
+  business)."""
+  problems = []
+  for f in dataclasses.fields(config):
+    choices = f.metadata.get(CHOICES)
+    value = getattr(config, f.name)
+    if choices and isinstance(value, str) and value not in choices:
+      problems.append(f"{f.name} must be one of {choices}, got {value!r}")
+  return problems
+
+
 def required(help):
   """A field without a default (e.g. the env's action count): no flag."""
   return dataclasses.field(metadata={HELP: help, FLAG: False})

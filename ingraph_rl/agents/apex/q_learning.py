@@ -40,12 +40,8 @@ class QLearning(Component):
     super().__init__(scope=scope)
     c = config
     self.preprocessor = preprocessor
-    self.online = TargetQNetwork(
-      c.network, c.num_actions, c.dueling, scope="online"
-    )
-    self.target = TargetQNetwork(
-      c.network, c.num_actions, c.dueling, scope="target"
-    )
+    self.online = TargetQNetwork.from_config(c, "online")
+    self.target = TargetQNetwork.from_config(c, "target")
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
 
   def _preprocess(self, states):

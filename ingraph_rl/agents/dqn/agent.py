@@ -107,10 +107,8 @@ class DQNAgent(Component):
       self.preprocessor = None
     c = config
     self.groups = self._env_groups(c, env)
-    self.online = QNetwork(c.network, c.num_actions, c.dueling, scope="online")
-    self.target = TargetQNetwork(
-      c.network, c.num_actions, c.dueling, scope="target"
-    )
+    self.online = QNetwork.from_config(c, "online")
+    self.target = TargetQNetwork.from_config(c, "target")
     self.exploration = EpsilonGreedy(
       c.num_actions,
       LinearDecay(c.epsilon_from, c.epsilon_to, c.epsilon_steps),

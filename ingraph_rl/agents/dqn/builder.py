@@ -56,9 +56,7 @@ class _OnlineNetwork(Component):
   def __init__(self, config: DQNConfig, preprocessor: Optional[Any]) -> None:
     super().__init__(scope="dqn")
     self.preprocessor = preprocessor
-    self.online = QNetwork(
-      config.network, config.num_actions, config.dueling, scope="online"
-    )
+    self.online = QNetwork.from_config(config, "online")
 
   @api
   def call(self, states: Any) -> Any:

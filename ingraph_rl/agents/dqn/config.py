@@ -4,7 +4,12 @@ import dataclasses
 import typing
 
 from ingraph_rl.errors import BuildError
-from ingraph_rl.utils.config_fields import field, required
+from ingraph_rl.utils.config_fields import (
+  choice_problems,
+  compute_dtype_field,
+  field,
+  required,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +32,7 @@ class DQNConfig:
     flag=False,
   )
   dueling: bool = field(True, "Dueling head.")
+  compute_dtype: str = compute_dtype_field()
   double_q: bool = field(True, "Double-Q targets.")
   n_step: int = field(
     1,
@@ -87,7 +93,7 @@ class DQNConfig:
   )
 
   def __post_init__(self):
-    problems = []
+    problems = choice_problems(self)
     if self.num_actions < 2:
       problems.append("num_actions must be >= 2")
     if not 0.0 <= self.discount <= 1.0:

@@ -7,15 +7,37 @@ from ingraph_rl.core import Component, api
 
 
 class QNetwork(Component):
-  """`call(states)` -> Q-values [B, num_actions]."""
+  """`call(states)` -> Q-values [B, num_actions]. `compute_dtype` is the
+  torso's (see `NeuralNetwork`); the head stays float32."""
 
-  def __init__(self, torso_spec, num_actions, dueling, scope="q_network"):
+  def __init__(
+    self,
+    torso_spec,
+    num_actions,
+    dueling,
+    compute_dtype=None,
+    scope="q_network",
+  ):
     super().__init__(scope=scope)
-    self.torso = NeuralNetwork(list(torso_spec), scope="torso")
+    self.torso = NeuralNetwork(
+      list(torso_spec), compute_dtype=compute_dtype, scope="torso"
+    )
     self.head = (
       DuelingHead(num_actions, scope="head")
       if dueling
       else Dense(num_actions, scope="head")
+    )
+
+  @classmethod
+  def from_config(cls, config, scope):
+    """The network of a DQN or Ape-X config (`network`, `num_actions`,
+    `dueling`, `compute_dtype`)."""
+    return cls(
+      config.network,
+      config.num_actions,
+      config.dueling,
+      config.compute_dtype,
+      scope=scope,
     )
 
   @api

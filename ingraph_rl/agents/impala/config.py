@@ -11,7 +11,12 @@ import dataclasses
 import typing
 
 from ingraph_rl.errors import BuildError
-from ingraph_rl.utils.config_fields import field, required
+from ingraph_rl.utils.config_fields import (
+  choice_problems,
+  compute_dtype_field,
+  field,
+  required,
+)
 
 REWARD_CLIPPINGS = ("abs_one", "soft_asymmetric", "none")
 TORSOS = ("mlp", "small", "large")
@@ -46,6 +51,7 @@ class IMPALAConfig:
   lstm_units: typing.Optional[int] = field(
     None, "LSTM size on the torso (0 or None: feed-forward).", zero_is_none=True
   )
+  compute_dtype: str = compute_dtype_field()
   feed_reward_action: bool = field(
     True,
     "Feed the clipped last reward and one-hot last action to the "
@@ -105,21 +111,15 @@ class IMPALAConfig:
   seed: int = field(0, "Seed of the initial weights and sampling.", flag=False)
 
   def __post_init__(self):
-    problems = []
+    problems = choice_problems(self)
     if self.num_actions < 2:
       problems.append("num_actions must be >= 2")
-    if isinstance(self.torso, str) and self.torso not in TORSOS:
-      problems.append(
-        f"torso must be a layer spec or one of {TORSOS}, got {self.torso!r}"
-      )
     if self.lstm_units is not None and self.lstm_units < 1:
       problems.append("lstm_units must be >= 1 or None")
     if self.unroll_length < 1 or self.batch_size < 1:
       problems.append("unroll_length and batch_size must be >= 1")
     if not 0.0 <= self.discounting <= 1.0:
       problems.append("discounting must lie in [0, 1]")
-    if self.reward_clipping not in REWARD_CLIPPINGS:
-      problems.append(f"reward_clipping must be one of {REWARD_CLIPPINGS}")
     if self.learning_rate <= 0:
       problems.append("learning_rate must be > 0")
     if self.queue_capacity < 1:

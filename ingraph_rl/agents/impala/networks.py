@@ -282,16 +282,18 @@ def make_network(config, observation_space, scope="impala_network"):
   `observation_keys`).
 
   Integer (frame) observations are cast to float32 and divided by
-  `config.scale_observations` (default 255 for uint8, else 1: none).
+  `config.scale_observations` (default 255 for uint8, else 1: none). The
+  torso multiplies in `config.compute_dtype`; the LSTM and heads in
+  float32.
   """
+  dtype = config.compute_dtype
   if config.torso == "small":
-    torso = ImpalaSmallNetwork(scope="torso")
+    torso = ImpalaSmallNetwork(dtype, scope="torso")
   elif config.torso == "large":
-    torso = ImpalaDeepTorso(scope="torso")
-  elif config.torso == "mlp":
-    torso = list(MLP_TORSO)
+    torso = ImpalaDeepTorso(compute_dtype=dtype, scope="torso")
   else:
-    torso = list(config.torso)
+    spec = MLP_TORSO if config.torso == "mlp" else config.torso
+    torso = NeuralNetwork(list(spec), compute_dtype=dtype, scope="torso")
   frame_key, instruction_key = observation_keys(observation_space)
   frame_space = (
     observation_space if frame_key is None else observation_space[frame_key]

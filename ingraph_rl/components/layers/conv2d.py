@@ -4,7 +4,7 @@ permutes activations to NCHW around `F.conv2d`."""
 
 import tensorflow as tf
 
-from ingraph_rl.components.layers import image_ops
+from ingraph_rl.components.layers import image_ops, precision
 from ingraph_rl.components.layers.activations import (
   check_activation,
   tf_activation,
@@ -32,6 +32,7 @@ class Conv2D(Component):
     activation=None,
     use_bias=True,
     kernel_initializer="glorot_uniform",
+    compute_dtype=None,
     scope="conv2d",
   ):
     super().__init__(scope=scope)
@@ -44,6 +45,8 @@ class Conv2D(Component):
     self.activation = check_activation(activation, scope)
     self.use_bias = use_bias
     self.kernel_initializer = kernel_initializer
+    # See `precision`: float32 in and out, the product in this dtype.
+    self.compute_dtype = precision.check_compute_dtype(compute_dtype, scope)
 
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", FloatBox, rank=3)
@@ -69,12 +72,16 @@ class Conv2D(Component):
   @graph_fn
   def _graph_fn_call(self, inputs):
     x, lead = image_ops.tf_fold(inputs, self.num_leading)
-    out = tf.nn.conv2d(
-      x, self.kernel, (1,) + self.strides + (1,), self.padding.upper()
+    x, kernel, bias = precision.tf_cast(
+      self.compute_dtype, x, self.kernel, self.bias
     )
-    if self.bias is not None:
-      out = tf.nn.bias_add(out, self.bias)
-    return image_ops.tf_unfold(tf_activation(self.activation)(out), lead)
+    out = tf.nn.conv2d(
+      x, kernel, (1,) + self.strides + (1,), self.padding.upper()
+    )
+    if bias is not None:
+      out = tf.nn.bias_add(out, bias)
+    out = tf.cast(tf_activation(self.activation)(out), inputs.dtype)
+    return image_ops.tf_unfold(out, lead)
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
@@ -86,7 +93,11 @@ class Conv2D(Component):
           x.shape[2], x.shape[3], self.kernel_size, self.strides
         ),
       )
-    out = F.conv2d(x, self.kernel, self.bias, stride=self.strides)
+    dtype = x.dtype
+    x, kernel, bias = precision.torch_cast(
+      self.compute_dtype, x, self.kernel, self.bias
+    )
+    out = F.conv2d(x, kernel, bias, stride=self.strides)
     return image_ops.torch_unfold_nchw(
-      torch_activation(self.activation)(out), lead
+      torch_activation(self.activation)(out).to(dtype), lead
     )

@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from ingraph_rl.components.layers import precision
 from ingraph_rl.components.layers.activations import (
   check_activation,
   tf_activation,
@@ -25,6 +26,7 @@ class Dense(Component):
     activation=None,
     use_bias=True,
     kernel_initializer="glorot_uniform",
+    compute_dtype=None,
     scope="dense",
   ):
     super().__init__(scope=scope)
@@ -32,6 +34,8 @@ class Dense(Component):
     self.activation = check_activation(activation, scope)
     self.use_bias = use_bias
     self.kernel_initializer = kernel_initializer
+    # See `precision`: float32 in and out, the product in this dtype.
+    self.compute_dtype = precision.check_compute_dtype(compute_dtype, scope)
 
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", FloatBox, min_rank=1)
@@ -54,16 +58,21 @@ class Dense(Component):
 
   @graph_fn
   def _graph_fn_call(self, inputs):
-    if inputs.shape.rank == 2:
-      out = tf.matmul(inputs, self.kernel)
+    x, kernel, bias = precision.tf_cast(
+      self.compute_dtype, inputs, self.kernel, self.bias
+    )
+    if x.shape.rank == 2:
+      out = tf.matmul(x, kernel)
     else:
-      out = tf.tensordot(inputs, self.kernel, axes=[[-1], [0]])
-    if self.bias is not None:
-      out = out + self.bias
-    return tf_activation(self.activation)(out)
+      out = tf.tensordot(x, kernel, axes=[[-1], [0]])
+    if bias is not None:
+      out = out + bias
+    return tf.cast(tf_activation(self.activation)(out), inputs.dtype)
 
   @_graph_fn_call.torch
   def _graph_fn_call(self, inputs):
-    return torch_activation(self.activation)(
-      F.linear(inputs, self.kernel, self.bias)
+    x, kernel, bias = precision.torch_cast(
+      self.compute_dtype, inputs, self.kernel, self.bias
     )
+    out = torch_activation(self.activation)(F.linear(x, kernel, bias))
+    return out.to(inputs.dtype)

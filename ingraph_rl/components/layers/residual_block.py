@@ -19,25 +19,23 @@ class ResidualBlock(Component):
   """relu -> conv3x3 -> relu -> conv3x3 -> + input, over [..., H, W, C]."""
 
   def __init__(
-    self, filters, kernel_initializer="glorot_uniform", scope="residual_block"
+    self,
+    filters,
+    kernel_initializer="glorot_uniform",
+    compute_dtype=None,
+    scope="residual_block",
   ):
     super().__init__(scope=scope)
     self.filters = int(filters)
+    conv = dict(
+      padding="same",
+      kernel_initializer=kernel_initializer,
+      compute_dtype=compute_dtype,
+    )
     self.conv_0 = Conv2D(
-      filters,
-      3,
-      padding="same",
-      activation="relu",
-      kernel_initializer=kernel_initializer,
-      scope="conv2d_0",
+      filters, 3, activation="relu", scope="conv2d_0", **conv
     )
-    self.conv_1 = Conv2D(
-      filters,
-      3,
-      padding="same",
-      kernel_initializer=kernel_initializer,
-      scope="conv2d_1",
-    )
+    self.conv_1 = Conv2D(filters, 3, scope="conv2d_1", **conv)
 
   def create_variables(self, input_spaces):
     # No own variables: checks that the skip connection fits.

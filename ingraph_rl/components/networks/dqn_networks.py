@@ -29,7 +29,7 @@ NATURE_DQN_SPEC = (
 )
 
 
-def nature_dqn_network(scope="nature_dqn"):
+def nature_dqn_network(compute_dtype=None, scope="nature_dqn"):
   """conv 32x8x8/4 -> conv 64x4x4/2 -> conv 64x3x3/1 (relu, 'valid') ->
   flatten -> fc 512 relu, as a `NeuralNetwork` (layer scopes `conv2d_0`,
   `conv2d_1`, `conv2d_2`, `flatten_3`, `dense_4`).

@@ -30,7 +30,7 @@ class ImpalaSmallNetwork(NeuralNetwork):
   states, and the agent took longer to start learning.
   """
 
-  def __init__(self, scope="impala_small"):
+  def __init__(self, compute_dtype=None, scope="impala_small"):
     relu = {"activation": "relu", "kernel_initializer": "he_uniform"}
     super().__init__(
       [
@@ -51,6 +51,7 @@ class ImpalaSmallNetwork(NeuralNetwork):
         {"type": "flatten"},
         {"type": "dense", "units": 256, **relu},
       ],
+      compute_dtype=compute_dtype,
       scope=scope,
     )
 
@@ -59,23 +60,37 @@ class ImpalaSmallNetwork(NeuralNetwork):
 IMPALA_STAGES = ((16, 2), (32, 2), (32, 2))
 
 
-def _deep_torso_parts(stages, units):
+def _deep_torso_parts(stages, units, compute_dtype):
   """The ResNet stages and the flatten -> fc head of the deep network."""
   layers = []
   for filters, blocks in stages:
     i = len(layers)
-    layers.append(Conv2D(filters, 3, padding="same", scope=f"conv2d_{i}"))
+    layers.append(
+      Conv2D(
+        filters,
+        3,
+        padding="same",
+        compute_dtype=compute_dtype,
+        scope=f"conv2d_{i}",
+      )
+    )
     layers.append(MaxPool2D(3, 2, "same", scope=f"max_pool2d_{i + 1}"))
     for _ in range(blocks):
       layers.append(
-        ResidualBlock(filters, scope=f"residual_block_{len(layers)}")
+        ResidualBlock(
+          filters,
+          compute_dtype=compute_dtype,
+          scope=f"residual_block_{len(layers)}",
+        )
       )
   return (
     NeuralNetwork(layers, scope="stages"),
     NeuralNetwork(
       [
         Flatten(scope="flatten_0"),
-        Dense(units, activation="relu", scope="dense_1"),
+        Dense(
+          units, activation="relu", compute_dtype=compute_dtype, scope="dense_1"
+        ),
       ],
       scope="head",
     ),
@@ -85,11 +100,18 @@ def _deep_torso_parts(stages, units):
 class ImpalaDeepTorso(Component):
   """The deep IMPALA network without its LSTM: stages -> relu -> flatten
   -> fc `units` relu. API: `call(inputs)` on single frames [N, H, W, C]
-  (for agents that add their own recurrent core)."""
+  (for agents that add their own recurrent core). `compute_dtype`: see
+  `NeuralNetwork`."""
 
-  def __init__(self, stages=IMPALA_STAGES, units=256, scope="impala_deep"):
+  def __init__(
+    self,
+    stages=IMPALA_STAGES,
+    units=256,
+    compute_dtype=None,
+    scope="impala_deep",
+  ):
     super().__init__(scope=scope)
-    self.stages, self.head = _deep_torso_parts(stages, units)
+    self.stages, self.head = _deep_torso_parts(stages, units, compute_dtype)
 
   @api
   def call(self, inputs):
@@ -122,9 +144,14 @@ class ImpalaLargeNetwork(ImpalaDeepTorso):
   """
 
   def __init__(
-    self, stages=IMPALA_STAGES, units=256, lstm_units=256, scope="impala_large"
+    self,
+    stages=IMPALA_STAGES,
+    units=256,
+    lstm_units=256,
+    compute_dtype=None,
+    scope="impala_large",
   ):
-    super().__init__(stages, units, scope=scope)
+    super().__init__(stages, units, compute_dtype, scope=scope)
     self.lstm = LSTM(lstm_units, scope="lstm")
 
   @api

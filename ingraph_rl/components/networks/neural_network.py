@@ -1,13 +1,17 @@
 """A stack of layers built from a list spec or from layer components."""
 
+import inspect
+
 from ingraph_rl.components.layers import LAYER_TYPES
 from ingraph_rl.core import Component, api
 from ingraph_rl.errors import AssemblyError
 
 
-def layer_from_spec(spec, index):
+def layer_from_spec(spec, index, compute_dtype=None):
   """A layer component from `{"type": "dense", "units": 64, ...}` (or the
-  component itself). Scopes default to `<type>_<index>`."""
+  component itself). Scopes default to `<type>_<index>`; `compute_dtype`
+  is the default of the layer types that take one (see
+  `layers.precision`)."""
   if isinstance(spec, Component):
     return spec
   if not isinstance(spec, dict) or "type" not in spec:
@@ -22,11 +26,18 @@ def layer_from_spec(spec, index):
       f"layer spec {index}: unknown type {kind!r}; known: {sorted(LAYER_TYPES)}"
     )
   kwargs.setdefault("scope", f"{kind}_{index}")
-  return LAYER_TYPES[kind](**kwargs)
+  layer_type = LAYER_TYPES[kind]
+  if compute_dtype is not None and (
+    "compute_dtype" in inspect.signature(layer_type).parameters
+  ):
+    kwargs.setdefault("compute_dtype", compute_dtype)
+  return layer_type(**kwargs)
 
 
 class NeuralNetwork(Component):
-  """Applies its layers in order.
+  """Applies its layers in order. `compute_dtype` (e.g. "bfloat16") is the
+  default of the spec'd layers that multiply (conv2d, dense,
+  residual_block); layer components keep their own.
 
   >>> net = NeuralNetwork([{"type": "dense", "units": 64, "activation": "relu"},
   ...                      {"type": "dense", "units": 2}])
@@ -34,11 +45,13 @@ class NeuralNetwork(Component):
   ['dense_0', 'dense_1']
   """
 
-  def __init__(self, layers, scope="network"):
+  def __init__(self, layers, compute_dtype=None, scope="network"):
     super().__init__(scope=scope)
     if not layers:
       raise AssemblyError(f"'{scope}': a network needs at least one layer")
-    self.layers = [layer_from_spec(s, i) for i, s in enumerate(layers)]
+    self.layers = [
+      layer_from_spec(s, i, compute_dtype) for i, s in enumerate(layers)
+    ]
 
   @api
   def call(self, inputs):

@@ -45,8 +45,10 @@ def test_config_checks_name_every_problem():
       publish_every=0,
       prefetch_batches=2,
       serve_batches=3,
+      compute_dtype="half",
     )
   for part in (
+    "compute_dtype must be one of",
     "num_actions",
     "learning_starts must be >= train_batch_size",
     "epsilon must lie",

@@ -18,15 +18,50 @@ OBS = FloatBox((4,))
 
 def test_config_checks_name_every_problem():
   with pytest.raises(BuildError) as e:
-    DQNConfig(num_actions=1, discount=1.5, batch_size=0, n_step=0)
+    DQNConfig(
+      num_actions=1,
+      discount=1.5,
+      batch_size=0,
+      n_step=0,
+      compute_dtype="float16",
+    )
   msg = str(e.value)
   for part in (
+    "compute_dtype must be one of ('float32', 'bfloat16'), got 'float16'",
     "num_actions must be >= 2",
     "discount must lie in [0, 1]",
     "n_step must be >= 1",
     "batch_size",
   ):
     assert part in msg
+
+
+def test_bfloat16_update():
+  # The config reaches the torso (the head stays float32), and an update
+  # through bfloat16 products moves the float32 variables.
+  config = DQNConfig(
+    num_actions=3, batch_size=8, learning_starts=8, compute_dtype="bfloat16"
+  )
+  agent = DQNAgent(config)
+  torso = [c for c in agent.online.torso.walk() if hasattr(c, "compute_dtype")]
+  assert torso and all(c.compute_dtype == "bfloat16" for c in torso)
+  ex = DQNBuilder(config).make_agent(OBS).build()
+  states = FloatBox((4,), add_batch_rank=True).sample(16, seed=0)
+  ex.execute(
+    "observe",
+    states,
+    np.arange(16) % 3,
+    np.ones(16, np.float32),
+    states,
+    np.zeros(16, bool),
+  )
+  before = ex.get_weights()
+  stats = {k: float(v) for k, v in ex.execute("update").items()}
+  assert np.isfinite(stats["loss"]) and stats["grad_norm"] > 0
+  after = ex.get_weights()
+  kernel = "dqn/online/torso/dense_0/kernel"
+  assert after[kernel].dtype == np.float32
+  assert not np.array_equal(after[kernel], before[kernel])
 
 
 @pytest.mark.parametrize("prioritized", [False, True])

@@ -520,3 +520,48 @@ def test_dict_observations_with_instructions_end_to_end():
       assert not np.array_equal(new[path], weights[path]), path
   finally:
     learner.execute("close_queue")
+
+
+def test_bfloat16_update_follows_float32():
+  # The same weights and batch through a float32 and a mixed-precision
+  # learner: losses and updated weights agree to bfloat16's precision, and
+  # the variables (so the optimizer's steps) stay float32.
+  runs = {}
+  for dtype in ("float32", "bfloat16"):
+    config = IMPALAConfig(
+      use_staging=False,
+      reward_clipping="abs_one",
+      lstm_units=4,
+      compute_dtype=dtype,
+      **HAND_CONFIG,
+    )
+    name = queue_name()
+    learner = IMPALABuilder(config).make_learner(OBS, name).build()
+    if runs:
+      learner.set_weights(runs["float32"]["before"])
+    before = learner.get_weights()
+    feeder(config, name).execute("enqueue_many", hand_made(config, 10))
+    runs[dtype] = {
+      "before": before,
+      "results": scalars(learner.execute("update")),
+      "after": learner.get_weights(),
+    }
+    learner.execute("close_queue")
+  fp32, bf16 = runs["float32"], runs["bfloat16"]
+  for key in ("loss", "pg_loss", "baseline_loss", "entropy_loss"):
+    assert bf16["results"][key] == pytest.approx(
+      fp32["results"][key], rel=3e-2, abs=3e-3
+    ), key
+  floats = {p: v for p, v in fp32["after"].items() if v.dtype.kind == "f"}
+  assert any("torso" in p for p in floats)
+  for path, after in floats.items():
+    assert bf16["after"][path].dtype == np.float32
+    step_32 = after - fp32["before"][path]
+    step_16 = bf16["after"][path] - fp32["before"][path]
+    assert np.abs(step_16).max() > 0, path
+    # RMSProp's first steps are ~lr in size, so compare them at that scale.
+    np.testing.assert_allclose(
+      step_16, step_32, atol=0.3 * HAND_CONFIG["learning_rate"], err_msg=path
+    )
+    if "torso" in path:  # Its products ran in bfloat16: not bit-equal.
+      assert not np.array_equal(step_16, step_32), path

@@ -273,3 +273,46 @@ def test_policy_values_equal_act_values():
     to_numpy(ex.execute("values", *args)),
     to_numpy(ex.execute("act", *args))["values"],
   )
+
+
+def test_config_names_every_bad_choice():
+  with pytest.raises(BuildError) as e:
+    IMPALAConfig(
+      num_actions=A, torso="tiny", reward_clipping="x", compute_dtype="half"
+    )
+  for part in ("torso must be one of", "reward_clipping", "compute_dtype"):
+    assert part in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["mlp_lstm", "small_lstm", "large"])
+def test_bfloat16_torso(kind):
+  # The torso's layers multiply in bfloat16, the LSTM and heads in
+  # float32; TF and torch agree to bfloat16's precision, and the outputs
+  # stay near (not at) the float32 network's with the same weights.
+  kwargs, obs_space = NETWORKS[kind]
+  config = IMPALAConfig(num_actions=A, compute_dtype="bfloat16", **kwargs)
+  network = make_network(config, obs_space)
+  multiply = [c for c in network.torso.walk() if hasattr(c, "compute_dtype")]
+  assert multiply and all(c.compute_dtype == "bfloat16" for c in multiply)
+  assert network.policy_head.compute_dtype is None
+  tests = {
+    "tf": network_test(config, obs_space, "tf"),
+    "torch": network_test(config, obs_space, "torch", seed=1),
+    "fp32": network_test(
+      IMPALAConfig(num_actions=A, **kwargs), obs_space, "tf", seed=2
+    ),
+  }
+  weights = scaled_weights(tests["tf"])
+  tests["torch"].set_weights(weights)
+  tests["fp32"].set_weights(weights)
+  args = inputs(obs_space, config.lstm_units or 0)
+  out = {k: t.test("unroll", *args) for k, t in tests.items()}
+  for key in ("logits", "values"):
+    assert out["tf"][key].dtype == np.float32
+    np.testing.assert_allclose(
+      out["torch"][key], out["tf"][key], rtol=3e-2, atol=3e-2, err_msg=key
+    )
+    np.testing.assert_allclose(
+      out["tf"][key], out["fp32"][key], rtol=5e-2, atol=5e-2, err_msg=key
+    )
+    assert not np.array_equal(out["tf"][key], out["fp32"][key]), key

@@ -1,7 +1,5 @@
 """Tests of `Conv2D` (ingraph_rl/components/layers/conv2d.py)."""
 
-import math
-
 import numpy as np
 import pytest
 
@@ -10,6 +8,7 @@ from ingraph_rl.core import Component, api
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.spaces import FloatBox, IntBox, Tuple
 from ingraph_rl.testing import ComponentTest, assert_parity
+from ingraph_rl.testing.references import numpy_conv2d
 
 BATCH = dict(add_batch_rank=True)
 BATCH_TIME = dict(add_batch_rank=True, add_time_rank=True)
@@ -30,39 +29,9 @@ def _pair(x):
 def np_conv2d(
   x, kernel, bias=None, strides=1, padding="valid", activation=None
 ):
-  """Reference NHWC convolution: loops over output pixels, an einsum over
-  each patch. `x`: [..., H, W, C] (leading dims folded and restored)."""
-  sh, sw = _pair(strides)
-  kh, kw, _, filters = kernel.shape
-  lead = x.shape[:-3]
-  x = x.reshape((-1,) + x.shape[-3:]).astype(np.float64)
-  n, h, w, c = x.shape
-  if padding == "same":
-    out_h, out_w = math.ceil(h / sh), math.ceil(w / sw)
-    pad_h = max((out_h - 1) * sh + kh - h, 0)
-    pad_w = max((out_w - 1) * sw + kw - w, 0)
-    # TF 'SAME': the odd pixel goes to the bottom / right.
-    x = np.pad(
-      x,
-      (
-        (0, 0),
-        (pad_h // 2, pad_h - pad_h // 2),
-        (pad_w // 2, pad_w - pad_w // 2),
-        (0, 0),
-      ),
-    )
-  else:
-    out_h, out_w = (h - kh) // sh + 1, (w - kw) // sw + 1
-  out = np.zeros((n, out_h, out_w, filters))
-  for i in range(out_h):
-    for j in range(out_w):
-      patch = x[:, i * sh : i * sh + kh, j * sw : j * sw + kw, :]
-      assert patch.shape == (n, kh, kw, c)
-      out[:, i, j, :] = np.einsum("nhwc,hwcf->nf", patch, kernel)
-  if bias is not None:
-    out = out + bias
-  out = ACTIVATIONS[activation](out)
-  return out.reshape(lead + out.shape[1:])
+  return ACTIVATIONS[activation](
+    numpy_conv2d(x, kernel, bias, strides, padding)
+  )
 
 
 def test_np_conv2d_reference_itself():

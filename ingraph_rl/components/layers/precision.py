@@ -1,0 +1,44 @@
+"""Mixed precision for the layers that multiply: the variables and the
+layer's inputs and outputs stay float32, the product (conv or matmul, bias
+and activation) runs in `compute_dtype`.
+
+On CPUs with AMX or AVX512-BF16 (oneDNN picks them), bfloat16 products
+cut the learner's and the actors' network time (benchmarks/cpu_budget.py,
+the `compute_dtype=bfloat16` variant). Gradients flow through the casts,
+so the backward products run in bfloat16 too and arrive float32 at the
+variables, as in Keras' `mixed_bfloat16` policy.
+"""
+
+import tensorflow as tf
+
+from ingraph_rl.errors import BuildError
+from ingraph_rl.utils import config_fields
+from ingraph_rl.utils.lazy import torch
+
+# None: the inputs' dtype (no casts).
+COMPUTE_DTYPES = (None,) + config_fields.COMPUTE_DTYPES
+
+
+def check_compute_dtype(name, component):
+  if name not in COMPUTE_DTYPES:
+    raise BuildError(
+      f"'{component}': compute_dtype must be one of {COMPUTE_DTYPES}, "
+      f"got {name!r}"
+    )
+  return name
+
+
+def tf_cast(compute_dtype, *tensors):
+  """`tensors` in `compute_dtype` (None entries stay None)."""
+  if compute_dtype is None:
+    return tensors
+  return tuple(
+    None if t is None else tf.cast(t, compute_dtype) for t in tensors
+  )
+
+
+def torch_cast(compute_dtype, *tensors):
+  if compute_dtype is None:
+    return tensors
+  dtype = getattr(torch, compute_dtype)
+  return tuple(None if t is None else t.to(dtype) for t in tensors)

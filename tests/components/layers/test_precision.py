@@ -1,0 +1,163 @@
+"""Mixed precision of the layers that multiply
+(ingraph_rl/components/layers/precision.py): `compute_dtype="bfloat16"`
+against a hand-computed rounding case and a NumPy reference on
+bfloat16-rounded operands, TF vs torch, float32 in and out, and the
+`NeuralNetwork` default."""
+
+import numpy as np
+import pytest
+
+from ingraph_rl.components.layers import Conv2D, Dense, ResidualBlock
+from ingraph_rl.components.networks import NeuralNetwork
+from ingraph_rl.errors import BuildError
+from ingraph_rl.spaces import FloatBox
+from ingraph_rl.testing import ComponentTest, assert_parity
+from ingraph_rl.testing.references import numpy_conv2d
+
+BATCH = dict(add_batch_rank=True)
+BF16 = "bfloat16"
+
+
+def np_bfloat16(x):
+  """float32 values rounded to bfloat16 (nearest, ties to even): the top
+  16 bits of the float32 pattern."""
+  bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+  return bits.astype(np.uint32).view(np.float32)
+
+
+def test_np_bfloat16_reference_itself():
+  # bfloat16 keeps 7 fraction bits: 1 + 2^-7 stays, 1 + 2^-8 is a tie
+  # (to even: 1), 1 + 3 * 2^-8 a tie up to 1 + 2^-6.
+  x = np.array([1 + 2**-7, 1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-9)], np.float32)
+  np.testing.assert_array_equal(
+    np_bfloat16(x), [1 + 2**-7, 1.0, 1 + 2**-6, -1.0]
+  )
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_hand_computed_rounding(backend):
+  # 1 + 2^-9 times a kernel of 1: float32 keeps the 2^-9, bfloat16 rounds
+  # the input to 1. The output is float32 either way.
+  x = np.full((2, 1), 1 + 2**-9, np.float32)
+  outs = {}
+  for dtype in (None, BF16):
+    test = ComponentTest(
+      Dense(1, use_bias=False, compute_dtype=dtype),
+      {"inputs": FloatBox((1,), **BATCH)},
+      backend,
+    )
+    test.set_weights({"dense/kernel": np.ones((1, 1), np.float32)})
+    outs[dtype] = test.test("call", x)
+    assert outs[dtype].dtype == np.float32
+  np.testing.assert_array_equal(outs[None], x)
+  np.testing.assert_array_equal(outs[BF16], np.ones_like(x))
+
+
+def _reference_inputs(test, shape, seed):
+  rng = np.random.default_rng(seed)
+  weights = {
+    k: rng.normal(0, 0.5, v.shape).astype(np.float32)
+    for k, v in test.get_weights().items()
+  }
+  test.set_weights(weights)
+  x = rng.normal(size=shape).astype(np.float32)
+  return x, weights
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_dense_numpy_reference(backend):
+  test = ComponentTest(
+    Dense(6, activation="tanh", compute_dtype=BF16),
+    {"inputs": FloatBox((40,), **BATCH)},
+    backend,
+  )
+  x, w = _reference_inputs(test, (5, 40), seed=1)
+  rounded = {k: np_bfloat16(v).astype(np.float64) for k, v in w.items()}
+  expected = np.tanh(
+    np_bfloat16(x).astype(np.float64) @ rounded["dense/kernel"]
+    + rounded["dense/bias"]
+  )
+  out = test.test("call", x)
+  # The product and the sum round to bfloat16 once more (2^-9 relative).
+  np.testing.assert_allclose(out, expected, rtol=2e-2, atol=2e-2)
+  # Far closer to the rounded operands' result than float32's is.
+  exact = np.tanh(x.astype(np.float64) @ w["dense/kernel"] + w["dense/bias"])
+  assert np.abs(out - exact).max() > 1e-3
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_conv2d_numpy_reference(backend):
+  test = ComponentTest(
+    Conv2D(
+      4, 3, strides=2, padding="same", activation="relu", compute_dtype=BF16
+    ),
+    {"inputs": FloatBox((7, 6, 3), **BATCH)},
+    backend,
+  )
+  x, w = _reference_inputs(test, (2, 7, 6, 3), seed=2)
+  linear = numpy_conv2d(
+    np_bfloat16(x),
+    np_bfloat16(w["conv2d/kernel"]),
+    np_bfloat16(w["conv2d/bias"]),
+    2,
+    "same",
+  )
+  expected = np.maximum(linear, 0.0)
+  out = test.test("call", x)
+  assert out.dtype == np.float32
+  np.testing.assert_allclose(out, expected, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize(
+  "layer,space",
+  [
+    (lambda: Dense(5, activation="relu", compute_dtype=BF16), (16,)),
+    (
+      lambda: Conv2D(4, 3, strides=2, activation="relu", compute_dtype=BF16),
+      (9, 8, 3),
+    ),
+    (lambda: ResidualBlock(3, compute_dtype=BF16), (6, 5, 3)),
+  ],
+  ids=["dense", "conv2d", "residual_block"],
+)
+def test_parity(layer, space):
+  # Both backends round the same operands; oneDNN's and torch's
+  # accumulation orders differ, so only to bfloat16's precision.
+  assert_parity(
+    layer(),
+    {"inputs": FloatBox(space, **BATCH)},
+    ["call"],
+    rtol=2e-2,
+    atol=2e-2,
+    size=3,
+  )
+
+
+@pytest.mark.parametrize("layer", [Dense, Conv2D])
+def test_bad_compute_dtype(layer):
+  args = (2,) if layer is Dense else (2, 3)
+  with pytest.raises(BuildError, match="'my_layer': compute_dtype must be"):
+    layer(*args, compute_dtype="float16", scope="my_layer")
+
+
+def test_network_default_reaches_the_layers_that_multiply():
+  own = Dense(2, compute_dtype="float32", scope="own")
+  net = NeuralNetwork(
+    [
+      {"type": "conv2d", "filters": 2, "kernel_size": 3},
+      {"type": "residual_block", "filters": 2},
+      {"type": "flatten"},
+      {"type": "dense", "units": 4, "compute_dtype": None},
+      {"type": "dense", "units": 4},
+      own,
+    ],
+    compute_dtype=BF16,
+  )
+  conv, block, flatten, dense_none, dense, kept = net.layers
+  assert conv.compute_dtype == BF16
+  assert block.conv_0.compute_dtype == block.conv_1.compute_dtype == BF16
+  assert not hasattr(flatten, "compute_dtype")
+  assert dense_none.compute_dtype is None  # Its spec says so.
+  assert dense.compute_dtype == BF16
+  assert kept is own and own.compute_dtype == "float32"
