@@ -93,7 +93,7 @@ _DQN_REPLAY_CAP = flags.DEFINE_integer(
 )
 _VARIANTS = flags.DEFINE_list(
   "variants",
-  ["env_groups=2", "batched_inference=true"],
+  ["env_groups=2", "batched_inference=true", "compute_dtype=bfloat16"],
   "Config changes whose end-to-end systems run beside the flagfile's, "
   "interleaved ('field=value', '+'-joined for several; each applies to "
   "the agents whose config has the fields): e.g. env_groups=2.",
@@ -153,6 +153,23 @@ def flagfile_values(setup, variant=None):
   extra += [f"--{change}" for change in (variant or "").split("+") if change]
   fv(["cpu_budget", f"--flagfile={FLAGFILES / setup.flagfile}", *extra])
   return config_flags.resolve(classes, preset, flag_values=fv)
+
+
+# Variants changing these fields change what the network parts cost, so
+# they get their own inference and learner (IMPALA) or update (DQN) parts
+# and their own limit; other variants run the flagfile's network.
+NETWORK_FIELDS = ("compute_dtype",)
+
+
+def network_variants(setup):
+  """{label: variant} of `variants_of(setup)` that change the network."""
+  return {
+    label: variant
+    for label, variant in variants_of(setup).items()
+    if any(
+      change.split("=", 1)[0] in NETWORK_FIELDS for change in variant.split("+")
+    )
+  }
 
 
 def variants_of(setup):
@@ -244,6 +261,12 @@ class ImpalaBudget:
       for label, variant in variants_of(setup).items()
     }
     self.learner = impala_harness.LearnerOnly(env_id, args, config_fn)
+    self.variant_learners = {
+      label: impala_harness.LearnerOnly(
+        env_id, args, config_fn_of(flagfile_values(setup, variant))
+      )
+      for label, variant in network_variants(setup).items()
+    }
     self.env = make_actor_env(
       env_id,
       self.E,
@@ -254,7 +277,7 @@ class ImpalaBudget:
     self.env.reset(SEED + 77)
     self.step_random = random_stepper(self.env, SEED)
     self.env_calls = 20 if quick else 200
-    self.act_loop = None
+    self.act_loops = {}
 
   def fns(self):
     h = self.harness
@@ -262,8 +285,8 @@ class ImpalaBudget:
       "part_env": lambda: self._part(
         "env", lambda: self.step_random(self.env_calls), self.env_calls * self.E
       ),
-      "part_inference": lambda: self._inference(),
-      "part_learner": lambda: self._learner(),
+      "part_inference": lambda: self._inference(h),
+      "part_learner": lambda: self._learner(self.learner),
       "raw": lambda: self._phase(h, h.raw),
       "actors_only": lambda: self._phase(h, h.actors_only),
       "end_to_end": lambda: self._phase(h, h.end_to_end),
@@ -271,22 +294,28 @@ class ImpalaBudget:
     for label, v in self.variants.items():
       fns[f"actors_only/{label}"] = lambda v=v: self._phase(v, v.actors_only)
       fns[f"end_to_end/{label}"] = lambda v=v: self._phase(v, v.end_to_end)
+    for label, learner in self.variant_learners.items():
+      v = self.variants[label]
+      fns[f"part_inference/{label}"] = lambda v=v: self._inference(v)
+      fns[f"part_learner/{label}"] = lambda x=learner: self._learner(x)
     return fns
 
   def _part(self, part, fn, units):
     cpu, wall = cpu_per(fn, units)
     return {"part": part, "cpu_s_per_step": cpu, "wall_s_per_step": wall}
 
-  def _inference(self):
-    if self.act_loop is None:
-      fn, args = self.harness.act_inputs()
-      self.act_loop = repeat_in_graph(fn, args, impala_harness.ACT_CALLS)
+  def _inference(self, harness):
+    if harness not in self.act_loops:
+      fn, args = harness.act_inputs()
+      self.act_loops[harness] = repeat_in_graph(
+        fn, args, impala_harness.ACT_CALLS
+      )
     return self._part(
-      "inference", self.act_loop, impala_harness.ACT_CALLS * self.E
+      "inference", self.act_loops[harness], impala_harness.ACT_CALLS * self.E
     )
 
-  def _learner(self):
-    out = self.learner.run()
+  def _learner(self, learner):
+    out = learner.run()
     return {
       "part": "learner",
       "cpu_s_per_step": out["cpu_s_per_env_step"],
@@ -306,6 +335,8 @@ class ImpalaBudget:
 
   def close(self):
     self.learner.close()
+    for learner in self.variant_learners.values():
+      learner.close()
     self.harness.close()
     for harness in self.variants.values():
       harness.close()
@@ -367,17 +398,22 @@ class DqnBudget:
           # Fill past learning_starts (untimed): every timed step updates.
           ex.execute("train", -(-DQN_FILL_STEPS // self.n) + 1)
         self.agents[f"{setting}/{label}" if label else setting] = (ex, env)
-    # The parts: a separate agent without env (observe / update APIs).
-    self.parts_agent = (
-      DQNBuilder(
+    # The parts: separate agents without env (observe / update APIs), the
+    # flagfile's ("") and each network variant's.
+    self.parts_agents = {
+      label: DQNBuilder(
         dataclasses.replace(
-          base, learning_starts=base.batch_size, num_envs=self.n
+          configs_by_label[label],
+          learning_starts=base.batch_size,
+          num_envs=self.n,
         ),
         preprocessor=pre,
       )
       .make_agent(self.obs_space)
       .build()
-    )
+      for label in [""] + list(network_variants(setup))
+    }
+    self.parts_agent = self.parts_agents[""]
     self.env = make_vector_env(self.env_id, self.n, SEED + 9)
     self.obs = self.env.reset(SEED + 9)
     self.step_random = random_stepper(self.env, SEED)
@@ -386,7 +422,8 @@ class DqnBudget:
     self.raw_step = random_stepper(self.raw_env, SEED + 1)
     self._fill_parts_agent(DQN_FILL_STEPS // self.n + 1)
     self.part_calls = 20 if quick else 200
-    self.act_loop = self.update_loop = self.insert_loop = None
+    self.act_loops, self.update_loops = {}, {}
+    self.insert_loop = None
 
   def _observe_args(self, step, actions):
     extra = (step.truncated,) if self.config.n_step > 1 else ()
@@ -405,24 +442,30 @@ class DqnBudget:
     for _ in range(vector_steps):
       actions = rng.integers(0, k, self.n, dtype=np.int64)
       step = self.env.step(actions)
-      self.parts_agent.execute("observe", *self._observe_args(step, actions))
+      for agent in self.parts_agents.values():
+        agent.execute("observe", *self._observe_args(step, actions))
       self.obs = step.obs
 
   def fns(self):
     steps = self.calls * self.steps_per_call
-    return {
+    fns = {
       "part_env": lambda: self._part(
         "env", lambda: self.step_random(self.part_calls), self.part_calls
       ),
-      "part_inference": lambda: self._part(
-        "inference", self._act, self.part_calls
-      ),
       "part_insert": lambda: self._insert(),
-      "part_update": lambda: self._part(
-        "update", self._update, self.part_calls
-      ),
       "raw": lambda: self._rate(lambda: self.raw_step(steps), steps),
-    } | {f"in_graph_{key}": lambda k=key: self._train(k) for key in self.agents}
+    }
+    for label in self.parts_agents:
+      tag = f"/{label}" if label else ""
+      fns[f"part_inference{tag}"] = lambda x=label: self._part(
+        "inference", lambda: self._act(x), self.part_calls
+      )
+      fns[f"part_update{tag}"] = lambda x=label: self._part(
+        "update", lambda: self._update(x), self.part_calls
+      )
+    return fns | {
+      f"in_graph_{key}": lambda k=key: self._train(k) for key in self.agents
+    }
 
   def _part(self, part, fn, calls):
     cpu, wall = cpu_per(fn, calls)
@@ -435,17 +478,19 @@ class DqnBudget:
       "wall_s_per_step": wall / per,
     }
 
-  def _act(self):
-    if self.act_loop is None:
-      fn = self.parts_agent.function("get_actions")
-      self.act_loop = repeat_in_graph(fn, (self.obs, True), self.part_calls)
-    self.act_loop()
+  def _act(self, label):
+    if label not in self.act_loops:
+      fn = self.parts_agents[label].function("get_actions")
+      self.act_loops[label] = repeat_in_graph(
+        fn, (self.obs, True), self.part_calls
+      )
+    self.act_loops[label]()
 
-  def _update(self):
-    if self.update_loop is None:
-      fn = self.parts_agent.function("update")
-      self.update_loop = repeat_in_graph(fn, (), self.part_calls)
-    self.update_loop()
+  def _update(self, label):
+    if label not in self.update_loops:
+      fn = self.parts_agents[label].function("update")
+      self.update_loops[label] = repeat_in_graph(fn, (), self.part_calls)
+    self.update_loops[label]()
 
   def _insert(self):
     # The same recorded steps again (the memory is a ring: inserting more
@@ -528,9 +573,16 @@ def analyse(name, budget, records, cores):
       )
     )
 
-  def limit(keys, rnd):
-    total = sum(records[f"part_{k}"][rnd]["cpu_s_per_step"] for k in keys)
-    return cores / total
+  def limit(keys, rnd, label=""):
+    """cores / the parts' sum in round `rnd`; a network variant's own
+    parts where it has them."""
+
+    def cpu(k):
+      own = f"part_{k}/{label}"
+      key = own if label and own in records else f"part_{k}"
+      return records[key][rnd]["cpu_s_per_step"]
+
+    return cores / sum(cpu(k) for k in keys)
 
   def rate(key, rnd):
     return records[key][rnd]["env_steps_per_s"]
@@ -551,24 +603,32 @@ def analyse(name, budget, records, cores):
     labels = [k.split("/", 1)[1] for k in records if k.startswith(system)]
     return [("", "")] + [(f"/{x}", f"_{x}") for x in labels]
 
+  limit_rows = {}
   if isinstance(budget, ImpalaBudget):
-    limits = [limit(["env", "inference", "learner"], i) for i in range(reps)]
     for suffix, tag in variants("end_to_end/"):
       e2e, actors = f"end_to_end{suffix}", f"actors_only{suffix}"
+      limits = [
+        limit(["env", "inference", "learner"], i, suffix[1:])
+        for i in range(reps)
+      ]
+      limit_rows[e2e] = limits
       ratios[f"{name}_end_to_end_over_limit{tag}"] = over(e2e, limits)
       ratios[f"{name}_end_to_end_over_raw{tag}"] = over(e2e, "raw")
       ratios[f"{name}_actors_only_over_raw{tag}"] = over(actors, "raw")
       ratios[f"{name}_end_to_end_fps{tag}"] = median(
         rate(e2e, i) * budget.repeats for i in range(reps)
       )
-    limit_rows = {"end_to_end": limits}
   else:
-    limits_off = [limit(["env", "inference", "insert"], i) for i in range(reps)]
-    limits_on = [
-      limit(["env", "inference", "insert", "update"], i) for i in range(reps)
-    ]
     for suffix, tag in variants("in_graph_off/"):
       off, on = f"in_graph_off{suffix}", f"in_graph_on{suffix}"
+      limits_off, limits_on = (
+        [limit(keys, i, suffix[1:]) for i in range(reps)]
+        for keys in (
+          ["env", "inference", "insert"],
+          ["env", "inference", "insert", "update"],
+        )
+      )
+      limit_rows[off], limit_rows[on] = limits_off, limits_on
       ratios[f"{name}_in_graph_over_raw_updates_off{tag}"] = over(off, "raw")
       ratios[f"{name}_in_graph_over_raw_updates_on{tag}"] = over(on, "raw")
       ratios[f"{name}_end_to_end_over_limit_updates_off{tag}"] = over(
@@ -577,7 +637,6 @@ def analyse(name, budget, records, cores):
       ratios[f"{name}_end_to_end_over_limit_updates_on{tag}"] = over(
         on, limits_on
       )
-    limit_rows = {"in_graph_off": limits_off, "in_graph_on": limits_on}
   for key, values in limit_rows.items():
     rows.append(
       common.Row(
@@ -631,6 +690,8 @@ def plot(summaries, ratios):
   for ax, name in zip(axes[0], names):
     bottom = 0.0
     for part, us in summaries[name]["parts_us_per_env_step"].items():
+      if "/" in part:  # A network variant's: its limit is in the JSON.
+        continue
       ax.bar(0, us, bottom=bottom, color=colors[part], label=part)
       bottom += us
     systems = summaries[name]["end_to_end_cpu_us"]

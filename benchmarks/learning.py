@@ -28,6 +28,9 @@ The cases (the targets are issue 11's):
   dqn_pong         `dqn_pong.cfg`, seed 0, 2 h; target: clearly above -21.
   dqn_pong_1h      the same, 1 h (not in the default set): the flagfile's
                    FrameStackReplay run; its return crossing 0 is reported.
+  impala_pong_bfloat16  the same with `--compute_dtype=bfloat16`, 1 h (not
+                   in the default set); its time and frames to +18 are
+                   reported beside impala_pong's frames to +18.
   apex_pong        `apex_pong.cfg`, seed 0, 2 h (`--budget_s` to change);
                    target: clearly above -21; its greedy return and the
                    time its last-100 mean crosses 0 are reported.
@@ -68,6 +71,8 @@ class Case:
   judged_on: str
   # The frames a logged step counts (IMPALA logs frames; DQN env steps).
   frames_per_step: int = 1
+  # Flags after the flagfile (a variant of the preset).
+  flags: tuple = ()
 
 
 _IMPALA_EVAL = (
@@ -96,6 +101,19 @@ CASES = {
     _IMPALA_EVAL,
     18.0,
     "training",
+  ),
+  # The preset with bfloat16 products in the torso (README: Mixed
+  # precision), to the same +18 within 1 h.
+  "impala_pong_bfloat16": Case(
+    "impala",
+    "impala_pong.cfg",
+    (0,),
+    3600.0,
+    20.0,
+    _IMPALA_EVAL,
+    18.0,
+    "training",
+    flags=("--compute_dtype=bfloat16",),
   ),
   "dqn_cartpole": Case(
     "dqn",
@@ -146,6 +164,10 @@ CASES = {
 }
 
 
+# Run only when named in --cases: reruns and variants of the presets.
+OPTIONAL_CASES = ("dqn_pong_1h", "impala_pong_bfloat16")
+
+
 def read_scalars(logdir, tag):
   """[(step, wall_time, value)] of a scalar tag in a run directory."""
   from tensorboard.backend.event_processing import event_accumulator as ea
@@ -180,6 +202,7 @@ def run_seed(name, case, seed, budget_s, workdir, eval_episodes):
     "-m",
     f"experiments.{case.agent}",
     f"--flagfile={FLAGFILES / case.flagfile}",
+    *case.flags,
     f"--seed={seed}",
     f"--logdir={logdir}",
     f"--eval_episodes={eval_episodes}",
@@ -216,11 +239,12 @@ def run_seed(name, case, seed, budget_s, workdir, eval_episodes):
   }
 
 
-def first_time_at(curve, threshold):
-  """Seconds at which the last-100 mean first reaches `threshold`."""
+def first_at(curve, threshold, key="seconds"):
+  """The point's `key` (seconds or frames) where the last-100 mean first
+  reaches `threshold`."""
   for point in curve:
     if point["last100"] >= threshold:
-      return point["seconds"]
+      return point[key]
   return None
 
 
@@ -230,7 +254,7 @@ def summarize(name, case, runs, budget_s=None):
   def reached(run):
     if case.judged_on == "greedy":
       return run["greedy"] is not None and run["greedy"] >= case.threshold
-    return first_time_at(run["curve"], case.threshold) is not None
+    return first_at(run["curve"], case.threshold) is not None
 
   final = [r["curve"][-1]["last100"] for r in runs if r["curve"]]
   rows = (
@@ -257,20 +281,29 @@ def summarize(name, case, runs, budget_s=None):
     ratios["dqn_cartpole_seeds_reaching_195"] = sum(map(reached, runs))
   elif name == "impala_pong":
     ratios["impala_pong_last100_return_at_2h"] = final[0] if final else None
-    ratios["impala_pong_seconds_to_plus18"] = first_time_at(
+    ratios["impala_pong_seconds_to_plus18"] = first_at(runs[0]["curve"], 18.0)
+    ratios["impala_pong_frames_to_plus18"] = first_at(
+      runs[0]["curve"], 18.0, "frames"
+    )
+  elif name == "impala_pong_bfloat16":
+    ratios["impala_pong_bfloat16_last100_return"] = final[0] if final else None
+    ratios["impala_pong_bfloat16_seconds_to_plus18"] = first_at(
       runs[0]["curve"], 18.0
+    )
+    ratios["impala_pong_bfloat16_frames_to_plus18"] = first_at(
+      runs[0]["curve"], 18.0, "frames"
     )
   elif name == "dqn_pong":
     ratios["dqn_pong_last100_return_at_2h"] = final[0] if final else None
   elif name == "dqn_pong_1h":
     ratios["dqn_pong_1h_last100_return"] = final[0] if final else None
-    ratios["dqn_pong_1h_seconds_to_0"] = first_time_at(runs[0]["curve"], 0.0)
+    ratios["dqn_pong_1h_seconds_to_0"] = first_at(runs[0]["curve"], 0.0)
   elif name == "apex_pong":
     ratios["apex_pong_final_last100_return"] = final[0] if final else None
     ratios["apex_pong_training_seconds"] = budget_s
     # Training episodes mix every env's epsilon (0.4 down to 0.4^8).
     ratios["apex_pong_greedy_return"] = greedy[0] if greedy else None
-    ratios["apex_pong_seconds_to_0"] = first_time_at(runs[0]["curve"], 0.0)
+    ratios["apex_pong_seconds_to_0"] = first_at(runs[0]["curve"], 0.0)
   return rows, ratios
 
 
@@ -314,7 +347,8 @@ def plot(cases):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument(
-    "--cases", default=",".join(n for n in CASES if n != "dqn_pong_1h")
+    "--cases",
+    default=",".join(n for n in CASES if n not in OPTIONAL_CASES),
   )
   parser.add_argument(
     "--seeds", default=None, help="comma-separated seeds (default: each case's)"

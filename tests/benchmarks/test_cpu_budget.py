@@ -47,10 +47,20 @@ def test_quick_run_writes_contract_json(run_quick):
   setup = doc["config"]["setups"]["impala_cartpole"]
   parts = setup["parts_us_per_env_step"]
   assert all(v > 0 for v in parts.values())
-  # L = cores / sum of the parts' CPU per env step.
-  limit = setup["limit_env_steps_per_s"]["end_to_end"]
-  assert limit == pytest.approx(
-    doc["config"]["cores"] / (sum(parts.values()) * 1e-6), rel=0.02
+  # L = cores / sum of the parts' CPU per env step; the network variant
+  # (compute_dtype, a default variant) with its own inference and learner.
+  cores = doc["config"]["cores"]
+  limits = setup["limit_env_steps_per_s"]
+  own = "compute_dtype_bfloat16"
+  for key, names in (
+    ("end_to_end", ("env", "inference", "learner")),
+    (f"end_to_end/{own}", ("env", f"inference/{own}", f"learner/{own}")),
+  ):
+    total = sum(parts[name] for name in names) * 1e-6
+    assert limits[key] == pytest.approx(cores / total, rel=0.02), key
+  # A variant of the same network keeps the flagfile's parts.
+  assert limits["end_to_end/env_groups_2"] == pytest.approx(
+    limits["end_to_end"], rel=0.02
   )
   for key in (
     "impala_cartpole_end_to_end_over_limit",
