@@ -371,7 +371,13 @@ def main(argv=None):
   previous = (
     json.loads(path.read_text()) if path.exists() and not args.quick else {}
   )
-  cases = dict(previous.get("cases", {}))
+  # Cases stored before each case named its machine ran on the one the
+  # file named.
+  stored_cpu = previous.get("machine", {}).get("cpu")
+  cases = {
+    n: {"machine": stored_cpu, **c}
+    for n, c in previous.get("cases", {}).items()
+  }
   # Each finished case is also written here at once, so that hours of
   # training survive a failure after them; removed once the results are.
   partial = path.with_name("learning.partial.json")
@@ -402,6 +408,7 @@ def main(argv=None):
         "threshold": case.threshold,
         "judged_on": case.judged_on,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": common.machine_info()["cpu"],
         "runs": runs,
       }
       if not args.quick:
