@@ -2,11 +2,12 @@
 layer's inputs and outputs stay float32, the product (conv or matmul, bias
 and activation) runs in `compute_dtype`.
 
-On CPUs with AMX or AVX512-BF16 (oneDNN picks them), bfloat16 products
-cut the learner's and the actors' network time (benchmarks/cpu_budget.py,
-the `compute_dtype=bfloat16` variant). Gradients flow through the casts,
-so the backward products run in bfloat16 too and arrive float32 at the
-variables, as in Keras' `mixed_bfloat16` policy.
+On CPUs with AMX or AVX512-BF16 (oneDNN picks them), bfloat16 cuts the
+cost of large products: DQN's Nature-CNN update by ~26% of its CPU. Small
+ones (IMPALA's shallow torso, MLPs) gain little or lose it to the casts
+(benchmarks/results/cpu_budget_bfloat16_intel.json). Gradients flow
+through the casts, so the backward products run in bfloat16 too and
+arrive float32 at the variables, as in Keras' `mixed_bfloat16` policy.
 """
 
 import tensorflow as tf
