@@ -413,7 +413,6 @@ class DqnBudget:
       .build()
       for label in [""] + list(network_variants(setup))
     }
-    self.parts_agent = self.parts_agents[""]
     self.env = make_vector_env(self.env_id, self.n, SEED + 9)
     self.obs = self.env.reset(SEED + 9)
     self.step_random = random_stepper(self.env, SEED)
@@ -500,7 +499,7 @@ class DqnBudget:
       k = self.env.action_space.num_categories
       actions = rng.integers(0, k, self.n, dtype=np.int64)
       step = self.env.step(actions)
-      fn = self.parts_agent.function("observe")
+      fn = self.parts_agents[""].function("observe")
       self.insert_loop = repeat_in_graph(
         fn, self._observe_args(step, actions), self.part_calls
       )
