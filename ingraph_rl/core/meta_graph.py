@@ -104,6 +104,11 @@ class ApiCall:
   outputs: typing.Any = None
 
 
+def differentiates(nodes: typing.Iterable[GraphFnNode]) -> bool:
+  """Whether a graph function among `nodes` differentiates."""
+  return any(n.fn is not None and n.fn.needs_gradients for n in nodes)
+
+
 @dataclasses.dataclass(eq=False)
 class RootApi:
   """A root API method: its inputs, outputs and graph-function nodes."""
@@ -114,6 +119,11 @@ class RootApi:
   literals: dict[str, typing.Any]  # Arguments left at their Python default.
   outputs: typing.Any  # Nest of OpRecords (or None).
   nodes: list[GraphFnNode]  # In call order.
+
+  @property
+  def needs_gradients(self) -> bool:
+    """Whether a graph function of this API differentiates."""
+    return differentiates(self.nodes)
 
 
 @dataclasses.dataclass(eq=False)
@@ -154,7 +164,7 @@ class InlineApi:
 
   @property
   def needs_gradients(self) -> bool:
-    return any(n.fn is not None and n.fn.needs_gradients for n in self.nodes)
+    return differentiates(self.nodes)
 
   def components(self) -> typing.Iterable[AnyComponent]:
     """The components whose graph functions it replays."""

@@ -43,12 +43,16 @@ class GradientOverride(typing.Protocol):
 def tf_recording() -> typing.Iterator[tf.GradientTape]:
   """Records everything inside on a persistent tape for `tf_gradients`."""
   with tf.GradientTape(persistent=True) as tape:
-    previous = getattr(_STATE, "tape", None)
-    _STATE.tape = tape
+    previous = getattr(_STATE, "tape", None), _paused()
+    _STATE.tape, _STATE.paused = tape, False
     try:
       yield tape
     finally:
-      _STATE.tape = previous
+      _STATE.tape, _STATE.paused = previous
+
+
+def _paused() -> bool:
+  return getattr(_STATE, "paused", False)
 
 
 @contextlib.contextmanager
@@ -58,11 +62,15 @@ def tf_no_recording() -> typing.Iterator[None]:
   functions of every while loop and cond as they are made, which for an
   env-stepping loop around a network costs seconds of build time)."""
   tape = getattr(_STATE, "tape", None)
-  if tape is None:
+  if tape is None or _paused():  # Nests: a tape stops only once.
     yield
     return
-  with tape.stop_recording():
-    yield
+  _STATE.paused = True
+  try:
+    with tape.stop_recording():
+      yield
+  finally:
+    _STATE.paused = False
 
 
 @contextlib.contextmanager
@@ -90,7 +98,7 @@ def tf_gradients(loss: typing.Any, variables: typing.Any) -> typing.Any:
     )
   overrides = getattr(_STATE, "overrides", None) or {}
   entry = overrides.get(id(loss))
-  with tape.stop_recording():
+  with tf_no_recording():
     if entry is None or entry.merged is not loss:
       return tape.gradient(loss, variables)
     return entry.gradients(tape, variables)

@@ -180,8 +180,10 @@ class TFExecutor(Executor):
   ) -> typing.Any:
     fn = node.fn
     assert fn is not None  # The builder runs getitem nodes with getitem().
+    untaped = node.id in self._untaped_nodes
     with self._device_scope(node.component):
-      return fn.tf_body(node.component, *args, **kwargs)
+      with gradients.tf_no_recording() if untaped else contextlib.nullcontext():
+        return fn.tf_body(node.component, *args, **kwargs)
 
   def getitem(
     self, value: typing.Any, key: typing.Any, node: GraphFnNode
@@ -212,6 +214,15 @@ class TFExecutor(Executor):
     # symbolic tensors give the output spaces, and the graph is dropped
     # (a bare FuncGraph costs a fraction of tracing a whole tf.function).
     inputs = root_input_specs(self.meta_graph, self.input_spaces)
+    # The build records on a tape for the APIs that differentiate; the
+    # others' nodes stay off it (a recorded while loop or cond builds its
+    # gradient functions: seconds for an actor's rollout loop).
+    self._untaped_nodes = {
+      node.id
+      for rapi in self.meta_graph.apis.values()
+      if not rapi.needs_gradients
+      for node in rapi.nodes
+    }
     graph = func_graph.FuncGraph("ingraph_rl_build")
     with graph.as_default():
       root_values = {}
@@ -265,8 +276,7 @@ class TFExecutor(Executor):
   def _api_body(self, rapi: RootApi) -> typing.Callable[..., typing.Any]:
     input_ids = [rapi.inputs[a].id for a in rapi.arg_names]
     nodes = rapi.nodes
-    # Only APIs that differentiate pay for a tape.
-    record = any(n.fn is not None and n.fn.needs_gradients for n in nodes)
+    record = rapi.needs_gradients  # Only these pay for a tape.
     plan = self.strategy.plan(self, rapi)
     checks = self.input_checks[rapi.name]
     guard = self.check_values and not self.jit_compile and not checks.empty

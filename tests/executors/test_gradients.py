@@ -1,0 +1,79 @@
+"""Gradient tapes in the TF executor: only APIs that differentiate record,
+at build and at execution, and `tf_no_recording` nests."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.eager import record
+
+from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.executors import gradients
+from ingraph_rl.executors.tensorflow import TFExecutor
+from ingraph_rl.spaces import FloatBox
+
+
+class TapeProbe(Component):
+  """`double(x)`: a while loop, no gradients. `grad(x)`: d sum(w * x^2) /
+  dw = sum(x^2), from the tape. Each graph function notes whether a tape
+  could record it, per trace."""
+
+  def __init__(self, scope="probe"):
+    super().__init__(scope=scope)
+    self.taped = {"double": [], "grad": []}
+
+  def create_variables(self, input_spaces):
+    self.w = self.add_variable("w", (), initializer="ones")
+
+  @api
+  def double(self, x):
+    return self._graph_fn_double(x)
+
+  @api
+  def grad(self, x):
+    return self._graph_fn_grad(x)
+
+  @graph_fn
+  def _graph_fn_double(self, x):
+    self.taped["double"].append(record.could_possibly_record())
+    _, y = tf.while_loop(
+      lambda i, y: i < 1,
+      lambda i, y: (i + 1, tf.cond(i < 1, lambda: 2 * y, lambda: y)),
+      (0, x),
+    )
+    return y
+
+  @graph_fn(needs_gradients=True)
+  def _graph_fn_grad(self, x):
+    self.taped["grad"].append(record.could_possibly_record())
+    loss = tf.reduce_sum(self.w * x * x)
+    return gradients.tf_gradients(loss, self.w)
+
+
+def test_only_apis_that_differentiate_record_on_a_tape():
+  """Build (the scratch pass) and trace: `double` is never taped (so its
+  loop builds no gradient functions), `grad` always is, and its gradient
+  is the hand-computed sum(x^2)."""
+  probe = TapeProbe()
+  ex = TFExecutor(probe, {"x": FloatBox(shape=(3,), add_batch_rank=True)})
+  assert probe.taped == {"double": [False, False], "grad": [True, True]}
+  x = np.array([[1.0, 2.0, 3.0]], np.float32)
+  np.testing.assert_allclose(ex.execute("double", x), 2 * x)
+  assert float(ex.execute("grad", x)) == pytest.approx(14.0)
+
+
+def test_no_recording_nests_and_a_new_tape_records_inside_it():
+  x = tf.constant(3.0)
+  with gradients.tf_recording() as outer:
+    outer.watch(x)
+    with gradients.tf_no_recording():
+      with gradients.tf_no_recording():  # A tape stops once: no error.
+        hidden = x * x
+      with gradients.tf_recording() as inner:  # e.g. an inline update.
+        inner.watch(x)
+        seen = x * x
+        assert float(gradients.tf_gradients(seen, x)) == 6.0
+      still_hidden = x * x
+    shown = x * x
+  assert outer.gradient(hidden, x) is None
+  assert outer.gradient(still_hidden, x) is None
+  assert float(outer.gradient(shown, x)) == 6.0
