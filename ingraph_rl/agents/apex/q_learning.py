@@ -24,10 +24,10 @@ class QLearning(Component):
       target r + (1 - terminal) * discount^m * Q_target(s', argmax_a
       Q_online(s', a)); priorities = |td| + 1e-6; loss = mean(weights *
       huber(td)).
-    both_q_values(states) -> {"online", "target"} Q(s, .).
+    target_q_values(states) -> target Q(s, .) [B, num_actions].
     td_of_q_values(q, actions, rewards, terminals, next_q, discounts,
-      ones) -> `td`'s results from `both_q_values` of the states and next
-      states (an actor's acting passes, reused for the priorities).
+      ones) -> `td`'s results from Q-values computed elsewhere (an actor's
+      acting passes and its batched target pass, reused for priorities).
     get_weights() -> {"online": {path: var}, "target": {path: var}}.
     set_weights(weights): loads both networks (an actor's copy).
     sync_target(): target <- online.
@@ -54,20 +54,17 @@ class QLearning(Component):
     return self.online.call(self._preprocess(states))
 
   @api
-  def both_q_values(self, states):
-    """{"online", "target"}: Q(s, .) of both networks on one preprocessed
-    batch (what an actor computes once per observation, so priorities need
-    no second pass over the frames)."""
-    x = self._preprocess(states)
-    return {"online": self.online.call(x), "target": self.target.call(x)}
+  def target_q_values(self, states):
+    return self.target.call(self._preprocess(states))
 
   @api
   def td_of_q_values(
     self, q, actions, rewards, terminals, next_q, discounts, ones
   ):
     """`td`'s results from Q-values computed elsewhere: q and next_q are
-    `both_q_values` of the records' states and next states; `ones`: the
-    importance weights (all 1 for initial priorities)."""
+    {"online", "target"} Q-values of the records' states and next states
+    (only q's "online" is read); `ones`: the importance weights (all 1 for
+    initial priorities)."""
     out = self.loss.loss(
       q["online"],
       actions,
