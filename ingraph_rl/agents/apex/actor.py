@@ -102,7 +102,7 @@ class ApexActor(ApexPolicy):
       priorities stay aligned).
     priorities(records) -> |TD| + 1e-6 of records (both networks run on
       the records' frames: the check of what `rollout` computes from its
-      acting passes).
+      acting passes and its batched target pass).
     rollout(shard) -> {"episodes", "return_sum", "length_sum", "env_steps",
       "transitions", "priority_sum", "queue_size"}: one fragment, its
       transitions enqueued on shard `shard`'s insert queue (the caller
