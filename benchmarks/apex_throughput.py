@@ -95,6 +95,7 @@ _CLUSTER_PRESETS = flags.DEFINE_list(
   ["cartpole", "pong"],
   "experiments/apex.py presets of the cluster part: cartpole, pong.",
 )
+_THREADS = common.define_intra_op_threads_flag()
 
 
 def apex_records(n, rng):
@@ -447,7 +448,7 @@ def main(argv):
   del argv
   quick = _QUICK.value
   reps = _REPS.value or (2 if quick else 5)
-  threads = common.configure_threads()
+  threads = common.experiment_threads(_THREADS.value)
   rows, ratios = [], {}
   config = {"reps": reps, "threads": threads}
   for part in _PARTS.value:

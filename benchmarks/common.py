@@ -133,6 +133,29 @@ def configure_threads(torch_threads=None, tf_intra_op=None, tf_inter_op=None):
   return out
 
 
+def define_intra_op_threads_flag():
+  """`--intra_op_threads` of a benchmark that runs the experiments' systems
+  in its own process; pass its value to `experiment_threads`."""
+  from absl import flags
+
+  return flags.DEFINE_integer(
+    "intra_op_threads",
+    None,
+    "TF intra-op threads of this process (0: TF's default); default: "
+    "what a one-process experiment takes (experiments/configs.py).",
+  )
+
+
+def experiment_threads(intra_op_threads):
+  """Sets TF's intra-op threads as a one-process experiment does (or to
+  `intra_op_threads`), before TF runs anything; returns
+  `configure_threads`'s record."""
+  from experiments import configs
+
+  n = configs.intra_op_threads(intra_op_threads)
+  return configure_threads(tf_intra_op=n or None)
+
+
 # --- measuring ---------------------------------------------------------------
 
 

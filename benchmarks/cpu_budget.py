@@ -105,6 +105,8 @@ _OVERRIDES = flags.DEFINE_multi_string(
   "'impala:--env_groups=2' or 'dqn:--update_every=4'.",
 )
 
+_THREADS = common.define_intra_op_threads_flag()
+
 SEED = 0
 DQN_FILL_STEPS = 2_000  # Env steps before DQN "updates on" is timed.
 NEVER = 10**12  # learning_starts for "updates off".
@@ -723,6 +725,7 @@ def main(argv):
   quick = _QUICK.value
   names = _SETUPS.value or (["impala_cartpole"] if quick else list(SETUPS))
   reps = _REPS.value or (1 if quick else 3)
+  threads = common.experiment_threads(_THREADS.value)
   cores = os.cpu_count()
   rows, ratios, summaries = [], {}, {}
   for name in names:
@@ -750,7 +753,7 @@ def main(argv):
   config = {
     "reps": reps,
     "cores": cores,
-    "threads": {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")},
+    "threads": threads,
     "unit": "env steps (agent steps); Pong frames = 4 x env steps",
     "targets": {k: v for k, v in TARGETS.items() if k in ratios},
     "overrides": list(_OVERRIDES.value),

@@ -284,6 +284,7 @@ def main(argv):
   settings = configs.apex_settings(values)
   if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
+  configs.set_intra_op_threads(settings.intra_op_threads)
   run_dir = configs.run_directory(settings, "apex")
   builder, make_env, obs_space = make_builder(settings, values)
   config = builder.config
@@ -345,6 +346,7 @@ def cluster_main(settings, values, wall_start):
     num_replay_shards=settings.num_replay_shards,
   )
   task.check_addresses(settings.allow_remote_hosts)
+  configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
   if task.job == "ps":
     roles.run_ps(task)
     return 0

@@ -16,6 +16,8 @@ import os
 import time
 import typing
 
+import tensorflow as tf
+
 from experiments import config_flags
 from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
@@ -51,6 +53,12 @@ class RunSettings:
     20,
     "Greedy episodes played at the end (IMPALA: by the exported "
     "policy in a fresh process; 0: none).",
+  )
+  intra_op_threads: typing.Optional[int] = field(
+    None,
+    "TF intra-op threads of this process (0: TF's default, one per "
+    "core). Default: TF's in learner and ps tasks, else 1 (actors, "
+    "env threads and the learner already share the cores).",
   )
 
 
@@ -172,6 +180,47 @@ APEX_CARTPOLE = dict(
   training_intensity=8.0,
   epsilon_alpha=2.0,
 )
+
+
+# Cluster roles whose processes keep TF's default thread pools: they run
+# one big update (or none) at a time.
+WIDE_ROLES = ("learner", "ps")
+
+
+def intra_op_threads(requested, role=None):
+  """A process's TF intra-op thread count: `requested` (--intra_op_threads;
+  0 means TF's default, one thread per core), else 0 for a learner or ps
+  task (`role`) and 1 for any other task or a one-process run. There,
+  actor threads, env stepping threads and the learner already share the
+  cores, and splitting each small op over all of them cost more than it
+  saved: on 2 cores, 1 thread gave IMPALA Pong +16% env steps/s end to
+  end and DQN Pong's loop +31% (benchmarks/README.md, "Intra-op threads").
+
+  >>> [intra_op_threads(None, role) for role in ("actor", "learner", None)]
+  [1, 0, 1]
+  >>> intra_op_threads(0), intra_op_threads(4, "actor")
+  (0, 4)
+  """
+  if requested is not None:
+    if requested < 0:
+      raise ValueError(f"--intra_op_threads must be >= 0, got {requested}")
+    return requested
+  return 0 if role in WIDE_ROLES else 1
+
+
+def set_intra_op_threads(requested, role=None):
+  """Applies `intra_op_threads(requested, role)` to TF (before TF runs
+  anything in this process); returns it."""
+  n = intra_op_threads(requested, role)
+  if n and tf.config.threading.get_intra_op_parallelism_threads() != n:
+    try:
+      tf.config.threading.set_intra_op_parallelism_threads(n)
+    except RuntimeError as e:
+      raise RuntimeError(
+        f"--intra_op_threads={n} needs to be set before TensorFlow runs "
+        "anything in this process"
+      ) from e
+  return n
 
 
 def run_directory(settings, agent):

@@ -65,6 +65,7 @@ def main(argv):
   wall_start = time.time()
   values = configs.dqn_values()
   settings = configs.dqn_settings(values)
+  configs.set_intra_op_threads(settings.intra_op_threads)
   atari = is_atari_id(settings.env)
   run_dir = configs.run_directory(settings, "dqn")
   env = make_env(

@@ -453,6 +453,7 @@ def main(argv):
   settings = configs.impala_settings(values)
   if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
+  configs.set_intra_op_threads(settings.intra_op_threads)
   run_dir = run_dir_path(settings)
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   builder, obs_space = probe_env(settings, values)
@@ -529,6 +530,7 @@ def cluster_main(settings, values, wall_start):
       "--batched_inference is for the single-process driver; a cluster's "
       "actors each run their own policy"
     )
+  configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
   if task.job == "ps":
     roles.run_ps(task)
     return 0

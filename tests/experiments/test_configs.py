@@ -1,0 +1,67 @@
+"""experiments/configs.py: the intra-op thread count each process takes
+(and its docstring examples)."""
+
+import doctest
+import subprocess
+import sys
+
+import pytest
+
+from experiments import configs
+from tests.experiments.test_config_flags import ROOT
+
+
+def test_docstring_examples():
+  failures, tried = doctest.testmod(configs)
+  assert tried > 0 and failures == 0
+
+
+@pytest.mark.parametrize(
+  "requested, role, expected",
+  [
+    (None, "actor", 1),
+    (None, "replay", 1),
+    (None, None, 1),  # One process: actor threads, env threads, learner.
+    (None, "learner", 0),  # TF's default: one thread per core.
+    (None, "ps", 0),
+    (0, "actor", 0),  # Asked for: TF's default.
+    (3, "learner", 3),
+  ],
+)
+def test_intra_op_threads(requested, role, expected):
+  assert configs.intra_op_threads(requested, role) == expected
+
+
+def test_a_negative_count_is_refused():
+  with pytest.raises(ValueError, match="--intra_op_threads must be >= 0"):
+    configs.intra_op_threads(-1)
+
+
+SCRIPT = """
+import tensorflow as tf
+from experiments import configs
+print(configs.set_intra_op_threads(None, role="actor"),
+      tf.config.threading.get_intra_op_parallelism_threads())
+print(configs.set_intra_op_threads(None, role="actor"))  # Same: no error.
+tf.constant(1.0) + 1.0  # TF runs: too late to change.
+try:
+  configs.set_intra_op_threads(2)
+except RuntimeError as e:
+  print("refused:", e)
+"""
+
+
+def test_set_in_a_fresh_process_and_refused_once_tf_runs():
+  out = subprocess.run(
+    [sys.executable, "-c", SCRIPT],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    check=True,
+  ).stdout.splitlines()
+  assert out[:2] == ["1 1", "1"]
+  assert out[2] == (
+    "refused: --intra_op_threads=2 needs to be set before TensorFlow "
+    "runs anything in this process"
+  )
