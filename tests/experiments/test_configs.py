@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from experiments import configs
-from tests.experiments.test_config_flags import ROOT
+from tests.experiments.test_config_flags import ROOT, parsed
 
 
 def test_docstring_examples():
@@ -30,6 +30,13 @@ def test_docstring_examples():
 )
 def test_intra_op_threads(requested, role, expected):
   assert configs.intra_op_threads(requested, role) == expected
+
+
+def test_the_flag_reads_0_as_tf_default_not_as_unset():
+  flag_values = parsed(configs.APEX_CLASSES, "--intra_op_threads=0")
+  settings = configs.apex_settings(configs.apex_values(flag_values=flag_values))
+  assert settings.intra_op_threads == 0
+  assert configs.intra_op_threads(settings.intra_op_threads) == 0
 
 
 def test_a_negative_count_is_refused():
