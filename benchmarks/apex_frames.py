@@ -137,6 +137,50 @@ def make_driver(setup):
   )
 
 
+def cpu_parts(setup, frames=1600):
+  """CPU microseconds of the least an actor does per env step, each part
+  alone in this thread: "env", stepping the setup's vector env with random
+  actions (per env step); "q_pass_acting" and "q_pass_target", a pass of
+  its Q-network per frame at the acting batch (num_envs) and at the
+  rollout's target batch (num_envs x rollout_fragment_length). An actor
+  runs both passes on every frame, and more besides (exploration, n-step
+  windows, priorities, copies, the enqueue), so `cores / sum(parts)` env
+  steps/s bounds its actors from above."""
+  from benchmarks import common
+  from experiments.configs import scaled_frames
+
+  env = make_env_factory(setup)(0)
+  try:
+    obs = env.reset()
+    step = common.random_stepper(env, 0)
+    calls = max(2, frames // setup.num_envs)
+    step(2)  # Warm-up.
+    out = {"env": common.cpu_per(lambda: step(calls), calls * setup.num_envs)}
+    config = config_for(setup, env.action_space.num_categories)
+    builder = ApexBuilder(
+      config,
+      preprocessor=scaled_frames if is_atari_id(setup.env) else None,
+    )
+    policy = builder.make_policy(env.observation_space).build()
+    fragment = setup.num_envs * config.rollout_fragment_length
+    for part, batch in (
+      ("q_pass_acting", setup.num_envs),
+      ("q_pass_target", fragment),
+    ):
+      states = np.resize(obs, (batch,) + obs.shape[1:])
+      policy.execute("get_actions", states, False)  # Warm-up.
+      calls = max(2, frames // batch)
+
+      def run(states=states, calls=calls):
+        for _ in range(calls):
+          policy.execute("get_actions", states, False)
+
+      out[part] = common.cpu_per(run, calls * batch)
+    return {part: cpu * 1e6 for part, (cpu, _) in out.items()}
+  finally:
+    env.close()
+
+
 def raw_rate(setup, seconds, warmup_s):
   """Env steps/s of `num_actors` threads stepping random actions."""
   envs = [make_env_factory(setup)(i) for i in range(setup.num_actors)]

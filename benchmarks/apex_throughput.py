@@ -39,7 +39,13 @@ frames: env steps/s on Pong and CartPole with 1, 2 and 4 actors (2
 shards) and 2 actors with 1 shard: raw stepping (the ceiling), actors only
 and end to end, interleaved per setup (`benchmarks/apex_frames.py`).
 Ratios `<env>_actors_only_over_raw_actors_<n>` (2 shards) and
-`<env>_end_to_end_over_raw_actors_<n>`.
+`<env>_end_to_end_over_raw_actors_<n>`. With 2 actors and 2 shards the
+same rounds also time the least an actor does per env step, each part
+alone (`apex_frames.cpu_parts`: env stepping, and a Q-network pass per
+frame at the acting batch and at the rollout's target batch): `limit` =
+cores / their sum in env steps/s, so `<env>_limit_over_raw_actors_2` is
+the most `<env>_actors_only_over_raw_actors_2` could reach on these cores,
+and `<env>_actors_only_over_limit_actors_2` how close the actors come.
 
 cluster: experiments/apex.py's CartPole preset as a loopback cluster (2
 shards, 2 actors: 5 processes; with a ps task, 6) against one process
@@ -52,6 +58,7 @@ shards, 2 actors: 5 processes; with a ps task, 6) against one process
     python -m benchmarks.apex_throughput --quick    # smoke: small, short
 """
 
+import os
 import threading
 import time
 import types
@@ -313,23 +320,40 @@ def frames_part(quick, reps):
   seconds = _SECONDS.value or (3.0 if quick else 8.0)
   warmup = 2.0 if quick else 3.0
   rows, ratios = [], {}
+  cores = os.cpu_count()
   for setup in frame_setups(_ENVS.value, quick):
-    runs = common.interleave(
-      {
-        "raw": lambda s=setup: {
-          "env_steps_per_s": apex_frames.raw_rate(s, seconds, warmup)
-        },
-        "actors_only": lambda s=setup: apex_frames.actors_only_rate(
-          apex_frames.make_driver(s), seconds, warmup
-        ),
-        "end_to_end": lambda s=setup: apex_frames.end_to_end_rate(
-          apex_frames.make_driver(s), seconds, warmup
-        ),
+    fns = {
+      "raw": lambda s=setup: {
+        "env_steps_per_s": apex_frames.raw_rate(s, seconds, warmup)
       },
-      reps=reps,
-      warmup=0,
-    )
+      "actors_only": lambda s=setup: apex_frames.actors_only_rate(
+        apex_frames.make_driver(s), seconds, warmup
+      ),
+      "end_to_end": lambda s=setup: apex_frames.end_to_end_rate(
+        apex_frames.make_driver(s), seconds, warmup
+      ),
+    }
+    with_parts = setup.num_actors == 2 and setup.num_shards == 2
+    if with_parts:
+      fns["parts"] = lambda s=setup: apex_frames.cpu_parts(
+        s, frames=400 if quick else 1600
+      )
+    runs = common.interleave(fns, reps=reps, warmup=0)
+    parts = runs.pop("parts", None)
     rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
+    if parts is not None:
+      names = [k for k in parts[0] if k not in ("wall_s", "cpu_s")]
+      for part in names:
+        rows.append(
+          common.Row(
+            f"{setup.name}/part/{part}",
+            "cpu",
+            "us/env step",
+            common.Stat.of(common.column(parts, part)),
+          )
+        )
+      # What the actors could do if they did nothing but their parts.
+      rate["limit"] = [cores / (sum(p[k] for k in names) * 1e-6) for p in parts]
     for name, values in rate.items():
       rows.append(
         common.Row(
@@ -361,6 +385,13 @@ def frames_part(quick, reps):
       ratios[f"{env}_{name}_over_raw_{key}"] = common.paired_ratio(
         rate[name], rate["raw"]
       )
+    if "limit" in rate:
+      ratios[f"{env}_limit_over_raw_{key}"] = common.paired_ratio(
+        rate["limit"], rate["raw"]
+      )
+      ratios[f"{env}_actors_only_over_limit_{key}"] = common.paired_ratio(
+        rate["actors_only"], rate["limit"]
+      )
   config = {
     "frames_window_s": seconds,
     "frames_warmup_s": warmup,
@@ -371,6 +402,12 @@ def frames_part(quick, reps):
     "frames_settings": (
       "flagfiles/apex_pong.cfg's network and batch (shards of 5k), the "
       "CartPole preset; no training_intensity throttle"
+    ),
+    "frames_parts": (
+      "2 actors, 2 shards: CPU us per env step of env stepping (random "
+      "actions, one thread) and per frame of a Q-network pass at the "
+      "acting batch (envs per actor) and at the target batch (envs x "
+      "rollout_fragment_length); limit = cores / their sum"
     ),
   }
   return rows, ratios, config

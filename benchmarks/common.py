@@ -196,6 +196,32 @@ def measure(fn, reps, warmup=1):
   return Stat.of(times)
 
 
+def cpu_per(fn, units):
+  """(CPU seconds per unit, wall seconds per unit) of `fn()`: this
+  process's CPU, all threads."""
+  gc.collect()
+  wall, cpu = time.perf_counter(), time.process_time()
+  fn()
+  return (
+    (time.process_time() - cpu) / units,
+    (time.perf_counter() - wall) / units,
+  )
+
+
+def random_stepper(env, seed):
+  """`step(k)`: k steps of a vector env with uniform random actions."""
+  import numpy as np  # Only here: this module loads before the backends.
+
+  rng = np.random.default_rng(seed)
+  n = env.action_space.num_categories
+
+  def step(k):
+    for _ in range(k):
+      env.step(rng.integers(0, n, env.num_envs, dtype=np.int64))
+
+  return step
+
+
 def interleave(fns, reps, warmup=1, between=gc.collect):
   """Runs the callables of `fns` (name -> fn) in turn, `reps` rounds after
   `warmup` untimed ones, rotating which goes first each round so drift on a

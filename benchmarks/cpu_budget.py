@@ -186,28 +186,6 @@ def variants_of(setup):
   return out
 
 
-def cpu_per(fn, units):
-  """(CPU seconds per unit, wall seconds per unit) of `fn()`."""
-  gc.collect()
-  wall, cpu = time.perf_counter(), time.process_time()
-  fn()
-  return (
-    (time.process_time() - cpu) / units,
-    (time.perf_counter() - wall) / units,
-  )
-
-
-def random_stepper(env, seed):
-  rng = np.random.default_rng(seed)
-  n = env.action_space.num_categories
-
-  def step(k):
-    for _ in range(k):
-      env.step(rng.integers(0, n, env.num_envs, dtype=np.int64))
-
-  return step
-
-
 # --- IMPALA ---------------------------------------------------------------
 
 
@@ -277,7 +255,7 @@ class ImpalaBudget:
       settings.env_processes,
     )
     self.env.reset(SEED + 77)
-    self.step_random = random_stepper(self.env, SEED)
+    self.step_random = common.random_stepper(self.env, SEED)
     self.env_calls = 20 if quick else 200
     self.act_loops = {}
 
@@ -303,7 +281,7 @@ class ImpalaBudget:
     return fns
 
   def _part(self, part, fn, units):
-    cpu, wall = cpu_per(fn, units)
+    cpu, wall = common.cpu_per(fn, units)
     return {"part": part, "cpu_s_per_step": cpu, "wall_s_per_step": wall}
 
   def _inference(self, harness):
@@ -417,10 +395,10 @@ class DqnBudget:
     }
     self.env = make_vector_env(self.env_id, self.n, SEED + 9)
     self.obs = self.env.reset(SEED + 9)
-    self.step_random = random_stepper(self.env, SEED)
+    self.step_random = common.random_stepper(self.env, SEED)
     self.raw_env = make_vector_env(self.env_id, self.n, SEED + 11)
     self.raw_env.reset(SEED + 11)
-    self.raw_step = random_stepper(self.raw_env, SEED + 1)
+    self.raw_step = common.random_stepper(self.raw_env, SEED + 1)
     self._fill_parts_agent(DQN_FILL_STEPS // self.n + 1)
     self.part_calls = 20 if quick else 200
     self.act_loops, self.update_loops = {}, {}
@@ -469,7 +447,7 @@ class DqnBudget:
     }
 
   def _part(self, part, fn, calls):
-    cpu, wall = cpu_per(fn, calls)
+    cpu, wall = common.cpu_per(fn, calls)
     # Per env step: inference and insert serve n envs per call; an update
     # serves num_envs x update_every env steps.
     per = self.n * (self.config.update_every if part == "update" else 1)

@@ -39,3 +39,14 @@ def test_too_few_lines_is_an_error():
     apex_frames.steady_rate(
       line("10:00:00.0", 0) + "\n" + line("10:00:02.0", 9)
     )
+
+
+def test_cpu_parts_time_each_pass_at_its_own_batch():
+  """CartPole's MLP costs about one graph call per pass, so a frame costs
+  far more at the acting batch (4 envs) than at the rollout's target batch
+  (4 x 50): were both timed at one batch, they would come out alike."""
+  setup = apex_frames.Setup("CartPole-v1", 2, 2, 4)
+  parts = apex_frames.cpu_parts(setup, frames=400)
+  assert set(parts) == {"env", "q_pass_acting", "q_pass_target"}
+  assert all(v > 0 for v in parts.values())
+  assert parts["q_pass_acting"] > 5 * parts["q_pass_target"]

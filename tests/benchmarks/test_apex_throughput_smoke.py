@@ -25,3 +25,8 @@ def test_quick_run_writes_contract_json(run_quick):
   for name in ("actors_only", "end_to_end"):
     # Actors that also run a Q-network cannot outrun raw stepping.
     assert 0 < doc["ratios"][f"cartpole_{name}_over_raw_actors_2"] < 1
+  for part in ("env", "q_pass_acting", "q_pass_target"):
+    assert (f"CartPole-v1/a2/s2/part/{part}", "cpu") in cases
+  # The limit leaves the actors their passes: below raw stepping.
+  assert 0 < doc["ratios"]["cartpole_limit_over_raw_actors_2"] < 1
+  assert doc["ratios"]["cartpole_actors_only_over_limit_actors_2"] > 0
