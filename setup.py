@@ -168,6 +168,8 @@ setuptools.setup(
     "tensorflow-probability>=0.25,<0.26",
     "numpy>=1.26,<3",
     "dm-tree>=0.1.8",
+    # bfloat16 numpy arrays (stored weights); TF itself depends on it.
+    "ml-dtypes>=0.5",
     "gymnasium>=1.0,<2",
     "absl-py>=2.0",
     "tensorboard>=2.21,<2.22",

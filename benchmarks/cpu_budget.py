@@ -33,7 +33,10 @@ order rotating per repetition):
                    `update_every` vector steps), and raw stepping.
 
 Ratios: end to end over L (how much of the machine the system uses well),
-end to end over raw (the usual figure), and for each end-to-end phase its
+end to end over raw (the usual figure), L over raw (`<setup>_limit_over_raw`:
+the most end to end over raw can reach with these parts; for IMPALA also
+`<setup>_actors_only_limit_over_raw`, cores / (env + inference) over raw,
+the most actors only can reach), and for each end-to-end phase its
 own CPU seconds per env step over s (> 1: overhead outside the parts, e.g.
 the GIL, queues, numpy_function hops; the rate over L is then below
 cores-busy x s / that).
@@ -576,6 +579,11 @@ def analyse(name, budget, records, cores):
       for i in range(reps)
     )
 
+  def limit_over_raw(limits):
+    """Median over rounds of a limit over raw stepping: the most a ratio
+    over raw can reach with those parts on these cores."""
+    return median(limits[i] / rate("raw", i) for i in range(reps))
+
   def variants(system):
     """(key suffix, ratio suffix) of the flagfile's run and each variant
     of `system`."""
@@ -590,10 +598,17 @@ def analyse(name, budget, records, cores):
         limit(["env", "inference", "learner"], i, suffix[1:])
         for i in range(reps)
       ]
-      limit_rows[e2e] = limits
+      actor_limits = [
+        limit(["env", "inference"], i, suffix[1:]) for i in range(reps)
+      ]
+      limit_rows[e2e], limit_rows[actors] = limits, actor_limits
       ratios[f"{name}_end_to_end_over_limit{tag}"] = over(e2e, limits)
       ratios[f"{name}_end_to_end_over_raw{tag}"] = over(e2e, "raw")
+      ratios[f"{name}_limit_over_raw{tag}"] = limit_over_raw(limits)
       ratios[f"{name}_actors_only_over_raw{tag}"] = over(actors, "raw")
+      ratios[f"{name}_actors_only_limit_over_raw{tag}"] = limit_over_raw(
+        actor_limits
+      )
       ratios[f"{name}_end_to_end_fps{tag}"] = median(
         rate(e2e, i) * budget.repeats for i in range(reps)
       )
@@ -609,6 +624,9 @@ def analyse(name, budget, records, cores):
       )
       limit_rows[off], limit_rows[on] = limits_off, limits_on
       ratios[f"{name}_in_graph_over_raw_updates_off{tag}"] = over(off, "raw")
+      ratios[f"{name}_limit_over_raw_updates_off{tag}"] = limit_over_raw(
+        limits_off
+      )
       ratios[f"{name}_in_graph_over_raw_updates_on{tag}"] = over(on, "raw")
       ratios[f"{name}_end_to_end_over_limit_updates_off{tag}"] = over(
         off, limits_off

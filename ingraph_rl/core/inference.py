@@ -72,7 +72,7 @@ def _box(
   rest: typing.Sequence[int | None],
   ranks: dict[str, typing.Any],
 ) -> sp.BoxSpace:
-  kind = dtype.kind
+  kind = sp.dtype_kind(dtype)
   if kind == "f":
     return sp.FloatBox(rest, dtype=dtype, **ranks)
   if kind in "iu":

@@ -29,7 +29,12 @@ from ingraph_rl.core.variables import (
 from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors import checks
 from ingraph_rl.executors.base import Executor, resolve, root_input_specs
-from ingraph_rl.executors.torch_spaces import numpy_dtype, torch_dtype
+from ingraph_rl.executors.torch_spaces import (
+  from_numpy,
+  numpy_dtype,
+  to_numpy,
+  torch_dtype,
+)
 from ingraph_rl.spaces import BoxSpace, Space, TextBox
 
 # Two (batch, time) sizes for the build passes; products differ too, so
@@ -96,7 +101,7 @@ class TorchExecutor(Executor):
       shape = spec.shape if perm is None else tuple(spec.shape[i] for i in perm)
       var = torch.zeros(shape, dtype=torch_dtype(spec.dtype))
     else:
-      var = torch.from_numpy(_c_array(to_torch_layout(init, perm)))
+      var = from_numpy(_c_array(to_torch_layout(init, perm)))
     if spec.trainable and var.is_floating_point():
       var.requires_grad_(True)
     # Components that keep per-variable state in TF layout (optimizer
@@ -275,7 +280,7 @@ class TorchExecutor(Executor):
     out = {}
     for path, var in self.registry.variables.items():
       perm = self.registry.specs[path].torch_permutation
-      out[path] = to_tf_layout(var.detach().numpy(), perm).copy()
+      out[path] = to_tf_layout(to_numpy(var.detach()), perm).copy()
     return out
 
   def set_weights(self, weights: typing.Mapping[str, typing.Any]) -> None:
@@ -283,7 +288,7 @@ class TorchExecutor(Executor):
       for path, value in self.registry.check_weights(weights).items():
         perm = self.registry.specs[path].torch_permutation
         arr = to_torch_layout(value, perm)
-        self.registry.variables[path].copy_(torch.from_numpy(_c_array(arr)))
+        self.registry.variables[path].copy_(from_numpy(_c_array(arr)))
 
 
 def _leaving_variable(value: typing.Any) -> typing.Any:

@@ -14,6 +14,7 @@ import it at module level and TF users never load torch).
 
 import typing
 
+import ml_dtypes
 import numpy as np
 
 from ingraph_rl.spaces import BoxSpace
@@ -27,9 +28,27 @@ def torch_dtype(space_or_dtype: BoxSpace | typing.Any) -> typing.Any:
     dtype = space_or_dtype.dtype
   else:
     dtype = np.dtype(space_or_dtype)
+  if dtype.name == "bfloat16":  # ml_dtypes' type: torch cannot take it.
+    return torch.bfloat16
   return torch.from_numpy(np.zeros((), dtype)).dtype
 
 
 def numpy_dtype(dtype: typing.Any) -> np.dtype:
   """The NumPy dtype of a `torch.dtype`."""
+  if dtype == torch.bfloat16:
+    return np.dtype(ml_dtypes.bfloat16)
   return torch.empty((), dtype=dtype).numpy().dtype
+
+
+def from_numpy(array: np.ndarray) -> typing.Any:
+  """`torch.from_numpy`, also for ml_dtypes' bfloat16 (via float32)."""
+  if array.dtype.name == "bfloat16":
+    return torch.from_numpy(array.astype(np.float32)).to(torch.bfloat16)
+  return torch.from_numpy(array)
+
+
+def to_numpy(tensor: typing.Any) -> np.ndarray:
+  """`tensor.numpy()`, also for bfloat16 (as ml_dtypes' bfloat16)."""
+  if tensor.dtype == torch.bfloat16:
+    return tensor.float().numpy().astype(ml_dtypes.bfloat16)
+  return tensor.numpy()

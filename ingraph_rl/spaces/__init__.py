@@ -14,6 +14,7 @@ from ingraph_rl.spaces.box import (
   IntBox,
   TextBox,
   describe_value,
+  dtype_kind,
 )
 from ingraph_rl.spaces.containers import ContainerSpace, Dict, Tuple
 from ingraph_rl.spaces.gymnasium_conversion import from_gymnasium
@@ -32,4 +33,5 @@ __all__ = [
   "from_gymnasium",
   "SpaceError",
   "describe_value",
+  "dtype_kind",
 ]

@@ -15,6 +15,14 @@ Shape = tuple[int | None, ...]
 Bound = npt.ArrayLike | None
 
 
+def dtype_kind(dtype: npt.DTypeLike) -> str:
+  """A numpy dtype's kind, with bfloat16 (ml_dtypes' numpy type, which
+  numpy sees as kind 'V') a float ('f'): weights stored in it have float
+  spaces."""
+  dtype = np.dtype(dtype)
+  return "f" if dtype.name == "bfloat16" else dtype.kind
+
+
 def describe_value(value: Value) -> str:
   """Short description of a value for error messages: type, shape, dtype."""
   shape, dtype = value_shape_and_dtype(value)
@@ -122,7 +130,7 @@ class BoxSpace(Space):
     if any(d is not None and d < 0 for d in self._shape):
       raise SpaceError(f"negative dimension in shape {self._shape}")
     self._dtype = np.dtype(dtype)
-    if self._dtype.kind not in self._kinds:
+    if dtype_kind(self._dtype) not in self._kinds:
       raise SpaceError(
         f"{type(self).__name__} cannot have dtype {self._dtype}",
         expected=f"a dtype of kind {self._kinds}",
@@ -238,7 +246,7 @@ class BoxSpace(Space):
   # --- checks ------------------------------------------------------------
 
   def _accepts_python(self, arr: np.ndarray) -> bool:
-    return arr.dtype.kind in self._kinds
+    return dtype_kind(arr.dtype) in self._kinds
 
   def check(self, value: Value) -> None:
     shape: tuple[int | None, ...] | None
@@ -472,7 +480,7 @@ class FloatBox(BoxSpace):
 
   def value_problem(self, value: Value) -> str | None:
     arr = as_numpy(value)
-    if arr.dtype.kind != "f" or arr.size == 0:
+    if dtype_kind(arr.dtype) != "f" or arr.size == 0:
       return None
     finite = np.isfinite(arr)
     if finite.all():

@@ -1,7 +1,7 @@
 """Independent references for tests: plain NumPy versions of the papers'
 formulas (the DQN loss, n-step transitions, a Q-network's forward pass, a
-2-D convolution), an env wrapper that records what an agent saw and a
-helper that feeds those steps to an agent's `observe`."""
+2-D convolution, bfloat16 rounding), an env wrapper that records what an
+agent saw and a helper that feeds those steps to an agent's `observe`."""
 
 import math
 
@@ -115,6 +115,18 @@ def recompute_n_step(env, n, discount):
     np.array(term).sum(),
     np.array(trunc & ~np.array(term)).sum(),
   )
+
+
+def np_bfloat16(x):
+  """float32 values rounded to bfloat16 (nearest, ties to even): the top
+  16 bits of the float32 pattern, as float32.
+
+  >>> np_bfloat16([1 + 2**-7, 1 + 2**-8, 1 + 3 * 2**-8]).tolist()
+  [1.0078125, 1.0, 1.015625]
+  """
+  bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+  return bits.astype(np.uint32).view(np.float32)
 
 
 def numpy_dqn_loss(

@@ -54,6 +54,7 @@ def test_quick_run_writes_contract_json(run_quick):
   own = "compute_dtype_bfloat16"
   for key, names in (
     ("end_to_end", ("env", "inference", "learner")),
+    ("actors_only", ("env", "inference")),
     (f"end_to_end/{own}", ("env", f"inference/{own}", f"learner/{own}")),
   ):
     total = sum(parts[name] for name in names) * 1e-6
@@ -69,3 +70,10 @@ def test_quick_run_writes_contract_json(run_quick):
     "impala_cartpole_end_to_end_fps",
   ):
     assert doc["ratios"][key] > 0
+  # The actors' limit leaves out the learner's part, round by round.
+  ratios = doc["ratios"]
+  assert (
+    0
+    < ratios["impala_cartpole_limit_over_raw"]
+    < ratios["impala_cartpole_actors_only_limit_over_raw"]
+  )

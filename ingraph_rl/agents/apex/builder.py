@@ -92,9 +92,11 @@ class ApexBuilder:
     self.preprocessor = preprocessor
     self._weights_spaces: List[Tuple[Space, Dict]] = []
 
-  def _q(self) -> QLearning:
+  def _q(self, weights_dtype: Optional[str] = None) -> QLearning:
     return QLearning(
-      self.config, None if self.preprocessor is None else self.preprocessor()
+      self.config,
+      None if self.preprocessor is None else self.preprocessor(),
+      weights_dtype,
     )
 
   def queue_names(self, prefix: str, num_shards: int) -> ReplayQueues:
@@ -162,10 +164,12 @@ class ApexBuilder:
     (`config.actor_epsilons`), and exploration seed."""
     config = dataclasses.replace(self.config, seed=self.actor_seed(index))
     obs_space = cast(Space, env.observation_space)
+    # float32 copies need no weights_dtype: they take the learner's.
+    weights_dtype = self.config.actor_weights_dtype
     actor = ApexActor(
       config,
       env,
-      self._q(),
+      self._q(None if weights_dtype == "float32" else weights_dtype),
       self.config.actor_epsilons(index, num_actors, env.num_envs),
       self.record_space(obs_space),
       names,

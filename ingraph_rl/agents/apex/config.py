@@ -6,6 +6,7 @@ import typing
 
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.config_fields import (
+  COMPUTE_DTYPES,
   choice_problems,
   compute_dtype_field,
   field,
@@ -33,6 +34,14 @@ class ApexConfig:
   )
   dueling: bool = field(True, "Dueling head.")
   compute_dtype: str = compute_dtype_field()
+  actor_weights_dtype: str = field(
+    "float32",
+    "Dtype of the actors' copies of the weights: float32, or bfloat16 (cast "
+    "once per weight read; the actors' torso products, Q-values and initial "
+    "priorities in bfloat16, without a cast per pass; fast where oneDNN "
+    "finds AMX or AVX512-BF16). The learner keeps compute_dtype.",
+    choices=COMPUTE_DTYPES,
+  )
   double_q: bool = field(True, "Double-Q targets.")
   n_step: int = field(3, "Steps of the bootstrapped return.")
   discount: float = field(0.99, "Discount.")

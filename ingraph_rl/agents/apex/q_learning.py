@@ -33,15 +33,17 @@ class QLearning(Component):
     sync_target(): target <- online.
 
   Both networks are `Synchronizable`, so an actor's copy loads the
-  learner's published weights with `set_weights`.
+  learner's published weights with `set_weights`. `weights_dtype` (an
+  actor's copy, `ApexConfig.actor_weights_dtype`): both torsos store their
+  weights in that dtype, cast once per load, and run their products in it.
   """
 
-  def __init__(self, config, preprocessor=None, scope="q"):
+  def __init__(self, config, preprocessor=None, weights_dtype=None, scope="q"):
     super().__init__(scope=scope)
     c = config
     self.preprocessor = preprocessor
-    self.online = TargetQNetwork.from_config(c, "online")
-    self.target = TargetQNetwork.from_config(c, "target")
+    self.online = TargetQNetwork.from_config(c, "online", weights_dtype)
+    self.target = TargetQNetwork.from_config(c, "target", weights_dtype)
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
 
   def _preprocess(self, states):

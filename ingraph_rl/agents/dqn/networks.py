@@ -7,8 +7,9 @@ from ingraph_rl.core import Component, api
 
 
 class QNetwork(Component):
-  """`call(states)` -> Q-values [B, num_actions]. `compute_dtype` is the
-  torso's (see `NeuralNetwork`); the head stays float32."""
+  """`call(states)` -> Q-values [B, num_actions]. `compute_dtype` and
+  `weights_dtype` are the torso's (see `NeuralNetwork`); the head stays
+  float32."""
 
   def __init__(
     self,
@@ -16,11 +17,15 @@ class QNetwork(Component):
     num_actions,
     dueling,
     compute_dtype=None,
+    weights_dtype=None,
     scope="q_network",
   ):
     super().__init__(scope=scope)
     self.torso = NeuralNetwork(
-      list(torso_spec), compute_dtype=compute_dtype, scope="torso"
+      list(torso_spec),
+      compute_dtype=compute_dtype,
+      weights_dtype=weights_dtype,
+      scope="torso",
     )
     self.head = (
       DuelingHead(num_actions, scope="head")
@@ -29,14 +34,16 @@ class QNetwork(Component):
     )
 
   @classmethod
-  def from_config(cls, config, scope):
+  def from_config(cls, config, scope, weights_dtype=None):
     """The network of a DQN or Ape-X config (`network`, `num_actions`,
-    `dueling`, `compute_dtype`)."""
+    `dueling`, `compute_dtype`); `weights_dtype` (an actor's copy, never
+    trained): the torso's weights and products in that dtype."""
     return cls(
       config.network,
       config.num_actions,
       config.dueling,
-      config.compute_dtype,
+      weights_dtype or config.compute_dtype,
+      weights_dtype,
       scope=scope,
     )
 

@@ -53,8 +53,9 @@ class Synchronizable(Component):
   def _graph_fn_sync(self, values, tau):
     hard = _is_one(tau)
     for path, var in sorted(self._check_values(values).items()):
-      new = values[path] if hard else tau * values[path] + (1.0 - tau) * var
-      var.assign(new)
+      # Weights stored in another dtype (`weights_dtype`) cast on load.
+      value = tf.cast(values[path], var.dtype)
+      var.assign(value if hard else tau * value + (1.0 - tau) * var)
     return tf.constant(True)
 
   @_graph_fn_sync.torch

@@ -33,6 +33,7 @@ class Conv2D(Component):
     use_bias=True,
     kernel_initializer="glorot_uniform",
     compute_dtype=None,
+    weights_dtype=None,
     scope="conv2d",
   ):
     super().__init__(scope=scope)
@@ -45,8 +46,15 @@ class Conv2D(Component):
     self.activation = check_activation(activation, scope)
     self.use_bias = use_bias
     self.kernel_initializer = kernel_initializer
-    # See `precision`: float32 in and out, the product in this dtype.
-    self.compute_dtype = precision.check_compute_dtype(compute_dtype, scope)
+    # See `precision`: float32 in and out, the product in this dtype;
+    # variables in `weights_dtype` (None: the inputs'), which is then the
+    # product's dtype too unless `compute_dtype` says otherwise.
+    self.weights_dtype = precision.check_compute_dtype(
+      weights_dtype, scope, "weights_dtype"
+    )
+    self.compute_dtype = precision.check_compute_dtype(
+      compute_dtype or weights_dtype, scope
+    )
 
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", FloatBox, rank=3)
@@ -55,12 +63,16 @@ class Conv2D(Component):
     self.kernel = self.add_variable(
       "kernel",
       (kh, kw, space.shape[-1], self.filters),
-      space.dtype,
+      precision.weights_dtype_of(self.weights_dtype, space.dtype),
       self.kernel_initializer,
       torch_permutation=(3, 2, 0, 1),
     )
     self.bias = (
-      self.add_variable("bias", (self.filters,), space.dtype)
+      self.add_variable(
+        "bias",
+        (self.filters,),
+        precision.weights_dtype_of(self.weights_dtype, space.dtype),
+      )
       if self.use_bias
       else None
     )

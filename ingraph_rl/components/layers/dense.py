@@ -27,6 +27,7 @@ class Dense(Component):
     use_bias=True,
     kernel_initializer="glorot_uniform",
     compute_dtype=None,
+    weights_dtype=None,
     scope="dense",
   ):
     super().__init__(scope=scope)
@@ -34,20 +35,31 @@ class Dense(Component):
     self.activation = check_activation(activation, scope)
     self.use_bias = use_bias
     self.kernel_initializer = kernel_initializer
-    # See `precision`: float32 in and out, the product in this dtype.
-    self.compute_dtype = precision.check_compute_dtype(compute_dtype, scope)
+    # See `precision`: float32 in and out, the product in this dtype;
+    # variables in `weights_dtype` (None: the inputs'), which is then the
+    # product's dtype too unless `compute_dtype` says otherwise.
+    self.weights_dtype = precision.check_compute_dtype(
+      weights_dtype, scope, "weights_dtype"
+    )
+    self.compute_dtype = precision.check_compute_dtype(
+      compute_dtype or weights_dtype, scope
+    )
 
   def create_variables(self, input_spaces):
     space = self.expect_space(input_spaces, "inputs", FloatBox, min_rank=1)
     self.kernel = self.add_variable(
       "kernel",
       (space.shape[-1], self.units),
-      space.dtype,
+      precision.weights_dtype_of(self.weights_dtype, space.dtype),
       self.kernel_initializer,
       torch_permutation=(1, 0),
     )
     self.bias = (
-      self.add_variable("bias", (self.units,), space.dtype)
+      self.add_variable(
+        "bias",
+        (self.units,),
+        precision.weights_dtype_of(self.weights_dtype, space.dtype),
+      )
       if self.use_bias
       else None
     )

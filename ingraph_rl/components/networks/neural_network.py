@@ -7,11 +7,11 @@ from ingraph_rl.core import Component, api
 from ingraph_rl.errors import AssemblyError
 
 
-def layer_from_spec(spec, index, compute_dtype=None):
+def layer_from_spec(spec, index, compute_dtype=None, weights_dtype=None):
   """A layer component from `{"type": "dense", "units": 64, ...}` (or the
   component itself). Scopes default to `<type>_<index>`; `compute_dtype`
-  is the default of the layer types that take one (see
-  `layers.precision`)."""
+  and `weights_dtype` are the defaults of the layer types that take them
+  (see `layers.precision`)."""
   if isinstance(spec, Component):
     return spec
   if not isinstance(spec, dict) or "type" not in spec:
@@ -27,17 +27,21 @@ def layer_from_spec(spec, index, compute_dtype=None):
     )
   kwargs.setdefault("scope", f"{kind}_{index}")
   layer_type = LAYER_TYPES[kind]
-  if compute_dtype is not None and (
-    "compute_dtype" in inspect.signature(layer_type).parameters
+  parameters = inspect.signature(layer_type).parameters
+  for name, value in (
+    ("compute_dtype", compute_dtype),
+    ("weights_dtype", weights_dtype),
   ):
-    kwargs.setdefault("compute_dtype", compute_dtype)
+    if value is not None and name in parameters:
+      kwargs.setdefault(name, value)
   return layer_type(**kwargs)
 
 
 class NeuralNetwork(Component):
   """Applies its layers in order. `compute_dtype` (e.g. "bfloat16") is the
   default of the spec'd layers that multiply (conv2d, dense,
-  residual_block); layer components keep their own.
+  residual_block), `weights_dtype` that of the ones that store weights in
+  another dtype (conv2d, dense); layer components keep their own.
 
   >>> net = NeuralNetwork([{"type": "dense", "units": 64, "activation": "relu"},
   ...                      {"type": "dense", "units": 2}])
@@ -45,12 +49,15 @@ class NeuralNetwork(Component):
   ['dense_0', 'dense_1']
   """
 
-  def __init__(self, layers, compute_dtype=None, scope="network"):
+  def __init__(
+    self, layers, compute_dtype=None, weights_dtype=None, scope="network"
+  ):
     super().__init__(scope=scope)
     if not layers:
       raise AssemblyError(f"'{scope}': a network needs at least one layer")
     self.layers = [
-      layer_from_spec(s, i, compute_dtype) for i, s in enumerate(layers)
+      layer_from_spec(s, i, compute_dtype, weights_dtype)
+      for i, s in enumerate(layers)
     ]
 
   @api

@@ -11,7 +11,11 @@ from ingraph_rl.errors import SpaceError
 from ingraph_rl.runners.replay_driver import shard_order
 from ingraph_rl.testing.component_test import to_numpy
 from ingraph_rl.testing.queues import queue_executor
-from ingraph_rl.testing.references import RecordingEnv, recompute_n_step
+from ingraph_rl.testing.references import (
+  RecordingEnv,
+  np_bfloat16,
+  recompute_n_step,
+)
 
 from .conftest import SMALL, numpy_td, small_builder
 
@@ -75,6 +79,48 @@ def test_initial_priorities_match_a_numpy_double_q_recomputation(names):
     atol=1e-5,
   )
   assert int(stats["env_steps"]) == 180
+
+
+def test_bfloat16_copies_hold_the_rounded_weights_and_price_with_them(names):
+  """actor_weights_dtype=bfloat16: `set_weights` stores the learner's
+  float32 torso weights rounded to bfloat16 (the head stays float32), and
+  the rollout's priorities are the NumPy recomputation under those rounded
+  weights, to bfloat16's precision (its products round too): nearer to it
+  than to the float32 weights' priorities."""
+  builder = small_builder(
+    rollout_fragment_length=40, epsilon=1.0, actor_weights_dtype="bfloat16"
+  )
+  n = names()
+  env = RecordingEnv(
+    GymnasiumVectorEnv("CartPole-v1", num_envs=3, seed=4, max_episode_steps=15)
+  )
+  actor = builder.make_actor(env, n, 0, 1).build()
+  weights = to_numpy(
+    builder.make_learner(env.observation_space, n)
+    .build()
+    .execute("get_weights")
+  )
+  actor.execute("set_weights", weights)
+  stored = actor.get_weights()
+  rounded = {}
+  for net in ("online", "target"):
+    rounded[net] = {}
+    for path, value in weights[net].items():
+      got = stored[f"actor/q/{net}/{path}"]
+      torso = path.startswith("torso/")
+      assert got.dtype.name == ("bfloat16" if torso else "float32"), path
+      rounded[net][path] = np_bfloat16(value) if torso else value
+      np.testing.assert_array_equal(
+        got.astype(np.float32), rounded[net][path], err_msg=path
+      )
+  actor.execute("reset_env", 4)
+  actor.execute("rollout", 0)
+  want, _, _ = recompute_n_step(env, 3, 0.9)
+  got = drain(builder, env.observation_space, n, 0)["priority"]
+  expected = numpy_priorities(want, rounded, SMALL)
+  np.testing.assert_allclose(got, expected, rtol=2e-2, atol=2e-2)
+  exact = numpy_priorities(want, weights, SMALL)
+  assert np.abs(got - expected).mean() < np.abs(got - exact).mean()
 
 
 # The formula's ends in `make test`, the middle actor in `make test-all`.

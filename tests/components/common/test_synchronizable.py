@@ -10,6 +10,7 @@ from ingraph_rl.core import Component, api
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing import ComponentTest, assert_parity
+from ingraph_rl.testing.references import np_bfloat16
 
 BACKENDS = ["tf", "torch"]
 BATCH = dict(add_batch_rank=True)
@@ -47,10 +48,12 @@ class TargetNet(Synchronizable, NeuralNetwork):
 class Agent(Component):
   """Root with an online network and a synchronizable target network."""
 
-  def __init__(self, spec, target_spec=None):
+  def __init__(self, spec, target_spec=None, target_weights_dtype=None):
     super().__init__(scope="agent")
     self.online = NeuralNetwork(spec, scope="online")
-    self.target = TargetNet(target_spec or spec, scope="target")
+    self.target = TargetNet(
+      target_spec or spec, weights_dtype=target_weights_dtype, scope="target"
+    )
 
   @api
   def call_online(self, inputs):
@@ -125,6 +128,30 @@ def test_sync_makes_outputs_equal(backend, case):
     np.testing.assert_array_equal(target_after[path], online_w[path])
     # The source is left alone.
     np.testing.assert_array_equal(online_after[path], online_w[path])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sync_into_bfloat16_weights_rounds_each_value(backend):
+  """A target that stores its weights in bfloat16 (an actor's copy): each
+  of its variables becomes the online value rounded to bfloat16 (NumPy
+  reference), so its outputs follow to bfloat16's precision."""
+  spec, space, lead = CASES["conv"]
+  agent = Agent(spec, target_weights_dtype="bfloat16")
+  test = ComponentTest(agent, {"inputs": space}, backend)
+  x = np.random.default_rng(3).normal(size=lead + space.shape)
+  x = x.astype(np.float32)
+  test.test("sync")
+  online, target = _split(test.get_weights())
+  for path, value in online.items():
+    assert target[path].dtype.name == "bfloat16", path
+    np.testing.assert_array_equal(
+      target[path].astype(np.float32), np_bfloat16(value), err_msg=path
+    )
+  out = test.test("call_target", x)
+  assert out.dtype == np.float32
+  np.testing.assert_allclose(
+    out, test.test("call_online", x), rtol=3e-2, atol=3e-2
+  )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

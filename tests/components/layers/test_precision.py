@@ -12,18 +12,10 @@ from ingraph_rl.components.networks import NeuralNetwork
 from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing import ComponentTest, assert_parity
-from ingraph_rl.testing.references import numpy_conv2d
+from ingraph_rl.testing.references import np_bfloat16, numpy_conv2d
 
 BATCH = dict(add_batch_rank=True)
 BF16 = "bfloat16"
-
-
-def np_bfloat16(x):
-  """float32 values rounded to bfloat16 (nearest, ties to even): the top
-  16 bits of the float32 pattern."""
-  bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-  bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-  return bits.astype(np.uint32).view(np.float32)
 
 
 def test_np_bfloat16_reference_itself():
@@ -135,10 +127,27 @@ def test_parity(layer, space):
 
 
 @pytest.mark.parametrize("layer", [Dense, Conv2D])
-def test_bad_compute_dtype(layer):
+@pytest.mark.parametrize("arg", ["compute_dtype", "weights_dtype"])
+def test_bad_compute_dtype(layer, arg):
   args = (2,) if layer is Dense else (2, 3)
-  with pytest.raises(BuildError, match="'my_layer': compute_dtype must be"):
-    layer(*args, compute_dtype="float16", scope="my_layer")
+  with pytest.raises(BuildError, match=f"'my_layer': {arg} must be"):
+    layer(*args, **{arg: "float16"}, scope="my_layer")
+
+
+def test_weights_dtype_reaches_the_layers_that_store_weights():
+  """A network's `weights_dtype` reaches its conv2d and dense layers,
+  which then also compute in it; a spec's own compute_dtype wins."""
+  net = NeuralNetwork(
+    [
+      {"type": "conv2d", "filters": 2, "kernel_size": 3},
+      {"type": "flatten"},
+      {"type": "dense", "units": 4, "compute_dtype": "float32"},
+    ],
+    weights_dtype=BF16,
+  )
+  conv, _, dense = net.layers
+  assert conv.weights_dtype == conv.compute_dtype == BF16
+  assert dense.weights_dtype == BF16 and dense.compute_dtype == "float32"
 
 
 def test_network_default_reaches_the_layers_that_multiply():
