@@ -76,12 +76,14 @@ class Setup:
   num_actors: int
   num_shards: int
   num_envs: int  # Per actor.
+  actor_weights_dtype: str = "float32"  # ApexConfig.actor_weights_dtype.
 
   @property
   def name(self):
     env = self.env.replace("atari:", "")
     wide = "" if self.num_envs in (4, 8) else f"/e{self.num_envs}"
-    return f"{env}/a{self.num_actors}/s{self.num_shards}{wide}"
+    bf16 = "/bf16" if self.actor_weights_dtype == "bfloat16" else ""
+    return f"{env}/a{self.num_actors}/s{self.num_shards}{wide}{bf16}"
 
 
 def config_for(setup, num_actions):
@@ -91,6 +93,7 @@ def config_for(setup, num_actions):
   if is_atari_id(setup.env):
     return ApexConfig(
       num_actions=num_actions,
+      actor_weights_dtype=setup.actor_weights_dtype,
       network=tuple(NATURE_DQN_SPEC),
       n_step=3,
       train_batch_size=64,
@@ -102,6 +105,7 @@ def config_for(setup, num_actions):
     )
   return ApexConfig(
     num_actions=num_actions,
+    actor_weights_dtype=setup.actor_weights_dtype,
     train_batch_size=128,
     learning_starts=1000,
     buffer_size=50_000,
@@ -161,19 +165,21 @@ def cpu_parts(setup, frames=1600):
       config,
       preprocessor=scaled_frames if is_atari_id(setup.env) else None,
     )
-    policy = builder.make_policy(env.observation_space).build()
+    # An actor's own passes (its weights' dtype); its env is not stepped.
+    names = builder.queue_names(f"parts_{uuid.uuid4().hex}", 1)
+    actor = builder.make_actor(env, names, 0, 1).build()
     fragment = setup.num_envs * config.rollout_fragment_length
     for part, batch in (
       ("q_pass_acting", setup.num_envs),
       ("q_pass_target", fragment),
     ):
       states = np.resize(obs, (batch,) + obs.shape[1:])
-      policy.execute("get_actions", states, False)  # Warm-up.
+      actor.execute("get_actions", states, False)  # Warm-up.
       calls = max(2, frames // batch)
 
       def run(states=states, calls=calls):
         for _ in range(calls):
-          policy.execute("get_actions", states, False)
+          actor.execute("get_actions", states, False)
 
       out[part] = common.cpu_per(run, calls * batch)
     return {part: cpu * 1e6 for part, (cpu, _) in out.items()}

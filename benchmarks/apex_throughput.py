@@ -36,8 +36,10 @@ Python thread: its PER work holds the GIL, which a prefetch thread would
 share with it.
 
 frames: env steps/s on Pong and CartPole with 1, 2 and 4 actors (2
-shards) and 2 actors with 1 shard: raw stepping (the ceiling), actors only
-and end to end, interleaved per setup (`benchmarks/apex_frames.py`).
+shards) and 2 actors with 1 shard (Pong also 2 actors x 32 envs, and 2 x 8
+and 2 x 32 with `--actor_weights_dtype=bfloat16`): raw stepping (the
+ceiling), actors only and end to end, interleaved per setup
+(`benchmarks/apex_frames.py`).
 Ratios `<env>_actors_only_over_raw_actors_<n>` (2 shards) and
 `<env>_end_to_end_over_raw_actors_<n>`. With 2 actors and 2 shards the
 same rounds also time the least an actor does per env step, each part
@@ -308,6 +310,10 @@ def frame_setups(envs, quick):
     out += [apex_frames.Setup(env, a, s, num_envs) for a, s in actors]
     if pong and not quick:
       out.append(apex_frames.Setup(env, 2, 2, WIDE_ENVS))
+      # Actors with bfloat16 copies of the weights (--actor_weights_dtype).
+      out += [
+        apex_frames.Setup(env, 2, 2, e, "bfloat16") for e in (8, WIDE_ENVS)
+      ]
   return out
 
 
@@ -380,6 +386,7 @@ def frames_part(quick, reps):
         if setup.num_envs == default_envs(setup)
         else f"_envs_{setup.num_envs}"
       )
+      + ("_actor_bfloat16" if setup.actor_weights_dtype == "bfloat16" else "")
     )
     for name in ("actors_only", "end_to_end"):
       ratios[f"{env}_{name}_over_raw_{key}"] = common.paired_ratio(
@@ -397,7 +404,8 @@ def frames_part(quick, reps):
     "frames_warmup_s": warmup,
     "frames_setups": [s.name for s in frame_setups(_ENVS.value, quick)],
     "frames_envs_per_actor": (
-      f"Pong 8 (and {WIDE_ENVS}: keys ..._envs_{WIDE_ENVS}), CartPole 4"
+      f"Pong 8 (and {WIDE_ENVS}: keys ..._envs_{WIDE_ENVS}), CartPole 4; "
+      "keys ..._actor_bfloat16: --actor_weights_dtype=bfloat16"
     ),
     "frames_settings": (
       "flagfiles/apex_pong.cfg's network and batch (shards of 5k), the "
