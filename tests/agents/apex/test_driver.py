@@ -24,13 +24,16 @@ def greedy_return(builder, driver, policy, episodes=20, seed=123):
   )
 
 
-def learn_cartpole(seed, num_shards=2, max_seconds=120.0, eval_every=250):
+def learn_cartpole(
+  seed, num_shards=2, max_seconds=120.0, eval_every=250, **changes
+):
   """Trains Ape-X on CartPole with the embedded preset
   (experiments/configs.py APEX_CARTPOLE: 2 actors x 4 envs, `num_shards`
-  shards), with a greedy evaluation over 20 episodes every `eval_every`
-  updates; stops at a mean >= 195. Returns (best greedy mean, driver)."""
+  shards; `changes` to its config), with a greedy evaluation over 20
+  episodes every `eval_every` updates; stops at a mean >= 195. Returns
+  (best greedy mean, driver)."""
   builder = small_builder(
-    n_step=3, discount=0.99, seed=seed, **configs.APEX_CARTPOLE
+    n_step=3, discount=0.99, seed=seed, **configs.APEX_CARTPOLE, **changes
   )
   driver = ReplayDriver(
     builder,
@@ -73,6 +76,16 @@ def test_learns_cartpole_with_two_shards():
   assert all(s["size"] > 0 for s in driver.shard_stats)
   assert driver.stop() == []
   assert time.monotonic() - start < 150
+
+
+@pytest.mark.slow  # ~30-80 s: make test-all.
+def test_learns_cartpole_with_bfloat16_actor_weights():
+  """The same with the actors' weight copies in bfloat16: their actions
+  and initial priorities come from rounded weights and products, the
+  learner trains in float32 (the greedy policy evaluated is float32)."""
+  best, driver = learn_cartpole(seed=0, actor_weights_dtype="bfloat16")
+  assert best >= 195, best
+  assert driver.stop() == []
 
 
 @pytest.mark.slow  # ~10 s: make test-all (make test's margin).
