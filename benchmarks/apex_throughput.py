@@ -37,9 +37,10 @@ share with it.
 
 frames: env steps/s on Pong and CartPole with 1, 2 and 4 actors (2
 shards) and 2 actors with 1 shard (Pong also 2 actors x 32 envs, and 2 x 8
-and 2 x 32 with `--actor_weights_dtype=bfloat16`): raw stepping (the
-ceiling), actors only and end to end, interleaved per setup
-(`benchmarks/apex_frames.py`).
+and 2 x 32): raw stepping (the ceiling), actors only and end to end,
+interleaved per setup (`benchmarks/apex_frames.py`); with 2 actors and 2
+shards also actors only with `--actor_weights_dtype=bfloat16`
+(`<env>_actor_bfloat16_over_float32_actors_only_actors_2`).
 Ratios `<env>_actors_only_over_raw_actors_<n>` (2 shards) and
 `<env>_end_to_end_over_raw_actors_<n>`. With 2 actors and 2 shards the
 same rounds also time the least an actor does per env step, each part
@@ -60,6 +61,7 @@ shards, 2 actors: 5 processes; with a ps task, 6) against one process
     python -m benchmarks.apex_throughput --quick    # smoke: small, short
 """
 
+import dataclasses
 import os
 import threading
 import time
@@ -310,10 +312,6 @@ def frame_setups(envs, quick):
     out += [apex_frames.Setup(env, a, s, num_envs) for a, s in actors]
     if pong and not quick:
       out.append(apex_frames.Setup(env, 2, 2, WIDE_ENVS))
-      # Actors with bfloat16 copies of the weights (--actor_weights_dtype).
-      out += [
-        apex_frames.Setup(env, 2, 2, e, "bfloat16") for e in (8, WIDE_ENVS)
-      ]
   return out
 
 
@@ -321,10 +319,16 @@ def default_envs(setup):
   return 8 if "pong" in setup.env.lower() else 4
 
 
+# Actors with bfloat16 copies of the weights (--actor_weights_dtype=
+# bfloat16), in the same rounds as their float32 setup (2 actors, 2 shards).
+BF16 = "actor_bfloat16"
+
+
 def frames_part(quick, reps):
   """(rows, ratios, config) of env steps/s: raw, actors only, end to end."""
   seconds = _SECONDS.value or (3.0 if quick else 8.0)
   warmup = 2.0 if quick else 3.0
+  frames = 400 if quick else 1600
   rows, ratios = [], {}
   cores = os.cpu_count()
   for setup in frame_setups(_ENVS.value, quick):
@@ -332,34 +336,47 @@ def frames_part(quick, reps):
       "raw": lambda s=setup: {
         "env_steps_per_s": apex_frames.raw_rate(s, seconds, warmup)
       },
-      "actors_only": lambda s=setup: apex_frames.actors_only_rate(
-        apex_frames.make_driver(s), seconds, warmup
-      ),
       "end_to_end": lambda s=setup: apex_frames.end_to_end_rate(
         apex_frames.make_driver(s), seconds, warmup
       ),
     }
-    with_parts = setup.num_actors == 2 and setup.num_shards == 2
-    if with_parts:
-      fns["parts"] = lambda s=setup: apex_frames.cpu_parts(
-        s, frames=400 if quick else 1600
+    # Actor variants: "" (the setup's float32 weights) and, with 2 actors
+    # and 2 shards, BF16; each with its parts (`apex_frames.cpu_parts`).
+    variants = {"": setup}
+    if setup.num_actors == 2 and setup.num_shards == 2:
+      variants[f"/{BF16}"] = dataclasses.replace(
+        setup, actor_weights_dtype="bfloat16"
       )
+    for label, s in variants.items():
+      fns[f"actors_only{label}"] = lambda s=s: apex_frames.actors_only_rate(
+        apex_frames.make_driver(s), seconds, warmup
+      )
+      if len(variants) > 1:
+        fns[f"parts{label}"] = lambda s=s: apex_frames.cpu_parts(s, frames)
     runs = common.interleave(fns, reps=reps, warmup=0)
-    parts = runs.pop("parts", None)
-    rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
-    if parts is not None:
+    rate = {
+      k: common.column(v, "env_steps_per_s")
+      for k, v in runs.items()
+      if not k.startswith("parts")
+    }
+    for label in variants:
+      parts = runs.get(f"parts{label}")
+      if parts is None:
+        continue
       names = [k for k in parts[0] if k not in ("wall_s", "cpu_s")]
       for part in names:
         rows.append(
           common.Row(
-            f"{setup.name}/part/{part}",
+            f"{setup.name}/part{label}/{part}",
             "cpu",
             "us/env step",
             common.Stat.of(common.column(parts, part)),
           )
         )
       # What the actors could do if they did nothing but their parts.
-      rate["limit"] = [cores / (sum(p[k] for k in names) * 1e-6) for p in parts]
+      rate[f"limit{label}"] = [
+        cores / (sum(p[k] for k in names) * 1e-6) for p in parts
+      ]
     for name, values in rate.items():
       rows.append(
         common.Row(
@@ -386,26 +403,40 @@ def frames_part(quick, reps):
         if setup.num_envs == default_envs(setup)
         else f"_envs_{setup.num_envs}"
       )
-      + ("_actor_bfloat16" if setup.actor_weights_dtype == "bfloat16" else "")
     )
     for name in ("actors_only", "end_to_end"):
       ratios[f"{env}_{name}_over_raw_{key}"] = common.paired_ratio(
         rate[name], rate["raw"]
       )
-    if "limit" in rate:
-      ratios[f"{env}_limit_over_raw_{key}"] = common.paired_ratio(
-        rate["limit"], rate["raw"]
-      )
-      ratios[f"{env}_actors_only_over_limit_{key}"] = common.paired_ratio(
-        rate["actors_only"], rate["limit"]
-      )
+    for label in variants:
+      tag = label.replace("/", "_")
+      if f"limit{label}" in rate:
+        ratios[f"{env}_limit_over_raw_{key}{tag}"] = common.paired_ratio(
+          rate[f"limit{label}"], rate["raw"]
+        )
+        ratios[f"{env}_actors_only_over_limit_{key}{tag}"] = (
+          common.paired_ratio(
+            rate[f"actors_only{label}"], rate[f"limit{label}"]
+          )
+        )
+      if label:
+        ratios[f"{env}_actors_only_over_raw_{key}{tag}"] = common.paired_ratio(
+          rate[f"actors_only{label}"], rate["raw"]
+        )
+        ratios[f"{env}{tag}_over_float32_actors_only_{key}"] = (
+          common.paired_ratio(rate[f"actors_only{label}"], rate["actors_only"])
+        )
   config = {
     "frames_window_s": seconds,
     "frames_warmup_s": warmup,
     "frames_setups": [s.name for s in frame_setups(_ENVS.value, quick)],
     "frames_envs_per_actor": (
-      f"Pong 8 (and {WIDE_ENVS}: keys ..._envs_{WIDE_ENVS}), CartPole 4; "
-      "keys ..._actor_bfloat16: --actor_weights_dtype=bfloat16"
+      f"Pong 8 (and {WIDE_ENVS}: keys ..._envs_{WIDE_ENVS}), CartPole 4"
+    ),
+    "frames_actor_bfloat16": (
+      f"2 actors, 2 shards: actors only and parts also with "
+      f"--actor_weights_dtype=bfloat16 in the same rounds (keys ..._{BF16}, "
+      f"rows .../actors_only/{BF16}, .../part/{BF16}/...)"
     ),
     "frames_settings": (
       "flagfiles/apex_pong.cfg's network and batch (shards of 5k), the "

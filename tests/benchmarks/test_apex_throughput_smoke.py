@@ -30,3 +30,13 @@ def test_quick_run_writes_contract_json(run_quick):
   # The limit leaves the actors their passes: below raw stepping.
   assert 0 < doc["ratios"]["cartpole_limit_over_raw_actors_2"] < 1
   assert doc["ratios"]["cartpole_actors_only_over_limit_actors_2"] > 0
+  # The same rounds with bfloat16 actor weights.
+  assert (
+    "CartPole-v1/a2/s2/actors_only/actor_bfloat16",
+    "env_steps_per_s",
+  ) in (cases)
+  assert ("CartPole-v1/a2/s2/part/actor_bfloat16/env", "cpu") in cases
+  assert (
+    doc["ratios"]["cartpole_actor_bfloat16_over_float32_actors_only_actors_2"]
+    > 0
+  )
