@@ -36,6 +36,24 @@ def numpy_priorities(records, weights, config):
   return np.abs(numpy_td(records, ones, weights, config)[1]) + PRIORITY_EPSILON
 
 
+def recorded_actor(builder, names, seed):
+  """(env, actor, a fresh learner's weights): an actor of `builder` on 3
+  recorded CartPole envs with a 15-step limit, so episodes end by
+  termination and by truncation."""
+  env = RecordingEnv(
+    GymnasiumVectorEnv(
+      "CartPole-v1", num_envs=3, seed=seed, max_episode_steps=15
+    )
+  )
+  actor = builder.make_actor(env, names, 0, 1).build()
+  weights = to_numpy(
+    builder.make_learner(env.observation_space, names)
+    .build()
+    .execute("get_weights")
+  )
+  return env, actor, weights
+
+
 def test_initial_priorities_match_a_numpy_double_q_recomputation(names):
   """60 vector steps of 3 CartPole envs with a 15-step limit (episodes end
   by termination and by truncation): the rows on the shard's insert queue
@@ -44,15 +62,7 @@ def test_initial_priorities_match_a_numpy_double_q_recomputation(names):
   networks, which differ (so double-Q matters)."""
   builder = small_builder(rollout_fragment_length=60, epsilon=1.0)
   n = names()
-  env = RecordingEnv(
-    GymnasiumVectorEnv("CartPole-v1", num_envs=3, seed=2, max_episode_steps=15)
-  )
-  actor = builder.make_actor(env, n, 0, 1).build()
-  weights = to_numpy(
-    builder.make_learner(env.observation_space, n)
-    .build()
-    .execute("get_weights")
-  )
+  env, actor, weights = recorded_actor(builder, n, seed=2)
   assert not np.allclose(
     weights["online"]["torso/dense_0/kernel"],
     weights["target"]["torso/dense_0/kernel"],
@@ -91,15 +101,7 @@ def test_bfloat16_copies_hold_the_rounded_weights_and_price_with_them(names):
     rollout_fragment_length=40, epsilon=1.0, actor_weights_dtype="bfloat16"
   )
   n = names()
-  env = RecordingEnv(
-    GymnasiumVectorEnv("CartPole-v1", num_envs=3, seed=4, max_episode_steps=15)
-  )
-  actor = builder.make_actor(env, n, 0, 1).build()
-  weights = to_numpy(
-    builder.make_learner(env.observation_space, n)
-    .build()
-    .execute("get_weights")
-  )
+  env, actor, weights = recorded_actor(builder, n, seed=4)
   actor.execute("set_weights", weights)
   stored = actor.get_weights()
   rounded = {}
