@@ -343,7 +343,8 @@ def frames_part(quick, reps):
     # Actor variants: "" (the setup's float32 weights) and, with 2 actors
     # and 2 shards, BF16; each with its parts (`apex_frames.cpu_parts`).
     variants = {"": setup}
-    if setup.num_actors == 2 and setup.num_shards == 2:
+    with_parts = setup.num_actors == 2 and setup.num_shards == 2
+    if with_parts:
       variants[f"/{BF16}"] = dataclasses.replace(
         setup, actor_weights_dtype="bfloat16"
       )
@@ -351,7 +352,7 @@ def frames_part(quick, reps):
       fns[f"actors_only{label}"] = lambda s=s: apex_frames.actors_only_rate(
         apex_frames.make_driver(s), seconds, warmup
       )
-      if len(variants) > 1:
+      if with_parts:
         fns[f"parts{label}"] = lambda s=s: apex_frames.cpu_parts(s, frames)
     runs = common.interleave(fns, reps=reps, warmup=0)
     rate = {

@@ -58,9 +58,11 @@ def _reference_inputs(test, shape, seed):
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-def test_dense_numpy_reference(backend):
+@pytest.mark.parametrize("arg", ["compute_dtype", "weights_dtype"])
+def test_dense_numpy_reference(backend, arg):
+  # weights_dtype stores the rounded operands; the products are the same.
   test = ComponentTest(
-    Dense(6, activation="tanh", compute_dtype=BF16),
+    Dense(6, activation="tanh", **{arg: BF16}),
     {"inputs": FloatBox((40,), **BATCH)},
     backend,
   )
@@ -110,8 +112,19 @@ def test_conv2d_numpy_reference(backend):
       (9, 8, 3),
     ),
     (lambda: ResidualBlock(3, compute_dtype=BF16), (6, 5, 3)),
+    (lambda: Dense(5, activation="relu", weights_dtype=BF16), (16,)),
+    (
+      lambda: Conv2D(4, 3, strides=2, activation="relu", weights_dtype=BF16),
+      (9, 8, 3),
+    ),
   ],
-  ids=["dense", "conv2d", "residual_block"],
+  ids=[
+    "dense",
+    "conv2d",
+    "residual_block",
+    "dense_bf16_weights",
+    "conv2d_bf16_weights",
+  ],
 )
 def test_parity(layer, space):
   # Both backends round the same operands; oneDNN's and torch's
