@@ -82,8 +82,7 @@ class Setup:
   def name(self):
     env = self.env.replace("atari:", "")
     wide = "" if self.num_envs in (4, 8) else f"/e{self.num_envs}"
-    bf16 = "/bf16" if self.actor_weights_dtype == "bfloat16" else ""
-    return f"{env}/a{self.num_actors}/s{self.num_shards}{wide}{bf16}"
+    return f"{env}/a{self.num_actors}/s{self.num_shards}{wide}"
 
 
 def config_for(setup, num_actions):
