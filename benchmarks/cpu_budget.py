@@ -163,7 +163,7 @@ def flagfile_values(setup, variant=None):
 # Variants changing these fields change what the network parts cost, so
 # they get their own inference and learner (IMPALA) or update (DQN) parts
 # and their own limit; other variants run the flagfile's network.
-NETWORK_FIELDS = ("compute_dtype",)
+NETWORK_FIELDS = ("compute_dtype", "actor_weights_dtype")
 
 
 def network_variants(setup):

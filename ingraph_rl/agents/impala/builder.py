@@ -93,9 +93,22 @@ class IMPALABuilder:
 
   # --- spaces ---------------------------------------------------------------
 
-  def network(self, observation_space: Space) -> IMPALANetwork:
-    """A new (composed, unbuilt) network for `observation_space`."""
-    return make_network(self.config, observation_space)
+  def network(
+    self, observation_space: Space, weights_dtype: Optional[str] = None
+  ) -> IMPALANetwork:
+    """A new (composed, unbuilt) network for `observation_space`;
+    `weights_dtype` for an actor's copy (see `make_network`)."""
+    return make_network(
+      self.config, observation_space, weights_dtype=weights_dtype
+    )
+
+  def _actor_network(self, observation_space: Space) -> IMPALANetwork:
+    """An actor's copy: its torso in `actor_weights_dtype` (float32
+    copies need no weights_dtype: they take the learner's)."""
+    dtype = self.config.actor_weights_dtype
+    return self.network(
+      observation_space, None if dtype == "float32" else dtype
+    )
 
   def state_space(self, observation_space: Space) -> Dict:
     return self.network(observation_space).state_space()
@@ -204,7 +217,7 @@ class IMPALABuilder:
     `index` (None: 0), and its `set_weights` does nothing."""
     config = self.config if index is None else self.actor_config(index)
     obs_space = cast(Space, env.observation_space)
-    network = self.network(obs_space)
+    network = self._actor_network(obs_space)
     policy = (
       IMPALAPolicy(network, seed=config.seed)
       if inference is None
@@ -259,7 +272,7 @@ class IMPALABuilder:
     actor 0's seed) acting for all actors, one batch per env step,
     `unroll_length` batches per `serve` call."""
     config = self.actor_config(0)
-    network = self.network(observation_space)
+    network = self._actor_network(observation_space)
     server = InferenceServer(
       IMPALAPolicy(network, seed=config.seed),
       channel,

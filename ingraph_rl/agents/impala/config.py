@@ -12,6 +12,7 @@ import typing
 
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.config_fields import (
+  COMPUTE_DTYPES,
   choice_problems,
   compute_dtype_field,
   field,
@@ -52,6 +53,15 @@ class IMPALAConfig:
     None, "LSTM size on the torso (0 or None: feed-forward).", zero_is_none=True
   )
   compute_dtype: str = compute_dtype_field()
+  actor_weights_dtype: str = field(
+    "float32",
+    "Dtype of the actors' copies of the torso's weights (and of a batched "
+    "inference server's): float32, or bfloat16 (cast once per weight read; "
+    "the actors' torso products in bfloat16 without a cast per step; fast "
+    "where oneDNN finds AMX or AVX512-BF16). The learner keeps "
+    "compute_dtype; exported and evaluated policies float32.",
+    choices=COMPUTE_DTYPES,
+  )
   feed_reward_action: bool = field(
     True,
     "Feed the clipped last reward and one-hot last action to the "

@@ -276,7 +276,9 @@ def observation_keys(observation_space):
   return frames[0], (text[0] if text else None)
 
 
-def make_network(config, observation_space, scope="impala_network"):
+def make_network(
+  config, observation_space, scope="impala_network", weights_dtype=None
+):
   """The `IMPALANetwork` of an `IMPALAConfig` for `observation_space` (a
   box, or a Dict of a frame and optionally an instruction: see
   `observation_keys`).
@@ -284,16 +286,21 @@ def make_network(config, observation_space, scope="impala_network"):
   Integer (frame) observations are cast to float32 and divided by
   `config.scale_observations` (default 255 for uint8, else 1: none). The
   torso multiplies in `config.compute_dtype`; the LSTM and heads in
-  float32.
+  float32. `weights_dtype` (an actor's copy, loaded and never trained:
+  `config.actor_weights_dtype`) stores the torso's variables in that
+  dtype, and its products run in it (see `layers.precision`).
   """
-  dtype = config.compute_dtype
+  dtypes = dict(
+    compute_dtype=weights_dtype or config.compute_dtype,
+    weights_dtype=weights_dtype,
+  )
   if config.torso == "small":
-    torso = ImpalaSmallNetwork(dtype, scope="torso")
+    torso = ImpalaSmallNetwork(scope="torso", **dtypes)
   elif config.torso == "large":
-    torso = ImpalaDeepTorso(compute_dtype=dtype, scope="torso")
+    torso = ImpalaDeepTorso(scope="torso", **dtypes)
   else:
     spec = MLP_TORSO if config.torso == "mlp" else config.torso
-    torso = NeuralNetwork(list(spec), compute_dtype=dtype, scope="torso")
+    torso = NeuralNetwork(list(spec), scope="torso", **dtypes)
   frame_key, instruction_key = observation_keys(observation_space)
   frame_space = (
     observation_space if frame_key is None else observation_space[frame_key]

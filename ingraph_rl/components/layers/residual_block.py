@@ -23,6 +23,7 @@ class ResidualBlock(Component):
     filters,
     kernel_initializer="glorot_uniform",
     compute_dtype=None,
+    weights_dtype=None,
     scope="residual_block",
   ):
     super().__init__(scope=scope)
@@ -31,6 +32,7 @@ class ResidualBlock(Component):
       padding="same",
       kernel_initializer=kernel_initializer,
       compute_dtype=compute_dtype,
+      weights_dtype=weights_dtype,
     )
     self.conv_0 = Conv2D(
       filters, 3, activation="relu", scope="conv2d_0", **conv

@@ -30,7 +30,9 @@ class ImpalaSmallNetwork(NeuralNetwork):
   states, and the agent took longer to start learning.
   """
 
-  def __init__(self, compute_dtype=None, scope="impala_small"):
+  def __init__(
+    self, compute_dtype=None, weights_dtype=None, scope="impala_small"
+  ):
     relu = {"activation": "relu", "kernel_initializer": "he_uniform"}
     super().__init__(
       [
@@ -52,6 +54,7 @@ class ImpalaSmallNetwork(NeuralNetwork):
         {"type": "dense", "units": 256, **relu},
       ],
       compute_dtype=compute_dtype,
+      weights_dtype=weights_dtype,
       scope=scope,
     )
 
@@ -60,8 +63,9 @@ class ImpalaSmallNetwork(NeuralNetwork):
 IMPALA_STAGES = ((16, 2), (32, 2), (32, 2))
 
 
-def _deep_torso_parts(stages, units, compute_dtype):
+def _deep_torso_parts(stages, units, compute_dtype, weights_dtype):
   """The ResNet stages and the flatten -> fc head of the deep network."""
+  dtypes = dict(compute_dtype=compute_dtype, weights_dtype=weights_dtype)
   layers = []
   for filters, blocks in stages:
     i = len(layers)
@@ -70,8 +74,8 @@ def _deep_torso_parts(stages, units, compute_dtype):
         filters,
         3,
         padding="same",
-        compute_dtype=compute_dtype,
         scope=f"conv2d_{i}",
+        **dtypes,
       )
     )
     layers.append(MaxPool2D(3, 2, "same", scope=f"max_pool2d_{i + 1}"))
@@ -79,8 +83,8 @@ def _deep_torso_parts(stages, units, compute_dtype):
       layers.append(
         ResidualBlock(
           filters,
-          compute_dtype=compute_dtype,
           scope=f"residual_block_{len(layers)}",
+          **dtypes,
         )
       )
   return (
@@ -88,9 +92,7 @@ def _deep_torso_parts(stages, units, compute_dtype):
     NeuralNetwork(
       [
         Flatten(scope="flatten_0"),
-        Dense(
-          units, activation="relu", compute_dtype=compute_dtype, scope="dense_1"
-        ),
+        Dense(units, activation="relu", scope="dense_1", **dtypes),
       ],
       scope="head",
     ),
@@ -100,18 +102,21 @@ def _deep_torso_parts(stages, units, compute_dtype):
 class ImpalaDeepTorso(Component):
   """The deep IMPALA network without its LSTM: stages -> relu -> flatten
   -> fc `units` relu. API: `call(inputs)` on single frames [N, H, W, C]
-  (for agents that add their own recurrent core). `compute_dtype`: see
-  `NeuralNetwork`."""
+  (for agents that add their own recurrent core). `compute_dtype` and
+  `weights_dtype`: see `NeuralNetwork`."""
 
   def __init__(
     self,
     stages=IMPALA_STAGES,
     units=256,
     compute_dtype=None,
+    weights_dtype=None,
     scope="impala_deep",
   ):
     super().__init__(scope=scope)
-    self.stages, self.head = _deep_torso_parts(stages, units, compute_dtype)
+    self.stages, self.head = _deep_torso_parts(
+      stages, units, compute_dtype, weights_dtype
+    )
 
   @api
   def call(self, inputs):

@@ -41,7 +41,8 @@ class NeuralNetwork(Component):
   """Applies its layers in order. `compute_dtype` (e.g. "bfloat16") is the
   default of the spec'd layers that multiply (conv2d, dense,
   residual_block), `weights_dtype` that of the ones that store weights in
-  another dtype (conv2d, dense); layer components keep their own.
+  another dtype (conv2d, dense, residual_block); layer components keep
+  their own.
 
   >>> net = NeuralNetwork([{"type": "dense", "units": 64, "activation": "relu"},
   ...                      {"type": "dense", "units": 2}])

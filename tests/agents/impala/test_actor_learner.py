@@ -22,6 +22,7 @@ from ingraph_rl.testing.queues import (
   random_rollouts,
   unique_queue_name,
 )
+from ingraph_rl.testing.references import np_bfloat16
 
 OBS = FloatBox((4,))  # CartPole's observation shape.
 LOSS_KEYS = (
@@ -138,6 +139,106 @@ def test_importance_weights_are_one_exactly_when_weights_agree(kind):
     assert synced["frames"] == 4 * 7
   finally:
     learner.execute("close_queue")
+    env.close()
+
+
+def randomize_network(learner, seed, scale=0.25):
+  """Sets the learner's network to normal weights (`scale`): logits of
+  O(1), unlike the near-uniform initial policy head."""
+  rng = np.random.default_rng(seed)
+  learner.set_weights(
+    {
+      k: (scale * rng.normal(size=v.shape)).astype(np.float32)
+      if "/impala_network/" in k
+      else v
+      for k, v in learner.get_weights().items()
+    }
+  )
+
+
+def test_bfloat16_actor_acts_with_rounded_torso_weights():
+  """actor_weights_dtype=bfloat16: `set_weights` stores the learner's
+  float32 torso weights rounded to bfloat16 (the heads stay float32);
+  `act` matches the NumPy network under those rounded weights to
+  bfloat16's precision, nearer than under the float32 weights; the
+  learner's V-trace corrects the small policy lag (rho near 1); the
+  exported policy stays float32."""
+  config = IMPALAConfig(
+    num_actions=2,
+    unroll_length=7,
+    batch_size=4,
+    queue_capacity=8,
+    use_staging=False,
+    actor_weights_dtype="bfloat16",
+  )
+  actor, learner, env = actor_and_learner(config, 4, seed=5)
+  try:
+    randomize_network(learner, 5)
+    weights = numpy_weights(learner)
+    actor.execute("set_weights", learner.execute("get_weights"))
+    prefix = "actor/environment_stepper/policy/impala_network/"
+    stored = {
+      k[len(prefix) :]: v.numpy()
+      for k, v in actor.variables().items()
+      if k.startswith(prefix)
+    }
+    assert set(stored) == set(weights)
+    rounded = {}
+    for path, value in weights.items():
+      torso = path.startswith("torso/")
+      assert stored[path].dtype.name == ("bfloat16" if torso else "float32")
+      rounded[path] = np_bfloat16(value) if torso else value
+      np.testing.assert_array_equal(
+        stored[path].astype(np.float32), rounded[path], err_msg=path
+      )
+
+    rng = np.random.default_rng(6)
+    obs = rng.normal(size=(64, 1, 4)).astype(np.float32)
+    state = {k: np.zeros((64, 0), np.float32) for k in ("c", "h")}
+    resets = np.zeros((64, 1), bool)
+    rewards = rng.normal(size=(64, 1)).astype(np.float32)
+    actions = rng.integers(0, 2, (64, 1))
+    out = to_numpy(actor.execute("act", obs, state, resets, rewards, actions))
+    args = (obs, state, resets, rewards, actions, 2)
+    want_logits, want_values = numpy_network(rounded, *args)
+    exact_logits, exact_values = numpy_network(weights, *args)
+    for got, want, exact in (
+      (out["logits"], want_logits, exact_logits),
+      (out["values"], want_values, exact_values),
+    ):
+      assert got.dtype == np.float32
+      np.testing.assert_allclose(got, want, rtol=3e-2, atol=3e-2)
+      assert np.abs(got - want).mean() < np.abs(got - exact).mean()
+
+    actor.execute("unroll")
+    rho = scalars(learner.execute("update"))["mean_rho"]
+    assert abs(rho - 1.0) < 0.05
+  finally:
+    learner.execute("close_queue")
+    env.close()
+  policy = IMPALABuilder(config).make_policy(OBS).build()
+  assert {v.dtype.name for v in policy.get_weights().values()} == {"float32"}
+
+
+def test_batched_inference_server_keeps_the_actors_weights_dtype():
+  """The inference server acts for the actors: with bfloat16 actor
+  weights its torso is bfloat16 too, its heads float32."""
+  config = IMPALAConfig(num_actions=2, actor_weights_dtype="bfloat16")
+  builder = IMPALABuilder(config)
+  env = GymnasiumVectorEnv("CartPole-v1", 2, seed=0)
+  try:
+    channel = builder.inference_channel([env], f"bf16_{queue_name()}")
+    server = builder.make_inference_server(OBS, channel).build()
+    dtypes = {
+      path: v.dtype.name
+      for path, v in server.get_weights().items()
+      if path.endswith(("kernel", "bias"))
+    }
+    assert dtypes and all(
+      d == ("bfloat16" if "/torso/" in p else "float32")
+      for p, d in dtypes.items()
+    ), dtypes
+  finally:
     env.close()
 
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
@@ -228,7 +229,13 @@ FRAMES = 800_000
 LEARN_SEED = 13
 
 
-def test_learns_cartpole(background):
+# bfloat16 actor weights (the learner and the evaluated policy float32):
+# make test-all.
+@pytest.mark.parametrize(
+  "actor_weights_dtype",
+  ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)],
+)
+def test_learns_cartpole(background, actor_weights_dtype):
   """IMPALA on CartPole-v1 for 800k frames, then 20 greedy episodes on
   fresh envs: mean return >= 150 (500 is the maximum).
 
@@ -256,6 +263,7 @@ def test_learns_cartpole(background):
     entropy_cost=0.01,
     epsilon=0.01,
     reward_clipping="none",
+    actor_weights_dtype=actor_weights_dtype,
     seed=LEARN_SEED,
   )
   driver = ActorLearnerDriver(

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from ingraph_rl.components.layers import Conv2D, Dense, ResidualBlock
-from ingraph_rl.components.networks import NeuralNetwork
+from ingraph_rl.components.networks import (
+  ImpalaDeepTorso,
+  ImpalaSmallNetwork,
+  NeuralNetwork,
+)
 from ingraph_rl.errors import BuildError
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing import ComponentTest, assert_parity
@@ -112,6 +116,7 @@ def test_conv2d_numpy_reference(backend):
       (9, 8, 3),
     ),
     (lambda: ResidualBlock(3, compute_dtype=BF16), (6, 5, 3)),
+    (lambda: ResidualBlock(3, weights_dtype=BF16), (6, 5, 3)),
     (lambda: Dense(5, activation="relu", weights_dtype=BF16), (16,)),
     (
       lambda: Conv2D(4, 3, strides=2, activation="relu", weights_dtype=BF16),
@@ -122,6 +127,7 @@ def test_conv2d_numpy_reference(backend):
     "dense",
     "conv2d",
     "residual_block",
+    "residual_block_bf16_weights",
     "dense_bf16_weights",
     "conv2d_bf16_weights",
   ],
@@ -161,6 +167,29 @@ def test_weights_dtype_reaches_the_layers_that_store_weights():
   conv, _, dense = net.layers
   assert conv.weights_dtype == conv.compute_dtype == BF16
   assert dense.weights_dtype == BF16 and dense.compute_dtype == "float32"
+
+
+@pytest.mark.parametrize(
+  "network, space",
+  [
+    (lambda: ImpalaSmallNetwork(weights_dtype=BF16), (36, 36, 2)),
+    (
+      lambda: ImpalaDeepTorso(((2, 1),), units=4, weights_dtype=BF16),
+      (8, 8, 2),
+    ),
+  ],
+  ids=["impala_small", "impala_deep"],
+)
+def test_impala_torsos_store_every_weight_in_weights_dtype(network, space):
+  """IMPALA's torsos pass `weights_dtype` to every layer with weights
+  (the residual blocks' convolutions too): no float32 variable is left
+  to cast in every call."""
+  test = ComponentTest(network(), {"inputs": FloatBox(space, **BATCH)})
+  weights = test.executor.get_weights()
+  assert weights and {v.dtype.name for v in weights.values()} == {BF16}
+  assert test.test("call", np.ones((2,) + space, np.float32)).dtype == (
+    np.float32
+  )
 
 
 def test_network_default_reaches_the_layers_that_multiply():
