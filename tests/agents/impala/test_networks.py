@@ -21,9 +21,11 @@ from ingraph_rl.testing.component_test import to_numpy
 A = 3
 FRAMES = IntBox(256, (36, 48, 3), dtype=np.uint8)  # Small conv torso fits.
 
+BF16 = "bfloat16"
 
-def network_test(config, obs_space, backend, seed=0):
-  network = make_network(config, obs_space)
+
+def network_test(config, obs_space, backend, seed=0, weights_dtype=None):
+  network = make_network(config, obs_space, weights_dtype=weights_dtype)
   spaces = IMPALABuilder(config).policy_input_spaces(obs_space)
   spaces["initial_state"] = spaces.pop("state")
   return ComponentTest(
@@ -278,33 +280,57 @@ def test_policy_values_equal_act_values():
 def test_config_names_every_bad_choice():
   with pytest.raises(BuildError) as e:
     IMPALAConfig(
-      num_actions=A, torso="tiny", reward_clipping="x", compute_dtype="half"
+      num_actions=A,
+      torso="tiny",
+      reward_clipping="x",
+      compute_dtype="half",
+      actor_weights_dtype="float16",
     )
-  for part in ("torso must be one of", "reward_clipping", "compute_dtype"):
+  for part in (
+    "torso must be one of",
+    "reward_clipping",
+    "compute_dtype",
+    "actor_weights_dtype",
+  ):
     assert part in str(e.value)
 
 
+@pytest.mark.parametrize("how", ["compute_dtype", "weights_dtype"])
 @pytest.mark.parametrize("kind", ["mlp_lstm", "small_lstm", "large"])
-def test_bfloat16_torso(kind):
-  # The torso's layers multiply in bfloat16, the LSTM and heads in
-  # float32; TF and torch agree to bfloat16's precision, and the outputs
-  # stay near (not at) the float32 network's with the same weights.
+def test_bfloat16_torso(kind, how):
+  # The torso's layers multiply in bfloat16 (`compute_dtype`: mixed
+  # precision; `weights_dtype`: an actor's copy, its variables bfloat16
+  # too), the LSTM and heads in float32; TF and torch agree to bfloat16's
+  # precision, and the outputs stay near (not at) the float32 network's
+  # with the same weights.
   kwargs, obs_space = NETWORKS[kind]
-  config = IMPALAConfig(num_actions=A, compute_dtype="bfloat16", **kwargs)
-  network = make_network(config, obs_space)
+  if how == "compute_dtype":
+    config, dtypes = (
+      IMPALAConfig(num_actions=A, compute_dtype=BF16, **kwargs),
+      {},
+    )
+  else:
+    config, dtypes = IMPALAConfig(num_actions=A, **kwargs), {how: BF16}
+  network = make_network(config, obs_space, **dtypes)
   multiply = [c for c in network.torso.walk() if hasattr(c, "compute_dtype")]
-  assert multiply and all(c.compute_dtype == "bfloat16" for c in multiply)
+  assert multiply and all(c.compute_dtype == BF16 for c in multiply)
   assert network.policy_head.compute_dtype is None
   tests = {
-    "tf": network_test(config, obs_space, "tf"),
-    "torch": network_test(config, obs_space, "torch", seed=1),
+    "tf": network_test(config, obs_space, "tf", **dtypes),
+    "torch": network_test(config, obs_space, "torch", seed=1, **dtypes),
     "fp32": network_test(
       IMPALAConfig(num_actions=A, **kwargs), obs_space, "tf", seed=2
     ),
   }
   weights = scaled_weights(tests["tf"])
+  stored = {p: w.dtype.name for p, w in weights.items()}
+  want = BF16 if how == "weights_dtype" else "float32"
+  assert {d for p, d in stored.items() if "torso/" in p} == {want}
+  assert {d for p, d in stored.items() if "torso/" not in p} == {"float32"}
   tests["torch"].set_weights(weights)
-  tests["fp32"].set_weights(weights)
+  tests["fp32"].set_weights(
+    {p: w.astype(np.float32) for p, w in weights.items()}
+  )
   args = inputs(obs_space, config.lstm_units or 0)
   out = {k: t.test("unroll", *args) for k, t in tests.items()}
   for key in ("logits", "values"):
