@@ -61,3 +61,14 @@ def choice_problems(config):
 def required(help):
   """A field without a default (e.g. the env's action count): no flag."""
   return dataclasses.field(metadata={HELP: help, FLAG: False})
+
+
+def copy_weights_dtype(actor_weights_dtype):
+  """The `weights_dtype` of an actor's copy of the weights, from a
+  config's `actor_weights_dtype`: None for float32 (the copy then takes
+  the learner's `compute_dtype`, as any float32 network does).
+
+  >>> copy_weights_dtype("float32"), copy_weights_dtype("bfloat16")
+  (None, 'bfloat16')
+  """
+  return None if actor_weights_dtype == "float32" else actor_weights_dtype

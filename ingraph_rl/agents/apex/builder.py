@@ -47,6 +47,7 @@ from ingraph_rl.core import Component
 from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import LEARNER_APIS, Root, weights_space_of
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
+from ingraph_rl.utils.config_fields import copy_weights_dtype
 
 ACTOR_APIS = (
   "get_actions",
@@ -164,12 +165,10 @@ class ApexBuilder:
     (`config.actor_epsilons`), and exploration seed."""
     config = dataclasses.replace(self.config, seed=self.actor_seed(index))
     obs_space = cast(Space, env.observation_space)
-    # float32 copies need no weights_dtype: they take the learner's.
-    weights_dtype = self.config.actor_weights_dtype
     actor = ApexActor(
       config,
       env,
-      self._q(None if weights_dtype == "float32" else weights_dtype),
+      self._q(copy_weights_dtype(self.config.actor_weights_dtype)),
       self.config.actor_epsilons(index, num_actors, env.num_envs),
       self.record_space(obs_space),
       names,

@@ -61,6 +61,7 @@ from ingraph_rl.runners.builder import (
   weights_space_of,
 )
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
+from ingraph_rl.utils.config_fields import copy_weights_dtype
 
 DEFAULT_QUEUE_NAME = "impala_rollouts"
 # Actor i samples with seed `config.seed + ACTOR_SEED_STRIDE * (i + 1)`.
@@ -103,11 +104,9 @@ class IMPALABuilder:
     )
 
   def _actor_network(self, observation_space: Space) -> IMPALANetwork:
-    """An actor's copy: its torso in `actor_weights_dtype` (float32
-    copies need no weights_dtype: they take the learner's)."""
-    dtype = self.config.actor_weights_dtype
+    """An actor's copy: its torso in `actor_weights_dtype`."""
     return self.network(
-      observation_space, None if dtype == "float32" else dtype
+      observation_space, copy_weights_dtype(self.config.actor_weights_dtype)
     )
 
   def state_space(self, observation_space: Space) -> Dict:
