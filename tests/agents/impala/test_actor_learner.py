@@ -45,6 +45,17 @@ def numpy_weights(executor):
   return {k: v.numpy() for k, v in executor.execute("get_weights").items()}
 
 
+def actor_network_weights(actor):
+  """The actor's network variables by the paths of the learner's
+  `get_weights`."""
+  prefix = "actor/environment_stepper/policy/impala_network/"
+  return {
+    k[len(prefix) :]: v.numpy()
+    for k, v in actor.variables().items()
+    if k.startswith(prefix)
+  }
+
+
 def scalars(out):
   return {k: float(v) for k, v in to_numpy(out).items()}
 
@@ -115,20 +126,11 @@ def test_importance_weights_are_one_exactly_when_weights_agree(kind):
     assert abs(stale["mean_rho"] - 1.0) > 1e-3
 
     weights = numpy_weights(learner)
-    prefix = "actor/environment_stepper/policy/impala_network/"
-    before = {
-      k[len(prefix) :]: v.numpy()
-      for k, v in actor.variables().items()
-      if k.startswith(prefix)
-    }
+    before = actor_network_weights(actor)
     assert set(before) == set(weights)
     assert all(not np.array_equal(before[k], weights[k]) for k in weights)
     actor.execute("set_weights", learner.execute("get_weights"))
-    after = {
-      k[len(prefix) :]: v.numpy()
-      for k, v in actor.variables().items()
-      if k.startswith(prefix)
-    }
+    after = actor_network_weights(actor)
     for k in weights:
       np.testing.assert_array_equal(after[k], weights[k], err_msg=k)
 
@@ -176,12 +178,7 @@ def test_bfloat16_actor_acts_with_rounded_torso_weights():
     randomize_network(learner, 5)
     weights = numpy_weights(learner)
     actor.execute("set_weights", learner.execute("get_weights"))
-    prefix = "actor/environment_stepper/policy/impala_network/"
-    stored = {
-      k[len(prefix) :]: v.numpy()
-      for k, v in actor.variables().items()
-      if k.startswith(prefix)
-    }
+    stored = actor_network_weights(actor)
     assert set(stored) == set(weights)
     rounded = {}
     for path, value in weights.items():
