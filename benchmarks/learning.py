@@ -84,6 +84,17 @@ _IMPALA_EVAL = (
 )
 _DQN_EVAL = r"greedy eval return (-?[\d.]+)"
 
+_IMPALA_PONG = Case(
+  "impala",
+  "impala_pong.cfg",
+  (0,),
+  7200.0,
+  20.0,
+  _IMPALA_EVAL,
+  18.0,
+  "training",
+)
+
 CASES = {
   "impala_cartpole": Case(
     "impala",
@@ -95,41 +106,16 @@ CASES = {
     500.0,
     "greedy",
   ),
-  "impala_pong": Case(
-    "impala",
-    "impala_pong.cfg",
-    (0,),
-    7200.0,
-    20.0,
-    _IMPALA_EVAL,
-    18.0,
-    "training",
-  ),
+  "impala_pong": _IMPALA_PONG,
   # The preset with bfloat16 products in the torso (README: Mixed
   # precision), to the same +18 within 1 h.
-  "impala_pong_bfloat16": Case(
-    "impala",
-    "impala_pong.cfg",
-    (0,),
-    3600.0,
-    20.0,
-    _IMPALA_EVAL,
-    18.0,
-    "training",
-    flags=("--compute_dtype=bfloat16",),
+  "impala_pong_bfloat16": dataclasses.replace(
+    _IMPALA_PONG, budget_s=3600.0, flags=("--compute_dtype=bfloat16",)
   ),
   # The preset with bfloat16 copies of the weights in its actors (README:
   # Mixed precision), to the same +18 within 1 h.
-  "impala_pong_actor_bfloat16": Case(
-    "impala",
-    "impala_pong.cfg",
-    (0,),
-    3600.0,
-    20.0,
-    _IMPALA_EVAL,
-    18.0,
-    "training",
-    flags=("--actor_weights_dtype=bfloat16",),
+  "impala_pong_actor_bfloat16": dataclasses.replace(
+    _IMPALA_PONG, budget_s=3600.0, flags=("--actor_weights_dtype=bfloat16",)
   ),
   "dqn_cartpole": Case(
     "dqn",
