@@ -22,6 +22,7 @@ counted over a window after `warmup_s`.
 """
 
 import dataclasses
+import functools
 import os
 import re
 import subprocess
@@ -33,6 +34,7 @@ import uuid
 
 import numpy as np
 
+from experiments import configs
 from ingraph_rl.agents.apex import ApexBuilder, ApexConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.environments import is_atari_id, make_vector_env
@@ -70,6 +72,17 @@ def steady_rate(log_text):
   return (s1 - s0) / (t1 - t0)
 
 
+@functools.lru_cache(maxsize=None)
+def preset_envs(env):
+  """Envs per actor of `env`'s preset: flagfiles/apex_pong.cfg's for an
+  Atari game, apex_cartpole.cfg's (the embedded default's) otherwise."""
+  flagfile = "apex_pong.cfg" if is_atari_id(env) else "apex_cartpole.cfg"
+  values = configs.flagfile_values(
+    configs.APEX_CLASSES, configs.APEX_CARTPOLE, flagfile
+  )
+  return values["num_envs_per_actor"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Setup:
   env: str
@@ -81,8 +94,14 @@ class Setup:
   @property
   def name(self):
     env = self.env.replace("atari:", "")
-    wide = "" if self.num_envs in (4, 8) else f"/e{self.num_envs}"
-    return f"{env}/a{self.num_actors}/s{self.num_shards}{wide}"
+    envs = self.envs_suffix("/e")
+    return f"{env}/a{self.num_actors}/s{self.num_shards}{envs}"
+
+  def envs_suffix(self, prefix):
+    """ "" with the preset's envs per actor, else `prefix` + their number."""
+    if self.num_envs == preset_envs(self.env):
+      return ""
+    return f"{prefix}{self.num_envs}"
 
 
 def config_for(setup, num_actions):

@@ -36,8 +36,10 @@ Python thread: its PER work holds the GIL, which a prefetch thread would
 share with it.
 
 frames: env steps/s on Pong and CartPole with 1, 2 and 4 actors (2
-shards) and 2 actors with 1 shard (Pong also 2 actors x 32 envs, and 2 x 8
-and 2 x 32): raw stepping (the ceiling), actors only and end to end,
+shards) and 2 actors with 1 shard, each actor with its preset's envs
+(`apex_frames.preset_envs`: apex_pong.cfg's, apex_cartpole.cfg's), Pong
+also 2 actors with the other of 8 and 32 envs (keys ..._envs_<n>): raw
+stepping (the ceiling), actors only and end to end,
 interleaved per setup (`benchmarks/apex_frames.py`); with 2 actors and 2
 shards also actors only with `--actor_weights_dtype=bfloat16`
 (`<env>_actor_bfloat16_over_float32_actors_only_actors_2`).
@@ -298,25 +300,22 @@ def learner_part(quick, reps):
   return rows, ratios, config
 
 
-# Envs per actor beside the default: Pong 2 actors x 32 envs (the Q-network
-# costs less per frame in larger batches).
-WIDE_ENVS = 32
+# Pong's envs per actor beside the preset's (`apex_frames.preset_envs`), 2
+# actors x the first of these that differs from it: the Q-network costs
+# less per frame in larger batches. Keys ..._envs_<n>.
+OTHER_PONG_ENVS = (32, 8)
 
 
 def frame_setups(envs, quick):
   out = []
   for env in envs:
-    pong = "pong" in env.lower()
-    num_envs = 8 if pong else 4
+    num_envs = apex_frames.preset_envs(env)
     actors = [(2, 2)] if quick else [(1, 2), (2, 2), (4, 2), (2, 1)]
     out += [apex_frames.Setup(env, a, s, num_envs) for a, s in actors]
-    if pong and not quick:
-      out.append(apex_frames.Setup(env, 2, 2, WIDE_ENVS))
+    if "pong" in env.lower() and not quick:
+      other = next(n for n in OTHER_PONG_ENVS if n != num_envs)
+      out.append(apex_frames.Setup(env, 2, 2, other))
   return out
-
-
-def default_envs(setup):
-  return 8 if "pong" in setup.env.lower() else 4
 
 
 # Actors with bfloat16 copies of the weights (--actor_weights_dtype=
@@ -399,11 +398,7 @@ def frames_part(quick, reps):
     key = (
       f"actors_{setup.num_actors}"
       + ("" if setup.num_shards == 2 else f"_shards_{setup.num_shards}")
-      + (
-        ""
-        if setup.num_envs == default_envs(setup)
-        else f"_envs_{setup.num_envs}"
-      )
+      + setup.envs_suffix("_envs_")
     )
     for name in ("actors_only", "end_to_end"):
       ratios[f"{env}_{name}_over_raw_{key}"] = common.paired_ratio(
@@ -432,7 +427,12 @@ def frames_part(quick, reps):
     "frames_warmup_s": warmup,
     "frames_setups": [s.name for s in frame_setups(_ENVS.value, quick)],
     "frames_envs_per_actor": (
-      f"Pong 8 (and {WIDE_ENVS}: keys ..._envs_{WIDE_ENVS}), CartPole 4"
+      "each env's preset (apex_pong.cfg, apex_cartpole.cfg): "
+      + ", ".join(
+        f"{env} {apex_frames.preset_envs(env)}" for env in _ENVS.value
+      )
+      + "; Pong also 2 actors x the other of "
+      + f"{OTHER_PONG_ENVS} (keys ..._envs_<n>)"
     ),
     "frames_actor_bfloat16": (
       f"2 actors, 2 shards: actors only and parts also with "

@@ -53,7 +53,6 @@ Writes benchmarks/results/cpu_budget.json and cpu_budget.png (not --quick).
 import dataclasses
 import gc
 import os
-import pathlib
 import time
 
 import numpy as np
@@ -73,9 +72,6 @@ from ingraph_rl.runners.environments import (
 )
 
 NAME = "cpu_budget"
-FLAGFILES = (
-  pathlib.Path(__file__).resolve().parents[1] / "experiments" / ("flagfiles")
-)
 
 _QUICK = flags.DEFINE_bool("quick", False, "Smoke run: CartPole, short.")
 _SETUPS = flags.DEFINE_list(
@@ -148,16 +144,13 @@ def flagfile_values(setup, variant=None):
   (the preset overridden by the flagfile, then by `--override`s, then by
   the variant's 'field=value's)."""
   classes, preset = _classes(setup)
-  fv = flags.FlagValues()
-  config_flags.define_flags(*classes, flag_values=fv)
   extra = [
     o.split(":", 1)[1]
     for o in _OVERRIDES.value
     if o.split(":", 1)[0] == setup.agent
   ]
   extra += [f"--{change}" for change in (variant or "").split("+") if change]
-  fv(["cpu_budget", f"--flagfile={FLAGFILES / setup.flagfile}", *extra])
-  return config_flags.resolve(classes, preset, flag_values=fv)
+  return configs.flagfile_values(classes, preset, setup.flagfile, extra)
 
 
 # Variants changing these fields change what the network parts cost, so

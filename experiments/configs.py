@@ -13,10 +13,12 @@ user passes; flags not passed never do.
 
 import dataclasses
 import os
+import pathlib
 import time
 import typing
 
 import tensorflow as tf
+from absl import flags
 
 from experiments import config_flags
 from ingraph_rl.agents.apex import ApexConfig
@@ -245,6 +247,23 @@ def dqn_values(preset=DQN_CARTPOLE, flag_values=None):
 def apex_values(preset=APEX_CARTPOLE, flag_values=None):
   kwargs = {} if flag_values is None else {"flag_values": flag_values}
   return config_flags.resolve(APEX_CLASSES, preset, **kwargs)
+
+
+FLAGFILES = pathlib.Path(__file__).resolve().parent / "flagfiles"
+
+
+def flagfile_values(classes, preset, flagfile, args=()):
+  """The values a run with `--flagfile=flagfiles/<flagfile>` and then
+  `args` resolves (`preset` overridden by them), as the experiment would.
+
+  >>> flagfile_values(APEX_CLASSES, APEX_CARTPOLE, "apex_pong.cfg", [
+  ...   "--num_actors=4"])["num_actors"]
+  4
+  """
+  fv = flags.FlagValues()
+  config_flags.define_flags(*classes, flag_values=fv)
+  fv(["flagfile_values", f"--flagfile={FLAGFILES / flagfile}", *args])
+  return config_flags.resolve(classes, preset, flag_values=fv)
 
 
 def apex_settings(values):

@@ -2,6 +2,7 @@
 progress lines' clock times and step counts."""
 
 import doctest
+import re
 
 import pytest
 
@@ -50,3 +51,28 @@ def test_cpu_parts_time_each_pass_at_its_own_batch():
   assert set(parts) == {"env", "q_pass_acting", "q_pass_target"}
   assert all(v > 0 for v in parts.values())
   assert parts["q_pass_acting"] > 5 * parts["q_pass_target"]
+
+
+def flagfile_envs(name):
+  text = (apex_frames.configs.FLAGFILES / name).read_text()
+  return int(re.search(r"^--num_envs_per_actor=(\d+)$", text, re.M)[1])
+
+
+def test_setups_step_the_presets_envs_and_name_only_the_others():
+  """Each env's setups step its preset's envs per actor (read here from the
+  flagfiles' text), unnamed; Pong also steps the other of 8 and 32, named
+  in the setup (`/e<n>`) and in its ratio keys (`_envs_<n>`)."""
+  from benchmarks import apex_throughput
+
+  pong, cartpole = "atari:pong", "CartPole-v1"
+  assert apex_frames.preset_envs(pong) == flagfile_envs("apex_pong.cfg")
+  assert apex_frames.preset_envs(cartpole) == flagfile_envs("apex_cartpole.cfg")
+  setups = apex_throughput.frame_setups([pong, cartpole], quick=False)
+  preset = [s for s in setups if s.num_envs == apex_frames.preset_envs(s.env)]
+  others = [s for s in setups if s not in preset]
+  assert len(preset) == 8 and all(s.envs_suffix("_x") == "" for s in preset)
+  (other,) = others
+  assert other.env == pong and other.num_envs in (8, 32)
+  assert other.num_envs != apex_frames.preset_envs(pong)
+  assert other.name == f"pong/a2/s2/e{other.num_envs}"
+  assert other.envs_suffix("_envs_") == f"_envs_{other.num_envs}"
