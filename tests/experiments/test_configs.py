@@ -2,6 +2,7 @@
 (and its docstring examples)."""
 
 import doctest
+import re
 import subprocess
 import sys
 
@@ -72,3 +73,24 @@ def test_set_in_a_fresh_process_and_refused_once_tf_runs():
     "refused: --intra_op_threads=2 needs to be set before TensorFlow "
     "runs anything in this process"
   )
+
+
+PRESETS = {
+  "impala": configs.IMPALA_CARTPOLE,
+  "dqn": configs.DQN_CARTPOLE,
+  "apex": configs.APEX_CARTPOLE,
+}
+
+
+@pytest.mark.parametrize(
+  "flagfile", sorted(p.name for p in configs.FLAGFILES.glob("*.cfg"))
+)
+def test_a_flagfile_states_every_preset_value_it_keeps(flagfile):
+  """A flagfile (Pong, DM Lab) overrides the embedded CartPole preset;
+  a preset value it does not name would reach its runs unseen (apex_pong.cfg
+  ran with the CartPole preset's epsilon_alpha while its comment gave the
+  paper's). Each preset field must appear in the flagfile's own text."""
+  agent = flagfile.split("_")[0]
+  text = (configs.FLAGFILES / flagfile).read_text()
+  named = set(re.findall(r"^--(?:no)?(\w+)", text, re.M))
+  assert set(PRESETS[agent]) - named == set()
