@@ -93,7 +93,10 @@ class IMPALASettings(ClusterSettings):
   has them)."""
 
   num_actors: int = field(2, "Actor threads (in a cluster: actor tasks).")
-  num_envs_per_actor: int = field(8, "Envs each actor steps together.")
+  # 32: on CartPole ~1.55x the frames/s of 8 (each actor's graph call per
+  # vector step is paid once per 32 envs), learning alike per frame
+  # (benchmarks/results/learning.json, impala_cartpole's note).
+  num_envs_per_actor: int = field(32, "Envs each actor steps together.")
   num_action_repeats: typing.Optional[int] = field(
     None,
     "Frames per agent step (ALE frame skip, DM Lab repeats); "
@@ -112,6 +115,12 @@ class IMPALASettings(ClusterSettings):
     True, "Decay the learning rate linearly to 0 over the frame budget."
   )
   log_every_seconds: float = field(5.0, "Progress line period.")
+  summary_every_seconds: float = field(
+    1.0,
+    "TensorBoard scalar period: the latest update's losses and the "
+    "episodes finished since the last write (0: every update). Eager "
+    "summary writes hold the GIL that the actors' env steps need.",
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +154,7 @@ APEX_CLASSES = (ApexSettings, ApexConfig)
 DQN_CLASSES = (DQNSettings, DQNConfig)
 
 # The embedded default of experiments/impala.py: IMPALA on CartPole-v1, 2
-# actors x 8 envs, 800k frames (IMPALASettings' defaults), and these
+# actors x 32 envs, 800k frames (IMPALASettings' defaults), and these
 # config values (flagfiles/impala_cartpole.cfg writes it all out).
 IMPALA_CARTPOLE = dict(
   unroll_length=20,

@@ -1,6 +1,6 @@
 """IMPALA experiment (the main job): `python -m experiments.impala`.
 
-With no flags it trains CartPole-v1 on this machine (2 actors x 8 envs,
+With no flags it trains CartPole-v1 on this machine (2 actors x 32 envs,
 a few minutes on 2 cores): the embedded preset (experiments/configs.py,
 IMPALA_CARTPOLE); flagfiles hold the other setups:
 
@@ -106,6 +106,13 @@ class Progress:
     self.start_frames = start
     self.t0 = self.t_log = self.t_save = time.time()
     self.frames_log = start
+    self.t_summary = float("-inf")
+    # Since the last summary write: the last update's results and frames,
+    # and episodes, return sum and length sum (per level: episodes and
+    # return sum).
+    self.out, self.out_frames = None, start
+    self.pending = [0, 0.0, 0]
+    self.pending_levels = {}
     self.last_return = float("nan")
     self.recent = RecentEpisodes(LAST_EPISODES)
     self.levels = levels
@@ -132,22 +139,17 @@ class Progress:
       return_sum - sum(g[3] for g in groups),
       episodes - sum(g[2] for g in groups),
     )
+    if episodes:
+      self.last_return = return_sum / episodes
+    for i, value in enumerate((episodes, return_sum, length_sum)):
+      self.pending[i] += value
+    if self.levels is not None:
+      self._count_level_returns(groups)
+    self.out, self.out_frames = out, frames
     now = time.time()
-    with self.writer.as_default(step=frames):
-      if episodes:
-        self.last_return = return_sum / episodes
-        tf.summary.scalar("charts/episodic_return", self.last_return)
-        tf.summary.scalar("charts/episodic_length", length_sum / episodes)
-        tf.summary.scalar("charts/episodes", episodes)
-        tf.summary.scalar("charts/episodic_return_last100", self.recent.mean)
-      if self.levels is not None:
-        self._log_level_returns(groups)
-      tf.summary.scalar("losses/total_loss", out["loss"])
-      tf.summary.scalar("losses/policy_loss", out["pg_loss"])
-      tf.summary.scalar("losses/value_loss", out["baseline_loss"])
-      tf.summary.scalar("losses/entropy", out["mean_entropy"])
-      tf.summary.scalar("charts/mean_rho", out["mean_rho"])
-      tf.summary.scalar("charts/grad_norm", out["grad_norm"])
+    if now - self.t_summary >= self.settings.summary_every_seconds:
+      self.write_summaries()
+      self.t_summary = now
     if now - self.t_log >= self.settings.log_every_seconds:
       fps = (frames - self.frames_log) / (now - self.t_log)
       line = (
@@ -183,17 +185,38 @@ class Progress:
       self.t_save = now
     return frames
 
-  def _log_level_returns(self, groups):
-    """Each level's mean return over this update's episodes."""
-    sums = {}
+  def write_summaries(self):
+    """Writes what came since the last write, at the last update's
+    frames: the episodes' mean return and length (and each level's mean
+    return), and the last update's losses. A no-op when no update came."""
+    if self.out is None:
+      return
+    out, (episodes, return_sum, length_sum) = self.out, self.pending
+    with self.writer.as_default(step=self.out_frames):
+      if episodes:
+        tf.summary.scalar("charts/episodic_return", return_sum / episodes)
+        tf.summary.scalar("charts/episodic_length", length_sum / episodes)
+        tf.summary.scalar("charts/episodes", episodes)
+        tf.summary.scalar("charts/episodic_return_last100", self.recent.mean)
+      for name, (k, group_return) in self.pending_levels.items():
+        tf.summary.scalar(f"charts/episodic_return/{name}", group_return / k)
+      tf.summary.scalar("losses/total_loss", out["loss"])
+      tf.summary.scalar("losses/policy_loss", out["pg_loss"])
+      tf.summary.scalar("losses/value_loss", out["baseline_loss"])
+      tf.summary.scalar("losses/entropy", out["mean_entropy"])
+      tf.summary.scalar("charts/mean_rho", out["mean_rho"])
+      tf.summary.scalar("charts/grad_norm", out["grad_norm"])
+    self.out, self.pending, self.pending_levels = None, [0, 0.0, 0], {}
+
+  def _count_level_returns(self, groups):
+    """Adds this update's episodes to each level's window and to its sums
+    since the last write."""
     for actor, env, k, group_return, _ in groups:
       name = dmlab30.short_name(self.levels[actor][env])
       self.by_level[name].add(group_return, k)
-      total = sums.setdefault(name, [0, 0.0])
+      total = self.pending_levels.setdefault(name, [0, 0.0])
       total[0] += k
       total[1] += group_return
-    for name, (k, group_return) in sums.items():
-      tf.summary.scalar(f"charts/episodic_return/{name}", group_return / k)
 
   def level_report(self):
     """`dmlab30.score_report` of each level's last LEVEL_WINDOW episodes
@@ -367,6 +390,7 @@ class Run:
     """Final checkpoint, SavedModel export, the DMLab-30 training table,
     evaluation in a fresh process and the closing lines (the last one:
     the last-100 training return and the run's wall time)."""
+    progress.write_summaries()  # What came after the last periodic write.
     frames = int(self.frames.numpy())
     self.manager.save(checkpoint_number=frames)
     train_step = int(learner_executor.execute("get_train_step"))

@@ -199,11 +199,11 @@ IMPALA_DMLAB = IMPALAConfig(
 IMPALA_SETTINGS = {
   # flagfile: (env, actors, envs per actor, frames, action repeats,
   #            frames per update)
-  None: ("CartPole-v1", 2, 8, 800_000, None, 160, 2, IMPALA_CARTPOLE),
+  None: ("CartPole-v1", 2, 32, 800_000, None, 160, 2, IMPALA_CARTPOLE),
   "impala_cartpole.cfg": (
     "CartPole-v1",
     2,
-    8,
+    32,
     800_000,
     None,
     160,

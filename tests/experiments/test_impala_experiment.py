@@ -39,6 +39,13 @@ def run(logdir, frames, extra=()):
   return out.stdout
 
 
+SUMMARY = re.compile(
+  r"^\[impala\] last-100 training return (-?[\d.]+) "
+  r"\((\d+) of (\d+) episodes\); wall time ([\d.]+) s "
+  r"\(training ([\d.]+) s\)$"
+)
+
+
 def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 16000)
@@ -63,6 +70,11 @@ def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
     "losses/entropy",
     "eval/episodic_return",
   } <= scalar_tags(logdir)
+  # Scalars every --summary_every_seconds (1 s), not every update (100),
+  # plus the last update's at the end.
+  train_s = float(SUMMARY.search(out.strip().splitlines()[-1])[5])
+  losses = scalars(logdir, "losses/total_loss")
+  assert 2 <= len(losses) <= train_s + 2 < 100 and losses[-1][0] == 16000
   checkpoints = os.path.join(logdir, "checkpoints")
   assert tf.train.latest_checkpoint(checkpoints).endswith("ckpt-16000")
   assert os.path.exists(os.path.join(logdir, "saved_policy", "saved_model.pb"))
@@ -70,13 +82,6 @@ def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
   assert "resumed from" in out and "at frame 16000" in out
   # The update count continues from the checkpoint: 150 in all.
   assert re.search(r"\[impala\] 24000 frames \(\d+ fps\), 150 updates", out)
-
-
-SUMMARY = re.compile(
-  r"^\[impala\] last-100 training return (-?[\d.]+) "
-  r"\((\d+) of (\d+) episodes\); wall time ([\d.]+) s "
-  r"\(training ([\d.]+) s\)$"
-)
 
 
 @pytest.mark.slow  # ~12 s; benchmarks/learning.py runs this path too.
