@@ -104,6 +104,24 @@ class Setup:
     return f"{prefix}{self.num_envs}"
 
 
+# Pong's envs per actor beside the preset's (`preset_envs`), 2
+# actors x the first of these that differs from it: the Q-network costs
+# less per frame in larger batches. Keys ..._envs_<n>.
+OTHER_PONG_ENVS = (32, 8)
+
+
+def frame_setups(envs, quick):
+  out = []
+  for env in envs:
+    num_envs = preset_envs(env)
+    actors = [(2, 2)] if quick else [(1, 2), (2, 2), (4, 2), (2, 1)]
+    out += [Setup(env, a, s, num_envs) for a, s in actors]
+    if "pong" in env.lower() and not quick:
+      other = next(n for n in OTHER_PONG_ENVS if n != num_envs)
+      out.append(Setup(env, 2, 2, other))
+  return out
+
+
 def config_for(setup, num_actions):
   """The shipped flagfile's settings (flagfiles/apex_pong.cfg, the CartPole
   preset), with small shards (their size does not change the rates) and

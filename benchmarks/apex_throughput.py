@@ -300,24 +300,6 @@ def learner_part(quick, reps):
   return rows, ratios, config
 
 
-# Pong's envs per actor beside the preset's (`apex_frames.preset_envs`), 2
-# actors x the first of these that differs from it: the Q-network costs
-# less per frame in larger batches. Keys ..._envs_<n>.
-OTHER_PONG_ENVS = (32, 8)
-
-
-def frame_setups(envs, quick):
-  out = []
-  for env in envs:
-    num_envs = apex_frames.preset_envs(env)
-    actors = [(2, 2)] if quick else [(1, 2), (2, 2), (4, 2), (2, 1)]
-    out += [apex_frames.Setup(env, a, s, num_envs) for a, s in actors]
-    if "pong" in env.lower() and not quick:
-      other = next(n for n in OTHER_PONG_ENVS if n != num_envs)
-      out.append(apex_frames.Setup(env, 2, 2, other))
-  return out
-
-
 # Actors with bfloat16 copies of the weights (--actor_weights_dtype=
 # bfloat16), in the same rounds as their float32 setup (2 actors, 2 shards).
 BF16 = "actor_bfloat16"
@@ -330,7 +312,7 @@ def frames_part(quick, reps):
   frames = 400 if quick else 1600
   rows, ratios = [], {}
   cores = os.cpu_count()
-  for setup in frame_setups(_ENVS.value, quick):
+  for setup in apex_frames.frame_setups(_ENVS.value, quick):
     fns = {
       "raw": lambda s=setup: {
         "env_steps_per_s": apex_frames.raw_rate(s, seconds, warmup)
@@ -425,14 +407,16 @@ def frames_part(quick, reps):
   config = {
     "frames_window_s": seconds,
     "frames_warmup_s": warmup,
-    "frames_setups": [s.name for s in frame_setups(_ENVS.value, quick)],
+    "frames_setups": [
+      s.name for s in apex_frames.frame_setups(_ENVS.value, quick)
+    ],
     "frames_envs_per_actor": (
       "each env's preset (apex_pong.cfg, apex_cartpole.cfg): "
       + ", ".join(
         f"{env} {apex_frames.preset_envs(env)}" for env in _ENVS.value
       )
       + "; Pong also 2 actors x the other of "
-      + f"{OTHER_PONG_ENVS} (keys ..._envs_<n>)"
+      + f"{apex_frames.OTHER_PONG_ENVS} (keys ..._envs_<n>)"
     ),
     "frames_actor_bfloat16": (
       f"2 actors, 2 shards: actors only and parts also with "

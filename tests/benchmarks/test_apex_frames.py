@@ -62,12 +62,10 @@ def test_setups_step_the_presets_envs_and_name_only_the_others():
   """Each env's setups step its preset's envs per actor (read here from the
   flagfiles' text), unnamed; Pong also steps the other of 8 and 32, named
   in the setup (`/e<n>`) and in its ratio keys (`_envs_<n>`)."""
-  from benchmarks import apex_throughput
-
   pong, cartpole = "atari:pong", "CartPole-v1"
   assert apex_frames.preset_envs(pong) == flagfile_envs("apex_pong.cfg")
   assert apex_frames.preset_envs(cartpole) == flagfile_envs("apex_cartpole.cfg")
-  setups = apex_throughput.frame_setups([pong, cartpole], quick=False)
+  setups = apex_frames.frame_setups([pong, cartpole], quick=False)
   preset = [s for s in setups if s.num_envs == apex_frames.preset_envs(s.env)]
   others = [s for s in setups if s not in preset]
   assert len(preset) == 8 and all(s.envs_suffix("_x") == "" for s in preset)
