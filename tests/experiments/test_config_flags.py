@@ -21,7 +21,7 @@ from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.utils.config_fields import HELP
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-FLAGFILES = ROOT / "experiments" / "flagfiles"
+FLAGFILES = configs.FLAGFILES
 EXPERIMENTS = {
   "impala": configs.IMPALA_CLASSES,
   "dqn": configs.DQN_CLASSES,
