@@ -14,8 +14,9 @@
                a preset's flags such as `PONG_CLUSTER_ARGS`), as a
                loopback cluster (launch_local: 2 replay shards, 2 actors,
                `num_ps` ps tasks) and as one process (threads), each in a
-               subprocess; the rate is the median of its progress lines'
-               SPS after the first third of the run.
+               subprocess; its rates are those of its progress lines
+               from the first third of the run to the last
+               (`steady_rates`).
 
 Rates are env steps (agent steps; an ALE step is 4 frames) per second,
 counted over a window after `warmup_s`.
@@ -41,35 +42,40 @@ from ingraph_rl.environments import is_atari_id, make_vector_env
 from ingraph_rl.runners.replay_driver import ReplayDriver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Progress lines of experiments/apex.py.
 # A progress line of experiments/apex.py, with absl's clock time.
 PROGRESS_LINE = re.compile(
-  r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?env steps +(\d+) +SPS", re.M
+  r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?env steps +(\d+) +SPS +\d+ +"
+  r"updates +(\d+)",
+  re.M,
 )
 
 
-def steady_rate(log_text):
-  """Env steps/s from the first third of the progress lines to the last:
-  the change of the env step count over the lines' clock times. (A line's
-  own SPS counts whole rollouts per interval: Pong's 200-step rollouts
-  every 2 s read in steps of 100 steps/s.)
+def steady_rates(log_text):
+  """{"env_steps_per_s", "updates_per_s"} from the first third of the
+  progress lines to the last: the change of each count over the lines'
+  clock times. (A line's own SPS counts whole rollouts per interval:
+  Pong's 200-step rollouts every 2 s read in steps of 100 steps/s.)
 
-  >>> steady_rate("\\n".join(
-  ...   f"I1126 10:00:{s:02d}.000000 1 apex.py:150] env steps {n}  SPS 0"
-  ...   for s, n in ((0, 0), (2, 400), (4, 800), (6, 1400), (8, 1600))))
-  200.0
+  >>> steady_rates("\\n".join(
+  ...   f"I1126 10:00:{s:02d}.000000 1 apex.py:150] env steps {n}  SPS 0  "
+  ...   f"updates {n // 8}" for s, n in ((0, 0), (2, 400), (4, 800),
+  ...   (6, 1400), (8, 1600))))
+  {'env_steps_per_s': 200.0, 'updates_per_s': 25.0}
   """
   points = []
   for m in PROGRESS_LINE.finditer(log_text):
-    h, mi, sec, steps = m.groups()
+    h, mi, sec, steps, updates = m.groups()
     t = 3600 * int(h) + 60 * int(mi) + float(sec)
     if points and t < points[-1][0]:
       t += 86400  # Past midnight.
-    points.append((t, int(steps)))
+    points.append((t, int(steps), int(updates)))
   if len(points) < 3:
     raise RuntimeError(f"too few progress lines ({len(points)})")
-  (t0, s0), (t1, s1) = points[len(points) // 3], points[-1]
-  return (s1 - s0) / (t1 - t0)
+  (t0, s0, u0), (t1, s1, u1) = points[len(points) // 3], points[-1]
+  return {
+    "env_steps_per_s": (s1 - s0) / (t1 - t0),
+    "updates_per_s": (u1 - u0) / (t1 - t0),
+  }
 
 
 @functools.lru_cache(maxsize=None)
@@ -306,7 +312,7 @@ def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1, args=()):
   """experiments/apex.py for `seconds` of training (its CartPole preset;
   `args`: flags before the run's own, e.g. `PONG_CLUSTER_ARGS`), as a
   loopback cluster (`num_ps` ps, 2 shards, 2 actors) or one process; its
-  `steady_rate`."""
+  `steady_rates`."""
   with tempfile.TemporaryDirectory() as logdir:
     task_args = [
       *args,
@@ -343,4 +349,4 @@ def experiment_rate(cluster, seconds, log_every_s=2.0, num_ps=1, args=()):
       os.path.join(logdir, "logs", "learner-0.log") if cluster else single_log
     )
     with open(log) as f:
-      return {"env_steps_per_s": steady_rate(f.read())}
+      return steady_rates(f.read())

@@ -77,6 +77,7 @@ from benchmarks import (
   common,  # Sets OMP_WAIT_POLICY before TF loads.
 )
 from benchmarks.python_replay import PythonPER
+from experiments import configs
 from ingraph_rl.runners.replay_driver import LOCAL_IDLE_WAIT_S
 
 NAME = "apex_throughput"
@@ -469,15 +470,33 @@ def cluster_part(quick, reps):
       fns["cluster_with_ps"] = rate_of(True, num_ps=1)
     runs = common.interleave(fns, reps=reps, warmup=0)
     rate = {k: common.column(v, "env_steps_per_s") for k, v in runs.items()}
-    rows += [
-      common.Row(
-        f"{preset}_preset/{name}/shards_2",
-        "env_steps_per_s",
-        "steps/s",
-        common.Stat.of(values),
-      )
-      for name, values in rate.items()
-    ]
+    # Samples trained per env step: training_intensity should hold it in
+    # every mode, so the modes' env steps/s compare at one replay ratio.
+    batch = configs.flagfile_values(
+      configs.APEX_CLASSES,
+      configs.APEX_CARTPOLE,
+      "apex_cartpole.cfg",
+      args,
+    )["train_batch_size"]
+    replay = {
+      k: [r["updates_per_s"] * batch / r["env_steps_per_s"] for r in v]
+      for k, v in runs.items()
+    }
+    for name in fns:
+      rows += [
+        common.Row(
+          f"{preset}_preset/{name}/shards_2",
+          "env_steps_per_s",
+          "steps/s",
+          common.Stat.of(rate[name]),
+        ),
+        common.Row(
+          f"{preset}_preset/{name}/shards_2",
+          "samples_per_env_step",
+          "samples/step",
+          common.Stat.of(replay[name]),
+        ),
+      ]
     # CartPole's keys carry no prefix (the issue's key names).
     prefix = "" if preset == "cartpole" else f"{preset}_"
     for name in fns:

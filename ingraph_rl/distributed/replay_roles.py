@@ -4,7 +4,8 @@ takes), one process each. Nothing here knows an agent.
 
   ps:      serves variables (`roles.run_ps`).
   learner: builds the learner with its variables on the ps tasks and the
-           sample and priority-update queues on itself; trains; publishes
+           sample and priority-update queues on itself; trains (within
+           `training_intensity` of the actors' env steps); publishes
            its weights (online and target) and the samples trained.
   replay:  shard i: its memory and insert queue on itself; every `serve`
            call applies the learner's priority updates, inserts the
@@ -31,6 +32,7 @@ checkpoint; the shards keep their contents across its restarts.
 """
 
 import os
+import threading
 import time
 
 import tensorflow as tf
@@ -61,6 +63,7 @@ from ingraph_rl.runners.replay_driver import (
   new_generation,
   shard_order,
   throttle_wait_s,
+  wait_to_train,
 )
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
@@ -82,6 +85,9 @@ EPISODE_STATS = ("env_steps", "episodes", "return_sum", "length_sum")
 IDLE_WAIT_S = 0.01
 IDLE_WAIT_MAX_S = 0.08
 THROTTLE_WAIT_S = (0.005, 0.5)
+# A learner ahead of `training_intensity` looks at the actors' env steps
+# (a read on its own task) this often.
+LEARNER_WAIT_S = 0.005
 
 
 def queue_names(builder, task):
@@ -186,9 +192,10 @@ class RemoteReplayLearner:
 
     Losing a ps task exits the process with `roles.EXIT_PS_GONE` (a
     restart resumes from the latest checkpoint)."""
-    executor = self.executor
+    executor, config = self.executor, self.config
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
-    state = {"env_steps": self.env_steps()}
+    state = {"env_steps": self.env_steps(), "trained": self.samples_trained()}
+    stopping = threading.Event()
 
     def keep_going():
       return state["env_steps"] < total_env_steps and (
@@ -200,11 +207,22 @@ class RemoteReplayLearner:
       return keep_going()
 
     def step():
+      state["env_steps"] = wait_to_train(
+        config,
+        self.task.num_replay_shards,
+        state["trained"],
+        self.env_steps,
+        stopping.is_set,
+        LEARNER_WAIT_S,
+        known=state["env_steps"],
+      )
       out = {k: v.numpy() for k, v in self.update().items()}
+      state["trained"] = int(out["train_step"]) * config.train_batch_size
       if on_update is not None:
         on_update(out, state["env_steps"])
 
     def stop():
+      stopping.set()
       try:
         executor.execute("close_queue")
       except tf.errors.CancelledError:

@@ -22,7 +22,10 @@ shards); an actor loads the newest published weights once it has taken
 `actor_weight_sync_steps` env steps since its last load. With
 `training_intensity` (samples trained per env step), actors wait while
 their env steps exceed `learning_starts` per shard plus the samples
-trained / intensity. Shutdown
+trained / intensity, and the learner waits while its samples trained run
+more than `LEARNER_LEAD_BATCHES` batches past intensity x the env steps
+after that warmup: the replay ratio holds whichever side is faster.
+Shutdown
 (`stop()`, Ctrl-C, the budget) closes every queue, cancelling pending
 enqueues, so each blocked thread gets Cancelled/OutOfRange and exits.
 """
@@ -69,6 +72,52 @@ def _steps_ahead(config, num_shards, env_steps, samples_trained):
   """Env steps taken past what `training_intensity` allows so far."""
   warmup = config.learning_starts * num_shards
   return env_steps - (warmup + samples_trained / config.training_intensity)
+
+
+# Batches the learner may train past what `training_intensity` allows for
+# the actors' env steps so far: slack for the actors' rollouts, which add
+# their env steps a whole rollout at a time.
+LEARNER_LEAD_BATCHES = 16
+
+
+def may_train(config, num_shards, env_steps, samples_trained):
+  """Whether the learner may train another batch under
+  `training_intensity` (None: always): while its samples trained stay
+  below intensity x (env steps past `learning_starts` per shard) plus
+  `LEARNER_LEAD_BATCHES` batches. The other side of `may_step`: together
+  they hold the replay ratio at the intensity (RLlib's meaning of the
+  flag) whichever side is faster, so a learner faster than its actors
+  leaves them the cores instead of replaying each transition more often.
+
+  >>> from types import SimpleNamespace
+  >>> c = SimpleNamespace(training_intensity=4, learning_starts=100,
+  ...                     train_batch_size=8)
+  >>> # 50 env steps past the warmup allow 200 samples, plus 16 x 8.
+  >>> may_train(c, 1, 150, 327), may_train(c, 1, 150, 328)
+  (True, False)
+  """
+  if config.training_intensity is None:
+    return True
+  ahead = -config.training_intensity * _steps_ahead(
+    config, num_shards, env_steps, samples_trained
+  )
+  return ahead < LEARNER_LEAD_BATCHES * config.train_batch_size
+
+
+def wait_to_train(
+  config, num_shards, samples_trained, env_steps, stopped, wait_s, known=None
+):
+  """Blocks while `may_train` is false, looking at `env_steps()` (the
+  actors' env steps now) every `wait_s`, until `stopped()`. `known`: env
+  steps read before (looked at first, so a learner within the intensity
+  reads nothing). Returns the env steps last looked at."""
+  steps = env_steps() if known is None else known
+  while not may_train(config, num_shards, steps, samples_trained):
+    if stopped():
+      break
+    time.sleep(wait_s)
+    steps = env_steps()
+  return steps
 
 
 def throttle_wait_s(
@@ -266,8 +315,17 @@ class ReplayDriver:
       )
 
   def update(self):
-    """One learner update (blocks until a batch is sampled); publishes the
-    weights every `publish_every` updates."""
+    """One learner update (blocks until the actors' env steps allow it,
+    `may_train`, and a batch is sampled); publishes the weights every
+    `publish_every` updates."""
+    wait_to_train(
+      self.config,
+      self.names.num_shards,
+      self.samples_trained,
+      lambda: self.totals.env_steps,
+      self._stop.is_set,
+      LOCAL_IDLE_WAIT_S,
+    )
     with self.learner_lock:
       out = self.learner_executor.execute("update")
     self.samples_trained += int(out["frames"])

@@ -1,5 +1,5 @@
-"""`apex_frames.steady_rate`: the Ape-X experiment's env steps/s from its
-progress lines' clock times and step counts."""
+"""`apex_frames.steady_rates`: the Ape-X experiment's env steps/s and
+updates/s from its progress lines' clock times and counts."""
 
 import doctest
 import re
@@ -9,8 +9,11 @@ import pytest
 from benchmarks import apex_frames
 
 
-def line(clock, steps, sps=0):
-  return f"I1126 {clock} 140 apex.py:150] env steps {steps}  SPS {sps}  x"
+def line(clock, steps, sps=0, updates=0):
+  return (
+    f"I1126 {clock} 140 apex.py:150] env steps {steps}  SPS {sps}  "
+    f"updates {updates}  loss 0.1"
+  )
 
 
 def test_docstring_example():
@@ -25,19 +28,21 @@ def test_rate_over_the_last_two_thirds_ignores_the_lines_own_sps():
       line("23:59:54.000000", 0, 0),
       "I1126 23:59:55.000000 140 apex.py:99] something else",
       line("23:59:56.000000", 600, 300),
-      line("23:59:58.000000", 1400, 400),
-      line("00:00:00.000000", 2000, 300),  # Past midnight.
-      line("00:00:02.000000", 2800, 400),
-      line("00:00:04.000000", 3400, 300),
+      line("23:59:58.000000", 1400, 400, 10),
+      line("00:00:00.000000", 2000, 300, 40),  # Past midnight.
+      line("00:00:02.000000", 2800, 400, 50),
+      line("00:00:04.000000", 3400, 300, 70),
     ]
   )
-  # From the line at index 6 // 3 = 2 (23:59:58, 1400) to the last.
-  assert apex_frames.steady_rate(text) == pytest.approx(2000 / 6)
+  # From the line at index 6 // 3 = 2 (23:59:58, 1400, 10) to the last.
+  rates = apex_frames.steady_rates(text)
+  assert rates["env_steps_per_s"] == pytest.approx(2000 / 6)
+  assert rates["updates_per_s"] == pytest.approx(60 / 6)
 
 
 def test_too_few_lines_is_an_error():
   with pytest.raises(RuntimeError, match="too few progress lines"):
-    apex_frames.steady_rate(
+    apex_frames.steady_rates(
       line("10:00:00.0", 0) + "\n" + line("10:00:02.0", 9)
     )
 

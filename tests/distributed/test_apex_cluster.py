@@ -66,12 +66,17 @@ def test_cluster_with_two_shards_learns_cartpole(tmp_path):
 
 @pytest.mark.slow  # ~3 min.
 def test_faults_restarts_and_teardown(tmp_path):
+  """Unthrottled, as in the paper (`--training_intensity=0`): the actors
+  restart after a shard is lost (their remote context is gone with it),
+  and a learner held to the intensity would wait for them rather than go
+  on training on the other shard's samples."""
   logdir = str(tmp_path / "faults")
   cluster = apex_cluster(
     logdir,
     "--total_env_steps=100000000",
     "--eval_episodes=0",
     "--checkpoint_every_minutes=0.05",
+    "--training_intensity=0",
   )
   try:
     cluster.wait_for("learner:0", UPDATES, 180)

@@ -1,5 +1,6 @@
-"""The pacing helpers of distributed-replay loops: how long a throttled
-actor sleeps, how an idle shard backs off, and the learner's rate they
+"""The pacing helpers of distributed-replay loops: when actors and the
+learner may go on under `training_intensity`, how long a throttled actor
+sleeps, how an idle shard backs off, and the learner's rate they
 estimate. (The driver itself: tests/agents/apex/test_driver.py.)"""
 
 import doctest
@@ -12,10 +13,15 @@ from ingraph_rl.runners.replay_driver import (
   IdleBackoff,
   RateMeter,
   may_step,
+  may_train,
   throttle_wait_s,
+  wait_to_train,
 )
 
-CONFIG = types.SimpleNamespace(training_intensity=4.0, learning_starts=100)
+CONFIG = types.SimpleNamespace(
+  training_intensity=4.0, learning_starts=100, train_batch_size=32
+)
+LEAD = replay_driver.LEARNER_LEAD_BATCHES * 32
 
 
 def test_docstring_examples():
@@ -56,3 +62,59 @@ def test_rate_meter_measures_between_changes_of_the_count():
   assert m.observe(400, now=11.5) == pytest.approx(200.0)
   assert m.observe(400, now=12.0) == pytest.approx(200.0)  # Kept.
   assert m.observe(500, now=12.5) == pytest.approx(100.0)
+
+
+def test_the_learner_may_train_up_to_its_lead_past_the_intensity():
+  """2 shards: warmup 200 env steps; at 450 the intensity allows
+  (450 - 200) * 4 = 1000 samples; the learner may start a batch below
+  1000 + its lead, not at it."""
+  assert may_train(CONFIG, 2, 450, 1000 + LEAD - 1)
+  assert not may_train(CONFIG, 2, 450, 1000 + LEAD)
+  # Before the warmup ends it may train only what its lead allows.
+  assert may_train(CONFIG, 2, 200 - LEAD // 4 + 1, 0)
+  assert not may_train(CONFIG, 2, 200 - LEAD // 4, 0)
+  unthrottled = types.SimpleNamespace(training_intensity=None)
+  assert may_train(unthrottled, 2, 0, 10**9)
+
+
+@pytest.mark.parametrize("intensity", [0.5, 4.0, 8.0])
+def test_actors_or_the_learner_may_always_go_on(intensity):
+  """No deadlock: wherever the counts stand, one side may go on (and
+  both may, while the learner is within its lead), so the ratio of
+  samples trained to env steps holds at the intensity from both sides."""
+  c = types.SimpleNamespace(
+    training_intensity=intensity, learning_starts=100, train_batch_size=32
+  )
+  both = 0
+  for env_steps in range(0, 1200, 7):
+    for trained in range(0, 4000 + 64 * 32, 13):
+      actors = may_step(c, 2, env_steps, trained)
+      learner = may_train(c, 2, env_steps, trained)
+      assert actors or learner, (env_steps, trained)
+      both += actors and learner
+  assert both > 0
+
+
+def test_wait_to_train_reads_the_env_steps_until_they_allow_a_batch():
+  """It looks at `known` first (no read while allowed), then reads the
+  env steps every wait until the learner may train; `stopped` ends the
+  wait."""
+  reads = []
+
+  def env_steps():
+    reads.append(1)
+    return 450 + 10 * len(reads)  # 40 more samples allowed per read.
+
+  trained = 1000 + LEAD
+  assert wait_to_train(CONFIG, 2, trained - 1, env_steps, None, 0, 450) == 450
+  assert reads == []
+  assert wait_to_train(CONFIG, 2, trained, env_steps, lambda: False, 0, 450)
+  assert reads == [1]  # 460 env steps: 40 more samples, enough.
+  reads.clear()
+  assert (
+    wait_to_train(CONFIG, 2, trained + 100, env_steps, lambda: False, 0) == 480
+  )
+  assert len(reads) == 3  # 460 and 470 were short of 1100 + LEAD.
+  reads.clear()
+  assert wait_to_train(CONFIG, 2, trained, env_steps, lambda: True, 0, 450)
+  assert reads == []  # Stopped: no wait.

@@ -101,9 +101,11 @@ class ApexConfig:
   )
   training_intensity: typing.Optional[float] = field(
     None,
-    "Samples trained per env step the actors may not outrun (they wait "
-    "past learning_starts per shard); 0 or None: unthrottled, as in the "
-    "paper. On a few cores, actors otherwise starve the learner.",
+    "Samples trained per env step, held from both sides past "
+    "learning_starts per shard: actors wait while they outrun it, the "
+    "learner while it runs more than a few batches past it (RLlib's "
+    "meaning). 0 or None: unthrottled, as in the paper. On a few cores "
+    "either side otherwise starves the other.",
     zero_is_none=True,
   )
   seed: int = field(

@@ -1,13 +1,16 @@
 """Ape-X in one process (`ReplayDriver`): actors, replay shards and the
 learner as threads on shared-name queues; learning CartPole."""
 
+import threading
 import time
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from experiments import configs
 from ingraph_rl.environments import make_vector_env
+from ingraph_rl.runners import replay_driver
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
 
@@ -113,4 +116,84 @@ def test_training_intensity_holds_actors_back():
     assert driver.totals.env_steps <= warmup + 4 * 8 / 2.0 + rollout
     assert driver.totals.env_steps > held
   finally:
+    assert driver.stop() == []
+
+
+class GatedEnv:
+  """A vector env whose `step` waits while its gate is closed (an actor
+  that stops producing, as a starved or stalled one does)."""
+
+  def __init__(self, env):
+    self.env = env
+    self.gate = threading.Event()
+    self.gate.set()
+
+  def step(self, actions):
+    self.gate.wait()
+    return self.env.step(actions)
+
+  def __getattr__(self, name):
+    return getattr(self.env, name)
+
+
+def settled(read, above=-1, quiet_s=0.5, timeout_s=30.0):
+  """`read()` once it is above `above` and stopped changing for
+  `quiet_s`."""
+  deadline = time.monotonic() + timeout_s
+  last, since = read(), time.monotonic()
+  while time.monotonic() < deadline:
+    time.sleep(0.05)
+    now = read()
+    if now != last or now <= above:
+      last, since = now, time.monotonic()
+    elif time.monotonic() - since >= quiet_s:
+      return now
+  raise AssertionError(f"still changing after {timeout_s} s: {last}")
+
+
+def test_training_intensity_holds_the_learner_back():
+  """With the actors' envs stalled, the learner trains what their env
+  steps allow (intensity 2 per step past learning_starts per shard) plus
+  its lead of LEARNER_LEAD_BATCHES batches, then waits; it goes on when
+  the actors do. (Before, a learner faster than its actors replayed each
+  transition ever more often and took their cores.)"""
+  builder = small_builder(training_intensity=2.0, learning_starts=16)
+  envs = []
+
+  def factory(i):
+    envs.append(GatedEnv(make_vector_env("CartPole-v1", num_envs=2, seed=i)))
+    return envs[-1]
+
+  driver = ReplayDriver(builder, factory, num_actors=1, num_shards=2)
+
+  def learn():
+    try:
+      while True:
+        driver.update()
+    except (tf.errors.CancelledError, tf.errors.OutOfRangeError):
+      pass  # stop() closed the queues.
+
+  try:
+    driver.start()
+    warmup = 16 * 2
+    held = settled(lambda: driver.totals.env_steps, above=warmup)
+    envs[0].gate.clear()
+    thread = threading.Thread(target=learn, daemon=True)
+    thread.start()
+    trained = settled(lambda: driver.samples_trained)
+    env_steps = driver.totals.env_steps
+    assert env_steps <= held + 2 * builder.config.rollout_fragment_length
+    allowed = 2.0 * (env_steps - warmup) + 8 * (
+      replay_driver.LEARNER_LEAD_BATCHES
+    )
+    assert allowed <= trained < allowed + 8, (trained, allowed, env_steps)
+    assert thread.is_alive()
+    envs[0].gate.set()
+    settled_again = time.monotonic() + 20
+    while driver.samples_trained <= trained + 8:
+      assert time.monotonic() < settled_again, "the learner did not go on"
+      time.sleep(0.05)
+  finally:
+    for env in envs:
+      env.gate.set()
     assert driver.stop() == []
