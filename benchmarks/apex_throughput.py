@@ -530,12 +530,14 @@ def main(argv):
   reps = _REPS.value or (2 if quick else 5)
   threads = common.experiment_threads(_THREADS.value)
   rows, ratios = [], {}
-  config = {"reps": reps, "threads": threads}
+  config = {"reps": reps, "threads": threads, "rounds": {}}
   for part in _PARTS.value:
     if part not in PARTS:
       raise app.UsageError(f"--parts: unknown part {part!r}; {list(PARTS)}")
     # Frames and clusters take minutes per round: at most 2 rounds.
-    r, q, c = PARTS[part](quick, reps if part == "learner" else min(reps, 2))
+    rounds = reps if part == "learner" else min(reps, 2)
+    config["rounds"][part] = rounds
+    r, q, c = PARTS[part](quick, rounds)
     rows, ratios = rows + r, dict(ratios, **q)
     config.update(c)
   path = common.write_results(NAME, quick, config, rows, ratios)
