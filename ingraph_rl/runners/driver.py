@@ -63,14 +63,20 @@ def run_learner(name, step, keep_going, stop, poll_s=0.25, watch=None):
     raise errors[0]
 
 
-def join_and_close(threads, envs, name, timeout_s):
-  """Joins `threads` (all within `timeout_s`), then closes `envs` (a dead
-  env must not keep the others open). Returns the names of the threads
+def join_all(threads, timeout_s):
+  """Joins `threads`, all within `timeout_s`; returns the names of those
   still alive."""
   deadline = time.monotonic() + timeout_s
   for t in threads:
     t.join(max(0.0, deadline - time.monotonic()))
-  alive = [t.name for t in threads if t.is_alive()]
+  return [t.name for t in threads if t.is_alive()]
+
+
+def join_and_close(threads, envs, name, timeout_s):
+  """Joins `threads` (all within `timeout_s`), then closes `envs` (a dead
+  env must not keep the others open). Returns the names of the threads
+  still alive."""
+  alive = join_all(threads, timeout_s)
   for env in envs:
     try:
       env.close()

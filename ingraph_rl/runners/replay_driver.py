@@ -26,8 +26,12 @@ trained / intensity, and the learner waits while its samples trained run
 more than `LEARNER_LEAD_BATCHES` batches past intensity x the env steps
 after that warmup: the replay ratio holds whichever side is faster.
 Shutdown
-(`stop()`, Ctrl-C, the budget) closes every queue, cancelling pending
-enqueues, so each blocked thread gets Cancelled/OutOfRange and exits.
+(`stop()`, Ctrl-C, the budget) first lets the actors finish their
+rollouts while the shards still take their inserts, then lets the shards
+finish their round, and only then closes every queue, cancelling any
+enqueue still pending, so each blocked thread gets Cancelled/OutOfRange
+and exits. (An op cancelled by a close inside a graph call logs a TF
+warning; in the usual shutdown no thread is left in one.)
 """
 
 import random
@@ -39,6 +43,7 @@ import tensorflow as tf
 
 from ingraph_rl.runners.driver import (
   EpisodeTotals,
+  join_all,
   join_and_close,
   run_learner,
 )
@@ -49,6 +54,9 @@ _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # shards in their own processes poll over gRPC and back off from longer
 # waits (`distributed.replay_roles.IDLE_WAIT_S`).
 LOCAL_IDLE_WAIT_S = 0.002
+# At shutdown, how long the actors may take to finish their rollouts (and
+# then the shards their rounds) before the queues close under them.
+DRAIN_S = 5.0
 
 
 def shard_order(num_shards, start=0):
@@ -231,7 +239,11 @@ class ReplayDriver:
     self.inserted = [0] * num_shards
     self._weights = (0, None)
     self._stop = threading.Event()
+    # Set after the actors stopped: the shards take their last inserts.
+    self._shards_stop = threading.Event()
     self._threads = []
+    self._actor_threads = []
+    self._shard_threads = []
     self.errors = []
     self.publish_weights()
 
@@ -251,6 +263,7 @@ class ReplayDriver:
     except Exception as e:
       self.errors.append((name, e))
       self._stop.set()
+      self._shards_stop.set()
 
   def _may_step(self):
     return may_step(
@@ -278,10 +291,15 @@ class ReplayDriver:
 
   def _shard_loop(self, index, executor, stats_every_s=2.0):
     next_stats = 0.0
-    while not self._stop.is_set():
+    while True:
+      # After the stop, rounds go on until one inserts nothing: they take
+      # the stopped actors' last rows.
+      stopping = self._shards_stop.is_set()
       with self.shard_locks[index]:
         out = executor.execute("serve")
       self.inserted[index] += int(out["inserted"])
+      if stopping and not int(out["inserted"]):
+        return
       if time.monotonic() >= next_stats:
         stats = executor.execute("stats")
         self.shard_stats[index] = {k: v.numpy() for k, v in stats.items()}
@@ -300,18 +318,20 @@ class ReplayDriver:
     )
     t.start()
     self._threads.append(t)
+    return t
 
   # --- running ------------------------------------------------------------
 
   def start(self):
     """Starts the shard and actor threads."""
+    name = self.builder.name
     for i, executor in enumerate(self.shard_executors):
-      self._spawn(
-        f"{self.builder.name}-shard-{i}", self._shard_loop, i, executor
+      self._shard_threads.append(
+        self._spawn(f"{name}-shard-{i}", self._shard_loop, i, executor)
       )
     for i, executor in enumerate(self.actor_executors):
-      self._spawn(
-        f"{self.builder.name}-actor-{i}", self._actor_loop, i, executor
+      self._actor_threads.append(
+        self._spawn(f"{name}-actor-{i}", self._actor_loop, i, executor)
       )
 
   def update(self):
@@ -372,9 +392,13 @@ class ReplayDriver:
     return self.totals.env_steps
 
   def stop(self, timeout_s=10.0):
-    """Closes every queue, joins the threads and closes the envs. Returns
-    the names of threads still alive after `timeout_s` (none expected)."""
+    """Drains the actors, then the shards (`DRAIN_S` each), closes every
+    queue, joins the threads and closes the envs. Returns the names of
+    threads still alive after `timeout_s` (none expected)."""
     self._stop.set()
+    join_all(self._actor_threads, DRAIN_S)
+    self._shards_stop.set()
+    join_all(self._shard_threads, DRAIN_S)
     for executor in [self.learner_executor] + self.shard_executors:
       try:
         executor.execute("close_queue")
