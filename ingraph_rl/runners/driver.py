@@ -63,6 +63,11 @@ def run_learner(name, step, keep_going, stop, poll_s=0.25, watch=None):
     raise errors[0]
 
 
+# At shutdown, how long actors may take to finish their unrolls (or
+# rollouts) before the queues close under them.
+DRAIN_S = 5.0
+
+
 def join_all(threads, timeout_s):
   """Joins `threads`, all within `timeout_s`; returns the names of those
   still alive."""
@@ -234,6 +239,10 @@ class ActorLearnerDriver:
     self._weights = (0, None)
     self._stop = threading.Event()
     self._threads = []
+    self._actor_threads = []
+    # Held around the learner's queue reads: `update` and, at shutdown,
+    # `drop_queued` must not race for the queue's rows.
+    self._queue_lock = threading.Lock()
     self._primed = "prime" not in self.learner_executor.apis
     self.actor_errors = []
     self.publish_weights()
@@ -263,7 +272,10 @@ class ActorLearnerDriver:
   def _inference_loop(self):
     executor, loaded = self.inference_executor, 0
     try:
-      while not self._stop.is_set():
+      # Serves on after a stop while actors finish their unrolls.
+      while not self._stop.is_set() or any(
+        t.is_alive() for t in self._actor_threads
+      ):
         version, weights = self._weights
         if version != loaded:
           executor.execute("set_weights", weights)
@@ -310,14 +322,17 @@ class ActorLearnerDriver:
       )
       t.start()
       self._threads.append(t)
+      if name.startswith("actor"):
+        self._actor_threads.append(t)
 
   def update(self):
     """One learner update (blocks until a batch is queued); publishes the
     new weights. Returns the learner's result dict (tensors)."""
-    if not self._primed:
-      self.learner_executor.execute("prime")
-      self._primed = True
-    out = self.learner_executor.execute("update")
+    with self._queue_lock:
+      if not self._primed:
+        self.learner_executor.execute("prime")
+        self._primed = True
+      out = self.learner_executor.execute("update")
     self.publish_weights()
     if self.actor_errors:
       index, error = self.actor_errors[0]
@@ -358,10 +373,31 @@ class ActorLearnerDriver:
     return state["frames"]
 
   def stop(self, timeout_s=10.0):
-    """Closes the queue, joins every thread and closes the envs. Returns
-    the names of threads still alive after `timeout_s` (none expected)."""
+    """Lets the actors finish their unrolls (`drain_actors`), closes the
+    queue, joins every thread and closes the envs. Returns the names of
+    threads still alive after `timeout_s` (none expected)."""
     self._stop.set()
+    self.drain_actors()
     self._close_queues()
     return join_and_close(
       self._threads, self.envs, self.builder.name, timeout_s
     )
+
+  def drain_actors(self, timeout_s=DRAIN_S, poll_s=0.01):
+    """Once `_stop` is set: drops what the actors queue (the learner's
+    `drop_queued`, when it has it and no update runs) until they have
+    finished their unrolls and exited, or `timeout_s` passed. Closing the
+    queue under an actor blocked on it instead cancels its enqueue inside
+    its graph call, which TF logs as a warning."""
+    if "drop_queued" not in self.learner_executor.apis:
+      return
+    deadline = time.monotonic() + timeout_s
+    while any(t.is_alive() for t in self._actor_threads):
+      if time.monotonic() >= deadline:
+        return
+      if self._queue_lock.acquire(timeout=poll_s):
+        try:
+          self.learner_executor.execute("drop_queued")
+        finally:
+          self._queue_lock.release()
+      time.sleep(poll_s)

@@ -42,6 +42,7 @@ import uuid
 import tensorflow as tf
 
 from ingraph_rl.runners.driver import (
+  DRAIN_S,
   EpisodeTotals,
   join_all,
   join_and_close,
@@ -54,9 +55,6 @@ _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # shards in their own processes poll over gRPC and back off from longer
 # waits (`distributed.replay_roles.IDLE_WAIT_S`).
 LOCAL_IDLE_WAIT_S = 0.002
-# At shutdown, how long the actors may take to finish their rollouts (and
-# then the shards their rounds) before the queues close under them.
-DRAIN_S = 5.0
 
 
 def shard_order(num_shards, start=0):

@@ -157,9 +157,10 @@ def rollouts(request):
   )
   driver.start()
   wait_until(lambda: queue_size(driver) == CAPACITY, "the queue is full")
+  # The first CAPACITY rollouts, before `stop` drops what is queued.
+  records = to_numpy(drain.execute("dequeue_many", CAPACITY))
   alive, _ = timed_stop(driver)
   assert alive == [] and driver.actor_errors == []
-  records = to_numpy(drain.execute("dequeue_many", CAPACITY))
   policy = builder.make_policy(obs_space).build()
   policy.execute("set_weights", driver.learner_executor.execute("get_weights"))
   if "initial_state" not in records:

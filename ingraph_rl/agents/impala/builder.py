@@ -16,7 +16,7 @@ IMPALA's.
 
 Roots (`runners.builder.Root`: component, API list, input spaces, seed):
   learner  `IMPALALearner`: update, get_weights, get_train_step,
-           queue_size, close_queue, prime (with staging), and
+           queue_size, drop_queued, close_queue, prime (with staging), and
            update_from_batch when asked (an exported agent's update).
   actor    `IMPALAActor`: act, reset_env, unroll, set_weights.
   policy   `IMPALAPolicy`: act, set_weights (export, evaluation).
@@ -188,7 +188,8 @@ class IMPALABuilder:
       Dict(inputs),
       queue_name,
     )
-    apis = list(LEARNER_APIS) + (["prime"] if learner.staging else [])
+    apis = list(LEARNER_APIS) + ["drop_queued"]
+    apis += ["prime"] if learner.staging else []
     spaces = {}
     if update_from_batch:
       apis.append("update_from_batch")

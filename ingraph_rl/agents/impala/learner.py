@@ -33,6 +33,10 @@ class IMPALALearner(Component):
     get_weights() -> the network's variables by path (for actors).
     get_train_step() -> int64 number of updates so far.
     queue_size() -> int32.
+    drop_queued() -> int32: takes every rollout now queued, unused, and
+      returns their number (shutdown: actors blocked on a full queue
+      finish their enqueue instead of having it cancelled). Only while
+      no `update` runs: it would race it for the rows.
     close_queue(): closes the queue and cancels pending enqueues, so
       blocked actors raise `tf.errors.CancelledError` and a blocked
       `update` raises `tf.errors.OutOfRangeError`: the shutdown path.
@@ -164,10 +168,18 @@ class IMPALALearner(Component):
     return self.queue.size()
 
   @api
+  def drop_queued(self):
+    return self._graph_fn_num_rows(self.queue.dequeue_many(self.queue.size()))
+
+  @api
   def close_queue(self):
     return self.queue.close(cancel_pending_enqueues=True)
 
   # --- graph functions ----------------------------------------------------
+
+  @graph_fn
+  def _graph_fn_num_rows(self, batch):
+    return tf.shape(tf.nest.flatten(batch)[0])[0]
 
   @graph_fn(output_space=lambda self: self.network_inputs_space)
   def _graph_fn_network_inputs(self, batch):

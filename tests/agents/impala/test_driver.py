@@ -73,6 +73,10 @@ def test_stop_ends_actors_blocked_on_a_full_queue(background):
   assert alive == [] and took < STOP_S
   assert driver.actor_errors == []  # A cancelled enqueue is no error.
   assert impala_threads() == []
+  # The stop dropped what was queued, so both blocked unrolls got in and
+  # finished (a close cancels them inside the graph call, and TF logs a
+  # warning for each).
+  assert driver.totals.unrolls == 3
 
 
 def test_stop_ends_a_learner_blocked_on_an_empty_queue(background):
