@@ -50,11 +50,17 @@ from ingraph_rl.runners.driver import (
 )
 
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
-# A shard thread with nothing to do waits this long before its next round.
-# Its poll is a local graph call of microseconds, so the wait is short;
-# shards in their own processes poll over gRPC and back off from longer
-# waits (`distributed.replay_roles.IDLE_WAIT_S`).
+# A shard thread with nothing to do backs off from LOCAL_IDLE_WAIT_S to
+# LOCAL_IDLE_WAIT_MAX_S before its next round, and an actor held by
+# `training_intensity` sleeps until the learner should have trained what
+# it waits for (within LOCAL_THROTTLE_WAIT_S). Each idle round is a serve
+# graph call: on Ape-X Pong, learner-bound, two shards polling every 2 ms
+# took the CPU of ~20% of the learner's updates. (Shards and actors in
+# their own processes poll over gRPC and wait longer:
+# `distributed.replay_roles.IDLE_WAIT_S`.)
 LOCAL_IDLE_WAIT_S = 0.002
+LOCAL_IDLE_WAIT_MAX_S = 0.02
+LOCAL_THROTTLE_WAIT_S = (0.002, 0.05)
 
 
 def shard_order(num_shards, start=0):
@@ -275,9 +281,20 @@ class ReplayDriver:
     sync_steps = self.config.actor_weight_sync_steps
     loaded, since_load = 0, sync_steps
     shards = shard_order(self.names.num_shards, index)
+    learner_pace = RateMeter()
     while not self._stop.is_set():
       if not self._may_step():
-        time.sleep(LOCAL_IDLE_WAIT_S)
+        trained = self.samples_trained
+        time.sleep(
+          throttle_wait_s(
+            self.config,
+            self.names.num_shards,
+            self.totals.env_steps,
+            trained,
+            learner_pace.observe(trained),
+            *LOCAL_THROTTLE_WAIT_S,
+          )
+        )
         continue
       version, weights = self._weights
       if version != loaded and since_load >= sync_steps:
@@ -289,6 +306,7 @@ class ReplayDriver:
 
   def _shard_loop(self, index, executor, stats_every_s=2.0):
     next_stats = 0.0
+    backoff = IdleBackoff(LOCAL_IDLE_WAIT_S, LOCAL_IDLE_WAIT_MAX_S)
     while True:
       # After the stop, rounds go on until one inserts nothing: they take
       # the stopped actors' last rows.
@@ -302,10 +320,10 @@ class ReplayDriver:
         stats = executor.execute("stats")
         self.shard_stats[index] = {k: v.numpy() for k, v in stats.items()}
         next_stats = time.monotonic() + stats_every_s
-      if not (
-        int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
-      ):
-        time.sleep(LOCAL_IDLE_WAIT_S)
+      busy = int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
+      wait = backoff.next_wait(busy)
+      if wait:
+        time.sleep(wait)
 
   def _spawn(self, name, target, *args):
     t = threading.Thread(
