@@ -111,14 +111,14 @@ def test_training_intensity_holds_actors_back():
     driver.start()
     rollout = 2 * builder.config.rollout_fragment_length
     warmup = 16 * 2
-    time.sleep(3.0)
-    held = driver.totals.env_steps
+    # Waits, not sleeps: a loaded machine may take seconds for the first
+    # rollout (it once had none after a 3 s sleep).
+    held = settled(lambda: driver.totals.env_steps, above=warmup)
     assert warmup < held <= warmup + rollout
     for _ in range(4):
       driver.update()  # Batches of 8: 16 more steps each.
-    time.sleep(2.0)
-    assert driver.totals.env_steps <= warmup + 4 * 8 / 2.0 + rollout
-    assert driver.totals.env_steps > held
+    env_steps = settled(lambda: driver.totals.env_steps, above=held)
+    assert env_steps <= warmup + 4 * 8 / 2.0 + rollout
   finally:
     assert driver.stop() == []
 
