@@ -398,6 +398,8 @@ class ActorLearnerDriver:
       if self._queue_lock.acquire(timeout=poll_s):
         try:
           self.learner_executor.execute("drop_queued")
+        except _CLOSED:
+          return  # Closed already (a failed actor's shutdown).
         finally:
           self._queue_lock.release()
       time.sleep(poll_s)
