@@ -53,11 +53,11 @@ _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 # A shard thread with nothing to do backs off from LOCAL_IDLE_WAIT_S to
 # LOCAL_IDLE_WAIT_MAX_S before its next round, and an actor held by
 # `training_intensity` sleeps until the learner should have trained what
-# it waits for (within LOCAL_THROTTLE_WAIT_S). Each idle round is a serve
-# graph call: on Ape-X Pong, learner-bound, two shards polling every 2 ms
-# took the CPU of ~20% of the learner's updates. (Shards and actors in
-# their own processes poll over gRPC and wait longer:
-# `distributed.replay_roles.IDLE_WAIT_S`.)
+# it waits for (within LOCAL_THROTTLE_WAIT_S), as the cluster roles do.
+# Each idle round is a serve graph call (~0.35 ms of CPU on Pong); fewer
+# of them cut idle CPU, though no measured rate rose (benchmarks/README,
+# apex_throughput, 2026-11-27). (Shards and actors in their own processes
+# poll over gRPC and wait longer: `distributed.replay_roles.IDLE_WAIT_S`.)
 LOCAL_IDLE_WAIT_S = 0.002
 LOCAL_IDLE_WAIT_MAX_S = 0.02
 LOCAL_THROTTLE_WAIT_S = (0.002, 0.05)
