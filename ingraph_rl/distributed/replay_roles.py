@@ -57,12 +57,10 @@ from ingraph_rl.distributed.weights import (
 )
 from ingraph_rl.runners.driver import run_learner
 from ingraph_rl.runners.replay_driver import (
+  ActorThrottle,
   IdleBackoff,
-  RateMeter,
-  may_step,
   new_generation,
   shard_order,
-  throttle_wait_s,
   wait_to_train,
 )
 from ingraph_rl.utils.checkpoints import CheckpointSaver
@@ -412,23 +410,21 @@ def run_replay_actor(
   log(task, "connected; rolling out")
   progress = ActorProgress(task, "rollouts", 100)
   since_sync, version = config.actor_weight_sync_steps, 0
-  totals, learner_pace = None, RateMeter()
+  totals = None
+  throttle = ActorThrottle(config, shards, THROTTLE_WAIT_S)
   wait_until = time.monotonic() + startup_wait_s
   try:
     while max_rollouts is None or progress.calls < max_rollouts:
       try:
+        wait = 0.0
         if totals is not None:
-          env_steps = int(totals["env_steps"])
-          trained = int(totals["samples_trained"])
-          if not may_step(config, shards, env_steps, trained):
-            rate = learner_pace.observe(trained)
-            time.sleep(
-              throttle_wait_s(
-                config, shards, env_steps, trained, rate, *THROTTLE_WAIT_S
-              )
-            )
-            totals = actor.counters.read()
-            continue
+          wait = throttle.wait_s(
+            int(totals["env_steps"]), int(totals["samples_trained"])
+          )
+        if wait:
+          time.sleep(wait)
+          totals = actor.counters.read()
+          continue
         sync = since_sync >= config.actor_weight_sync_steps
         out = actor.step(tf.constant(next(order), tf.int32), tf.constant(sync))
       except UNREACHABLE:

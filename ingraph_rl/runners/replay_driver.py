@@ -199,6 +199,39 @@ class RateMeter:
     return self.rate
 
 
+class ActorThrottle:
+  """An actor's hold under `training_intensity`, shared by the threads
+  here and the cluster's actor processes: `wait_s` is 0 while the actor
+  may step (`may_step`), else how long it sleeps before it looks again
+  (`throttle_wait_s`, at the learner's pace measured over its looks).
+
+  >>> from types import SimpleNamespace
+  >>> c = SimpleNamespace(training_intensity=4, learning_starts=100)
+  >>> throttle = ActorThrottle(c, 1, (0.01, 1.0))
+  >>> throttle.wait_s(100, 0), throttle.wait_s(300, 400)  # pace unknown
+  (0.0, 0.01)
+  """
+
+  def __init__(self, config, num_shards, wait_range_s):
+    self.config, self.num_shards = config, num_shards
+    self.least_s, self.most_s = wait_range_s
+    self._learner_pace = RateMeter()
+
+  def wait_s(self, env_steps, samples_trained, now=None):
+    """0 if the actor may step, else the seconds to sleep first."""
+    if may_step(self.config, self.num_shards, env_steps, samples_trained):
+      return 0.0
+    return throttle_wait_s(
+      self.config,
+      self.num_shards,
+      env_steps,
+      samples_trained,
+      self._learner_pace.observe(samples_trained, now),
+      self.least_s,
+      self.most_s,
+    )
+
+
 def new_generation():
   """A fresh shard generation in [1, 2^62)."""
   return random.SystemRandom().randrange(1, 1 << 62)
@@ -269,32 +302,17 @@ class ReplayDriver:
       self._stop.set()
       self._shards_stop.set()
 
-  def _may_step(self):
-    return may_step(
-      self.config,
-      self.names.num_shards,
-      self.totals.env_steps,
-      self.samples_trained,
-    )
-
   def _actor_loop(self, index, executor):
     sync_steps = self.config.actor_weight_sync_steps
     loaded, since_load = 0, sync_steps
     shards = shard_order(self.names.num_shards, index)
-    learner_pace = RateMeter()
+    throttle = ActorThrottle(
+      self.config, self.names.num_shards, LOCAL_THROTTLE_WAIT_S
+    )
     while not self._stop.is_set():
-      if not self._may_step():
-        trained = self.samples_trained
-        time.sleep(
-          throttle_wait_s(
-            self.config,
-            self.names.num_shards,
-            self.totals.env_steps,
-            trained,
-            learner_pace.observe(trained),
-            *LOCAL_THROTTLE_WAIT_S,
-          )
-        )
+      wait = throttle.wait_s(self.totals.env_steps, self.samples_trained)
+      if wait:
+        time.sleep(wait)
         continue
       version, weights = self._weights
       if version != loaded and since_load >= sync_steps:

@@ -10,6 +10,7 @@ import pytest
 
 from ingraph_rl.runners import replay_driver
 from ingraph_rl.runners.replay_driver import (
+  ActorThrottle,
   IdleBackoff,
   RateMeter,
   may_step,
@@ -42,6 +43,17 @@ def test_throttle_wait_is_the_time_to_train_what_may_step_waits_for():
   assert throttle_wait_s(CONFIG, 2, 450, 400, None, 0.01, 5.0) == 0.01
   unthrottled = types.SimpleNamespace(training_intensity=None)
   assert throttle_wait_s(unthrottled, 2, 450, 400, 300.0, 0.01, 5.0) == 0.01
+
+
+def test_actor_throttle_sleeps_at_the_learners_measured_pace():
+  """At 450 env steps (2 shards) the actor waits for 1000 samples: with
+  400 trained it sleeps the least (pace unknown); 700 trained a second
+  later is 300 per second, so the last 300 take 1 s."""
+  throttle = ActorThrottle(CONFIG, 2, (0.01, 5.0))
+  assert throttle.wait_s(450, 400, now=10.0) == 0.01
+  assert throttle.wait_s(450, 700, now=11.0) == pytest.approx(1.0)
+  # Within the intensity it may step: no wait.
+  assert throttle.wait_s(450, 1000, now=12.0) == 0.0
 
 
 def test_idle_backoff_doubles_to_its_cap_and_resets_on_work():

@@ -229,8 +229,8 @@ def test_actor_unrolls_report_per_env_stats(background):
 
 # The learning run: 2 actors x 8 envs; the learning rate decays linearly to
 # 0 over the run's updates (FRAMES / (batch_size * unroll_length)).
-FRAMES = 800_000
-LEARN_SEED = 13
+FRAMES = 600_000
+LEARN_SEED = 6
 
 
 # bfloat16 actor weights (the learner and the evaluated policy float32):
@@ -240,7 +240,7 @@ LEARN_SEED = 13
   ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)],
 )
 def test_learns_cartpole(background, actor_weights_dtype):
-  """IMPALA on CartPole-v1 for 800k frames, then 20 greedy episodes on
+  """IMPALA on CartPole-v1 for 600k frames, then 20 greedy episodes on
   fresh envs: mean return >= 150 (500 is the maximum).
 
   Observed here (2 cores shared with other work): `run` 45-60 s, the whole
@@ -248,11 +248,10 @@ def test_learns_cartpole(background, actor_weights_dtype):
   actor and learner threads interleave differently), so the config was
   chosen for margin over many runs of the same code (`seed` below is the
   config seed; env seeds `100 * seed + i`, evaluation seed `1000 + seed`):
-  - this config, 800k frames: greedy mean 500 for seeds 0, 2, 13 (the
-    weakest seeds at 600k);
-  - same, 600k frames (decay over 1875 updates): 500, 400, 500, 485, 498,
-    500, 425, 500, 266, 477, 500, 500 (seeds 6, 2, 7, 0, 9, 10, 11, 12, 13,
-    14, 4, 6);
+  - this config, 600k frames (decay over 1875 updates): 500, 400, 500,
+    485, 498, 500, 425, 500, 266, 477, 500, 500 (seeds 6, 2, 7, 0, 9, 10,
+    11, 12, 13, 14, 4, 6); 800k frames (this test until 2026-11-27, seed
+    13): 500 for seeds 0, 2, 13, the weakest at 600k;
   - without decay, batch 16, lr 2e-3, 600k: 498, 500, 500, 500, 137 (seeds
     0, 1, 3, 5, 6): a late collapse, hence the decay;
   - batch 8, lr 1e-3, no decay: 161-500 at 400k and 174-500 at 600k.
