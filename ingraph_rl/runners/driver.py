@@ -307,23 +307,20 @@ class ActorLearnerDriver:
   def start(self):
     """Starts the actor threads, and the inference thread with batched
     inference (daemons, so a crash cannot hang exit)."""
-    targets = [
-      (f"actor-{i}", self._actor_loop, (i, executor))
-      for i, executor in enumerate(self.actor_executors)
-    ]
-    if self.inference_executor is not None:
-      targets.append(("inference", self._inference_loop, ()))
-    for name, target, args in targets:
-      t = threading.Thread(
-        target=target,
-        args=args,
-        name=f"{self.builder.name}-{name}",
-        daemon=True,
+    for i, executor in enumerate(self.actor_executors):
+      self._actor_threads.append(
+        self._start_thread(f"actor-{i}", self._actor_loop, i, executor)
       )
-      t.start()
-      self._threads.append(t)
-      if name.startswith("actor"):
-        self._actor_threads.append(t)
+    if self.inference_executor is not None:
+      self._start_thread("inference", self._inference_loop)
+
+  def _start_thread(self, name, target, *args):
+    t = threading.Thread(
+      target=target, args=args, name=f"{self.builder.name}-{name}", daemon=True
+    )
+    t.start()
+    self._threads.append(t)
+    return t
 
   def update(self):
     """One learner update (blocks until a batch is queued); publishes the
