@@ -51,7 +51,7 @@ def make_env(env_id, num_envs, seed, env_groups=1):
 
 
 def evaluate(executor, env_id, episodes, seed):
-  """Mean greedy return over `episodes` episodes of one env."""
+  """Mean greedy return over `episodes` episodes, side by side."""
   return mean_greedy_return(
     lambda obs: executor.execute("get_actions", obs, False)["actions"].numpy(),
     env_id,

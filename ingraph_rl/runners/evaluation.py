@@ -182,25 +182,27 @@ def evaluate(builder, weights, env_id, num_episodes, seed=0, **make_kwargs):
 
 
 def mean_greedy_return(act, env_id, num_episodes, seed=0, make_env=None):
-  """The mean return of `num_episodes` episodes played one after another
-  on ONE env of `env_id` (a 1-env vector env seeded `seed`, reset by its
-  own autoreset), `act(observations [1, ...]) -> actions [1]` choosing
-  every action: e.g. DQN's greedy `get_actions(obs, explore=False)`.
-  `make_env(num_envs, seed)`: the env (default `make_vector_env(env_id,
-  ...)`), e.g. DM Lab in a worker process."""
+  """The mean return of `num_episodes` episodes played side by side: the
+  first episode of each env of a `num_episodes`-env vector env of
+  `env_id` (env i seeded `seed + i`), `act(observations [N, ...]) ->
+  actions [N]` choosing every action, one call per step for all of them:
+  e.g. DQN's greedy `get_actions(obs, explore=False)`. An env's later
+  episodes (its autoreset) are not counted. `make_env(num_envs, seed)`:
+  the env (default `make_vector_env(env_id, ...)`), e.g. DM Lab in worker
+  processes."""
   from ingraph_rl.environments import make_vector_env
 
   if make_env is None:
-    env = make_vector_env(env_id, 1, seed)
+    env = make_vector_env(env_id, num_episodes, seed)
   else:
-    env = make_env(1, seed)
+    env = make_env(num_episodes, seed)
   try:
-    obs, returns = env.reset(), []
-    while len(returns) < num_episodes:
+    obs, returns = env.reset(), np.full(num_episodes, np.nan)
+    while np.isnan(returns).any():
       step = env.step(np.asarray(act(obs)))
       obs = step.obs
-      if step.terminated[0] or step.truncated[0]:
-        returns.append(float(step.episode_returns[0]))
+      ended = (step.terminated | step.truncated) & np.isnan(returns)
+      returns[ended] = step.episode_returns[ended]
     return float(np.mean(returns))
   finally:
     env.close()

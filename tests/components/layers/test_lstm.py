@@ -175,7 +175,10 @@ def test_gate_order_matches_keras_and_torch():
   keras = tf.keras.layers.LSTM(UNITS, return_sequences=True, return_state=True)
   keras.build((None, None, FEATURES))
   keras.set_weights([kernel[:FEATURES], kernel[FEATURES:], bias])
-  seq, h, c = keras(x, initial_state=[state["h"], state["c"]])
+  seq, h, c = keras(
+    tf.constant(x),
+    initial_state=[tf.constant(state["h"]), tf.constant(state["c"])],
+  )
   np.testing.assert_allclose(out["outputs"], seq.numpy(), atol=1e-5)
   np.testing.assert_allclose(out["state"]["c"], c.numpy(), atol=1e-5)
 
