@@ -15,10 +15,6 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
-# TF's import otherwise loads Keras 3, and with it matplotlib: ~1 s more
-# in every process (test workers, fresh-process tests, cluster tasks).
-# Nothing here uses Keras; tensorflow-probability's tf_keras loads either way.
-export TF_USE_LEGACY_KERAS ?= 1
 
 .PHONY: venv impala lint test test-all bench-build bench-memory \
     bench-export bench-impala bench-quick fuzz clean

@@ -10,8 +10,8 @@ if ROOT not in sys.path:
   sys.path.insert(0, ROOT)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# As the Makefile: TF's import skips Keras 3 and matplotlib (~1 s in every
-# worker and fresh process).
+# As experiments/__init__.py: TF's import skips Keras 3 and matplotlib
+# (~1 s in every test worker and fresh process).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 # On 2 cores, torch's spinning OpenMP threads make timings swing wildly.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
