@@ -2,10 +2,11 @@
 
 A graph function that differentiates declares it: `@graph_fn(
 needs_gradients=True)`. The TF executor then records the whole root API
-under one persistent `tf.GradientTape` (`tf_recording`), so a loss computed
-by earlier graph functions (other components) can be differentiated;
-`tf_gradients` reads that tape. The torch mirror uses autograd directly
-(`torch_gradients`).
+under one `tf.GradientTape` (`tf_recording`), so a loss computed by
+earlier graph functions (other components) can be differentiated;
+`tf_gradients` reads that tape, once (a tower strategy records on a
+persistent tape, which gives gradients per tower). The torch mirror uses
+autograd directly (`torch_gradients`).
 
 A device strategy may stand in for the gradients of a loss it made itself:
 inside `tf_gradient_overrides(registry)`, `tf_gradients` of a tensor whose
@@ -40,15 +41,33 @@ class GradientOverride(typing.Protocol):
 
 
 @contextlib.contextmanager
-def tf_recording() -> typing.Iterator[tf.GradientTape]:
-  """Records everything inside on a persistent tape for `tf_gradients`."""
-  with tf.GradientTape(persistent=True) as tape:
-    previous = getattr(_STATE, "tape", None), _paused()
+def tf_recording(persistent: bool = False) -> typing.Iterator[tf.GradientTape]:
+  """Records everything inside on a tape for `tf_gradients`: one set of
+  gradients, or any number if `persistent` (a tower strategy
+  differentiates each tower on the same tape). Not persistent unless
+  asked: while a persistent tape records, TF builds the forward and
+  backward functions of every while loop it records as the loop is made
+  (higher-order gradients are possible): an IMPALA learner with an LSTM
+  (CartPole, unrolls of 20) built in 1.9-3.6 s that way, 1.1-1.7 s
+  without."""
+  with tf.GradientTape(persistent=persistent) as tape:
+    previous = (
+      getattr(_STATE, "tape", None),
+      _paused(),
+      _spent(),
+      getattr(_STATE, "persistent", False),
+    )
     _STATE.tape, _STATE.paused = tape, False
+    _STATE.spent, _STATE.persistent = False, persistent
     try:
       yield tape
     finally:
-      _STATE.tape, _STATE.paused = previous
+      (_STATE.tape, _STATE.paused, _STATE.spent, _STATE.persistent) = previous
+
+
+def _spent() -> bool:
+  """Whether the recording tape (not persistent) gave its gradients."""
+  return getattr(_STATE, "spent", False)
 
 
 def _paused() -> bool:
@@ -96,10 +115,17 @@ def tf_gradients(loss: typing.Any, variables: typing.Any) -> typing.Any:
       "tf_gradients() outside a recorded API: declare the graph function "
       "with @graph_fn(needs_gradients=True)"
     )
+  if _spent():
+    raise BuildError(
+      "tf_gradients() twice in one recorded API: its tape gives one set of "
+      "gradients; differentiate the sum of the losses once (or record with "
+      "tf_recording(persistent=True))"
+    )
   overrides = getattr(_STATE, "overrides", None) or {}
   entry = overrides.get(id(loss))
   with tf_no_recording():
     if entry is None or entry.merged is not loss:
+      _STATE.spent = not _STATE.persistent
       return tape.gradient(loss, variables)
     return entry.gradients(tape, variables)
 

@@ -435,7 +435,8 @@ class TowerPlan:
     """Traces the API with towers (inside its tf.function); returns its
     outputs."""
     with (
-      gradients.tf_recording(),
+      # Each tower differentiates on it: persistent.
+      gradients.tf_recording(persistent=True),
       gradients.tf_gradient_overrides({}) as registry,
     ):
       # Its own transaction, like any replay: inlined in a loop, its

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.eager import record
+from tensorflow.python.ops import gradients_util
 
 from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
@@ -63,7 +65,7 @@ def test_only_apis_that_differentiate_record_on_a_tape():
 
 def test_no_recording_nests_and_a_new_tape_records_inside_it():
   x = tf.constant(3.0)
-  with gradients.tf_recording() as outer:
+  with gradients.tf_recording(persistent=True) as outer:
     outer.watch(x)
     with gradients.tf_no_recording():
       with gradients.tf_no_recording():  # A tape stops once: no error.
@@ -77,3 +79,42 @@ def test_no_recording_nests_and_a_new_tape_records_inside_it():
   assert outer.gradient(hidden, x) is None
   assert outer.gradient(still_hidden, x) is None
   assert float(outer.gradient(shown, x)) == 6.0
+
+
+def test_the_recording_tape_allows_first_order_gradients_only():
+  """Not persistent by default: TF then makes each while loop recorded on
+  it as a plain op, where a persistent tape (higher-order gradients
+  possible) makes it build the loop's forward and backward functions."""
+  x = tf.constant(3.0)
+  for persistent, types in (
+    (False, gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER),
+    (True, gradients_util.POSSIBLE_GRADIENT_TYPES_HIGHER_ORDER),
+  ):
+    with gradients.tf_recording(persistent=persistent) as tape:
+      tape.watch(x)
+      assert gradients_util.PossibleTapeGradientTypes([x]) == types
+
+
+def test_a_second_gradient_on_one_recording_is_a_clear_error():
+  x = tf.constant(3.0)
+  with gradients.tf_recording() as tape:
+    tape.watch(x)
+    y = x * x
+    assert float(gradients.tf_gradients(y, x)) == 6.0
+    with pytest.raises(BuildError, match="tf_gradients\\(\\) twice"):
+      gradients.tf_gradients(y, x)
+  with gradients.tf_recording(persistent=True) as tape:
+    tape.watch(x)
+    y = x * x
+    assert float(gradients.tf_gradients(y, x)) == 6.0
+    assert float(gradients.tf_gradients(2 * y, x)) == 12.0
+  # A recording nested in a spent one starts fresh, and the outer one
+  # stays spent after it.
+  with gradients.tf_recording() as outer:
+    outer.watch(x)
+    gradients.tf_gradients(x * x, x)
+    with gradients.tf_recording() as inner:
+      inner.watch(x)
+      assert float(gradients.tf_gradients(x * x, x)) == 6.0
+    with pytest.raises(BuildError, match="twice"):
+      gradients.tf_gradients(x * x, x)
