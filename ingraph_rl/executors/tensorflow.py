@@ -232,7 +232,9 @@ class TFExecutor(Executor):
           tensor_spec(space),
         )
         root_values[rec.id] = (space, placeholders)
-      with gradients.tf_recording():
+      # Every root API runs in this one scratch pass, and several may
+      # differentiate: a tape that gives any number of gradients.
+      with gradients.tf_recording(persistent=True):
         builder.run(root_values)
     # What device strategies plan with: the space and build-time static
     # shape of every record.
