@@ -153,10 +153,15 @@ def flagfile_values(setup, variant=None):
   return configs.flagfile_values(classes, preset, setup.flagfile, extra)
 
 
-# Variants changing these fields change what the network parts cost, so
-# they get their own inference and learner (IMPALA) or update (DQN) parts
-# and their own limit; other variants run the flagfile's network.
-NETWORK_FIELDS = ("compute_dtype", "actor_weights_dtype")
+# Variants changing these fields change what the network parts cost (the
+# precision, or the actor's batch of envs), so they get their own inference
+# and learner (IMPALA) or update (DQN) parts and their own limit; other
+# variants run the flagfile's network. The env part stays the flagfile's.
+NETWORK_FIELDS = (
+  "compute_dtype",
+  "actor_weights_dtype",
+  "num_envs_per_actor",
+)
 
 
 def network_variants(setup):
@@ -221,20 +226,28 @@ class ImpalaBudget:
 
       return config_fn
 
+    def harness_of(values):
+      # The variant's own actors and envs per actor (e.g. num_actors=4).
+      s = configs.impala_settings(values)
+      return impala_harness.Harness(
+        env_id,
+        s.num_actors,
+        s.env_processes,
+        dict(args, E=s.num_envs_per_actor),
+        config_fn_of(values),
+      )
+
     config_fn = config_fn_of(values)
-    self.harness = impala_harness.Harness(
-      env_id, self.N, settings.env_processes, args, config_fn
-    )
+    self.harness = harness_of(values)
     # Each variant's own driver (the parts are the flagfile's).
     self.variants = {
-      label: impala_harness.Harness(
-        env_id,
-        self.N,
-        settings.env_processes,
-        args,
-        config_fn_of(flagfile_values(setup, variant)),
-      )
+      label: harness_of(flagfile_values(setup, variant))
       for label, variant in variants_of(setup).items()
+    }
+    # [actor threads, envs per actor] each driver runs ("": the flagfile's).
+    self.actors_x_envs = {
+      label: [len(h.driver.envs), h.driver.envs[0].num_envs]
+      for label, h in {"": self.harness, **self.variants}.items()
     }
     self.learner = impala_harness.LearnerOnly(env_id, args, config_fn)
     self.variant_learners = {
@@ -287,7 +300,9 @@ class ImpalaBudget:
         fn, args, impala_harness.ACT_CALLS
       )
     return self._part(
-      "inference", self.act_loops[harness], impala_harness.ACT_CALLS * self.E
+      "inference",
+      self.act_loops[harness],
+      impala_harness.ACT_CALLS * harness.E,
     )
 
   def _learner(self, learner):
@@ -348,6 +363,12 @@ class DqnBudget:
     configs_by_label = {"": base}
     for label, variant in variants_of(setup).items():
       v = dict(flagfile_values(setup, variant))
+      if v["num_envs"] != values["num_envs"]:
+        # The parts and raw stepping run the flagfile's vector env.
+        raise ValueError(
+          f"--variants={variant}: DQN variants keep num_envs "
+          f"({values['num_envs']}); use --override=dqn:--num_envs=..."
+        )
       v["replay_capacity"] = values["replay_capacity"]
       configs_by_label[label] = configs.dqn_config(v, num_actions, atari)
     # The in-graph loop, updates off and on, per variant ("": the
@@ -729,6 +750,8 @@ def main(argv):
       budget.close()
     r, q, summary = analyse(name, budget, records, cores)
     summary["build_s"] = round(build_s, 1)
+    if hasattr(budget, "actors_x_envs"):
+      summary["actors_x_envs"] = budget.actors_x_envs
     summary["end_to_end_cpu_us"] = {
       row.case.split("/", 1)[1]: round(row.stat.median, 1)
       for row in r

@@ -36,7 +36,12 @@ def test_repeat_in_graph_repeats_state_changes():
 
 @pytest.mark.slow  # ~25 s: make test-all.
 def test_quick_run_writes_contract_json(run_quick):
-  doc, _ = run_quick("cpu_budget", timeout=300)
+  variant = "num_actors=1+num_envs_per_actor=4"
+  doc, _ = run_quick(
+    "cpu_budget",
+    f"--variants=env_groups=2,compute_dtype=bfloat16,{variant}",
+    timeout=300,
+  )
   assert doc["benchmark"] == "cpu_budget" and doc["quick"] is True
   cases = {(r["case"], r["metric"]) for r in doc["results"]}
   for part in ("env", "inference", "learner"):
@@ -59,6 +64,20 @@ def test_quick_run_writes_contract_json(run_quick):
   ):
     total = sum(parts[name] for name in names) * 1e-6
     assert limits[key] == pytest.approx(cores / total, rel=0.02), key
+  # A variant runs its own actors and envs per actor (the flagfile: 2 x 32).
+  shapes = setup["actors_x_envs"]
+  assert shapes[""] == [2, 32] and shapes["env_groups_2"] == [2, 32]
+  own_envs = "num_actors_1__num_envs_per_actor_4"
+  assert shapes[own_envs] == [1, 4]
+  # Its actors' batch has its own inference part (and limit).
+  assert parts[f"inference/{own_envs}"] > 0
+  assert limits[f"end_to_end/{own_envs}"] == pytest.approx(
+    cores
+    / (
+      sum(parts[n] for n in ("env", f"inference/{own_envs}", "learner")) * 1e-6
+    ),
+    rel=0.02,
+  )
   # A variant of the same network keeps the flagfile's parts.
   assert limits["end_to_end/env_groups_2"] == pytest.approx(
     limits["end_to_end"], rel=0.02
