@@ -201,7 +201,6 @@ class ImpalaBudget:
     env_id = settings.env
     repeats = num_action_repeats_for(env_id, settings.num_action_repeats)
     self.E = settings.num_envs_per_actor
-    self.N = settings.num_actors
     self.T, self.B = values["unroll_length"], values["batch_size"]
     self.repeats = repeats
     duration = _DURATION.value or (0.5 if quick else 4.0)
