@@ -44,7 +44,7 @@ cores-busy x s / that).
 Units: env steps (agent steps). Pong frames = 4 x env steps (frameskip 4);
 CartPole frames = env steps.
 
-    python -m benchmarks.cpu_budget            # the measurement (~12 min)
+    python -m benchmarks.cpu_budget            # the measurement (12-21 min)
     python -m benchmarks.cpu_budget --quick    # smoke: CartPole, short
 
 Writes benchmarks/results/cpu_budget.json and cpu_budget.png (not --quick).
