@@ -55,9 +55,12 @@ class DQNAgent(Component):
     reset_env(seed) -> first observations; train(num_steps) -> {"episodes",
       "return_sum", "length_sum", "loss_sum", "updates", "env_steps"}: a
       tf.while_loop of `num_steps` vector steps (act, step the env, update
-      every `update_every`, observe, sync every `target_sync_every`) in ONE
-      graph call. The update samples the memory as it was before the
-      vector step's transitions go in, so it runs beside the env step.
+      every `update_every`, sync every `target_sync_every`) in ONE graph
+      call. A vector step's transitions go in at the start of the next
+      (beside its act, off the path from one env step to the next) and at
+      the end of the call, so the update samples the memory as it was
+      before the vector step's transitions go in and runs beside the env
+      step.
 
   `env_groups=2` (the env a `GroupedVectorEnv` of groups A and B)
   double-buffers the loop as the IMPALA stepper does: in each vector step
@@ -485,8 +488,17 @@ class DQNAgent(Component):
     c, n = self.config, self.env.num_envs
     grouped = len(self.groups) > 1
 
-    def body(i, totals, *pending):
-      obs = self.last_obs.read_value()
+    def observed(transition):
+      """`observe(*transition)` -> True once it ran (a tf.cond output)."""
+      with tf.control_dependencies(tf.nest.flatten(observe(*transition))):
+        return tf.constant(True)
+
+    def body(i, totals, obs, held, *pending):
+      # `held`: the last vector step's transitions. They go in here, beside
+      # this step's act (which needs only `obs`), not on the path from one
+      # env step to the next; the update below still samples the memory as
+      # it was before this step's transitions go in.
+      tf.cond(i > 0, lambda: observed(held), lambda: tf.constant(False))
       if grouped:
         actions, step, next_actions = self._grouped_step(
           act, hold, obs, pending[0], i + 1 < num_steps
@@ -495,25 +507,13 @@ class DQNAgent(Component):
       else:
         actions = act(obs)["actions"]
         step = in_graph.tf_step(self.env, actions)
-      # The update samples the memory as it was before this step's
-      # transitions go in, so nothing of it waits for the env step: TF runs
-      # the two side by side (automatic control dependencies order the
-      # update after the act's reads of the weights, and the observe's
-      # writes of the memory after the update's reads).
+      # Nothing of the update waits for the env step: TF runs the two side
+      # by side (automatic control dependencies order the update after the
+      # act's reads of the weights and the observe's writes of the memory).
       vsteps = self.vector_steps.read_value() + 1
       learn = (vsteps * n >= c.learning_starts) & (vsteps % c.update_every == 0)
       loss = tf.cond(learn, lambda: update()["loss"], lambda: 0.0)
-      size = observe(
-        obs,
-        actions,
-        step.rewards,
-        step.final_obs,
-        step.terminated,
-        step.truncated,
-      )
-      with tf.control_dependencies([size]):
-        self.last_obs.assign(step.obs)
-        vsteps = self.vector_steps.assign_add(1)
+      vsteps = self.vector_steps.assign_add(1)
       synced = tf.cond(
         vsteps % c.target_sync_every == 0,
         lambda: sync(),
@@ -528,7 +528,16 @@ class DQNAgent(Component):
           "loss_sum": loss,
           "updates": tf.cast(learn, tf.int64),
         }
-      return (i + 1, {k: totals[k] + v for k, v in new.items()}) + pending
+      held = (
+        obs,
+        actions,
+        step.rewards,
+        step.final_obs,
+        step.terminated,
+        step.truncated,
+      )
+      totals = {k: totals[k] + v for k, v in new.items()}
+      return (i + 1, totals, step.obs, held) + pending
 
     zeros = {
       "episodes": tf.constant(0, tf.int64),
@@ -537,16 +546,30 @@ class DQNAgent(Component):
       "loss_sum": 0.0,
       "updates": tf.constant(0, tf.int64),
     }
+    obs = self.last_obs.read_value()
+    none = tf.zeros([n], tf.bool)
+    nothing_held = (
+      tf.zeros_like(obs),
+      tf.zeros([n], tf.int64),
+      tf.zeros([n], tf.float32),
+      tf.zeros_like(obs),
+      none,
+      none,
+    )
     pending = ()
     if grouped:  # Group 0's actions for the first vector step.
-      obs = self.last_obs.read_value()[: self.groups[0].num_envs]
-      pending = (hold(obs)["actions"],)
-    _, totals, *_ = tf.while_loop(
+      pending = (hold(obs[: self.groups[0].num_envs])["actions"],)
+    _, totals, obs, held, *_ = tf.while_loop(
       lambda i, *_: i < num_steps,
       body,
-      (tf.constant(0), zeros) + pending,
+      (tf.constant(0), zeros, obs, nothing_held) + pending,
       parallel_iterations=1,
     )
+    ran = tf.cond(
+      num_steps > 0, lambda: observed(held), lambda: tf.constant(False)
+    )
+    with tf.control_dependencies([ran]):
+      self.last_obs.assign(obs)
     totals["env_steps"] = self.vector_steps * n
     return totals
 
