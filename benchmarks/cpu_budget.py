@@ -36,7 +36,10 @@ Ratios: end to end over L (how much of the machine the system uses well),
 end to end over raw (the usual figure), L over raw (`<setup>_limit_over_raw`:
 the most end to end over raw can reach with these parts; for IMPALA also
 `<setup>_actors_only_limit_over_raw`, cores / (env + inference) over raw,
-the most actors only can reach), and for each end-to-end phase its
+the most actors only can reach; for DQN also
+`<setup>_serial_limit_over_raw_updates_off`: with one env group the act
+and the env step take turns, so the loop reaches at most 1 / (raw's wall +
+the inference part's wall) per env step), and for each end-to-end phase its
 own CPU seconds per env step over s (> 1: overhead outside the parts, e.g.
 the GIL, queues, numpy_function hops; the rate over L is then below
 cores-busy x s / that).
@@ -582,6 +585,14 @@ def analyse(name, budget, records, cores):
   def rate(key, rnd):
     return records[key][rnd]["env_steps_per_s"]
 
+  def serial_limit(rnd):
+    """DQN with one env group: the act needs the observations the env step
+    returns and the next env step the actions, so the two take turns: at
+    most 1 / (raw's wall + the inference part's wall) env steps/s, however
+    many cores are idle meanwhile."""
+    act = records["part_inference"][rnd]["wall_s_per_step"]
+    return 1 / (1 / rate("raw", rnd) + act)
+
   reps = len(records["raw"])
 
   def over(key, ref):
@@ -640,6 +651,12 @@ def analyse(name, budget, records, cores):
       ratios[f"{name}_limit_over_raw_updates_off{tag}"] = limit_over_raw(
         limits_off
       )
+      if not suffix and budget.config.env_groups == 1:
+        serial = [serial_limit(i) for i in range(reps)]
+        limit_rows[f"{off}/serial"] = serial
+        ratios[f"{name}_serial_limit_over_raw_updates_off"] = limit_over_raw(
+          serial
+        )
       ratios[f"{name}_in_graph_over_raw_updates_on{tag}"] = over(on, "raw")
       ratios[f"{name}_end_to_end_over_limit_updates_off{tag}"] = over(
         off, limits_off

@@ -1,10 +1,14 @@
-"""The CPU-budget benchmark: its in-graph repeat really runs the work, and
-its --quick run writes the contract's JSON (into a temporary folder)."""
+"""The CPU-budget benchmark: its in-graph repeat really runs the work, its
+DQN limits are the formulas on a hand-computed case, and its --quick run
+writes the contract's JSON (into a temporary folder)."""
+
+import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from benchmarks import cpu_budget
 from benchmarks.graph_loops import repeat_in_graph
 
 
@@ -32,6 +36,40 @@ def test_repeat_in_graph_repeats_state_changes():
   assert int(v.numpy()) == 5
   run()
   assert int(v.numpy()) == 10
+
+
+def test_dqn_limits_on_a_hand_computed_case():
+  def part(cpu_us, wall_us):
+    return [{"cpu_s_per_step": cpu_us / 1e6, "wall_s_per_step": wall_us / 1e6}]
+
+  def system(rate):
+    return [{"env_steps_per_s": rate, "cpu_s_per_step": 1e-4}]
+
+  records = {
+    "part_env": part(300, 150),
+    "part_inference": part(60, 50),
+    "part_insert": part(40, 40),
+    "part_update": part(600, 600),
+    "raw": system(5000.0),
+    "in_graph_off": system(3000.0),
+    "in_graph_on": system(800.0),
+  }
+  budget = object.__new__(cpu_budget.DqnBudget)
+  budget.values, budget.config = {}, types.SimpleNamespace(env_groups=1)
+  _, ratios, summary = cpu_budget.analyse("dqn_pong", budget, records, 2)
+  # L = 2 cores / (300 + 60 + 40) us = 5000/s, raw's rate: 1.0 of raw.
+  assert ratios["dqn_pong_limit_over_raw_updates_off"] == pytest.approx(1.0)
+  # Serial: raw's 200 us + the act's 50 us of wall per env step = 4000/s.
+  assert ratios["dqn_pong_serial_limit_over_raw_updates_off"] == (
+    pytest.approx(0.8)
+  )
+  limits = summary["limit_env_steps_per_s"]
+  assert limits["in_graph_off/serial"] == pytest.approx(4000.0)
+  assert ratios["dqn_pong_in_graph_over_raw_updates_off"] == pytest.approx(0.6)
+  # Updates on: L = 2 / 1000 us = 2000/s.
+  assert ratios["dqn_pong_end_to_end_over_limit_updates_on"] == (
+    pytest.approx(0.4)
+  )
 
 
 @pytest.mark.slow  # ~25 s: make test-all.
