@@ -208,6 +208,19 @@ def cpu_per(fn, units):
   )
 
 
+def raw_env_kwargs(env_id):
+  """`make_vector_env` keyword arguments of a lone env stepped in a loop as
+  the raw ceiling: for Atari, ale-py's stepping threads pinned to cores
+  0..k-1. Unpinned, such an env sometimes kept both of its threads on one
+  of the 2 cores for whole rounds (DQN Pong's 8 envs: 4.3k against 6.3k
+  env steps/s), so raw, and every ratio over it, was bimodal. The systems
+  keep the experiments' unpinned threads (pinned, DQN's loop ran within
+  1%: benchmarks/README.md, cpu_budget, 2026-11-27 later)."""
+  from ingraph_rl.environments import is_atari_id
+
+  return {"thread_affinity_offset": 0} if is_atari_id(env_id) else {}
+
+
 def random_stepper(env, seed):
   """`step(k)`: k steps of a vector env with uniform random actions."""
   import numpy as np  # Only here: this module loads before the backends.

@@ -415,7 +415,9 @@ class DqnBudget:
     self.env = make_vector_env(self.env_id, self.n, SEED + 9)
     self.obs = self.env.reset(SEED + 9)
     self.step_random = common.random_stepper(self.env, SEED)
-    self.raw_env = make_vector_env(self.env_id, self.n, SEED + 11)
+    self.raw_env = make_vector_env(
+      self.env_id, self.n, SEED + 11, **common.raw_env_kwargs(self.env_id)
+    )
     self.raw_env.reset(SEED + 11)
     self.raw_step = common.random_stepper(self.raw_env, SEED + 1)
     self._fill_parts_agent(DQN_FILL_STEPS // self.n + 1)

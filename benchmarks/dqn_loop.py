@@ -228,7 +228,8 @@ class Raw:
   """env.step with uniformly random actions in a Python loop, no agent."""
 
   def __init__(self, spec):
-    self.env = make_vector_env(spec["id"], NUM_ENVS, SEED)
+    kwargs = common.raw_env_kwargs(spec["id"])
+    self.env = make_vector_env(spec["id"], NUM_ENVS, SEED, **kwargs)
     self.env.reset(SEED)
     self.num_actions = self.env.action_space.num_categories
     self.rng = np.random.default_rng(SEED)
