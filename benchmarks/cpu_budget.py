@@ -30,7 +30,8 @@ order rotating per repetition):
   dqn_pong         experiments/flagfiles/dqn_pong.cfg: the agent's in-graph
                    `train` loop (one graph call per 100 vector steps), with
                    updates off (learning_starts never reached) and on (every
-                   `update_every` vector steps), and raw stepping.
+                   `update_every` vector steps), and raw stepping (ale-py's
+                   threads pinned: `common.raw_env_kwargs`).
 
 Ratios: end to end over L (how much of the machine the system uses well),
 end to end over raw (the usual figure), L over raw (`<setup>_limit_over_raw`:

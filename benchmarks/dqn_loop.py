@@ -19,7 +19,13 @@ vector steps:
 3. python (updates off / on): `python_loop_steps` (here: the baseline,
    the Python-driven loop experiments no longer have), one executor call
    per act / observe / update (its own agent and env).
-4. raw: `env.step(random actions)` in a Python loop, no agent (the ceiling).
+4. raw: `env.step(random actions)` in a Python loop, no agent (the ceiling;
+   ale-py's threads pinned, `common.raw_env_kwargs`).
+
+TF's intra-op threads are a one-process experiment's (one;
+`--intra_op_threads` to change). Before 2026-11-27 this benchmark ran TF's
+default (one per core): Pong's in-graph loop then ran 2,788 against 3,064
+env steps/s with updates off and 360 against 344 with them on.
 
 "Updates off" sets `learning_starts` beyond the run (the loop still acts,
 observes into the replay memory and syncs the target); "updates on" sets it
@@ -73,6 +79,7 @@ _ENVS = flags.DEFINE_list(
 _STEPS_SCALE = flags.DEFINE_float(
   "steps_scale", 1.0, "Multiplies the vector steps per repetition."
 )
+_THREADS = common.define_intra_op_threads_flag()
 
 NUM_ENVS = 8
 STEPS_PER_CALL = 250  # Vector steps per in-graph train call (as
@@ -326,7 +333,7 @@ def main(argv):
   quick = _QUICK.value
   reps = _REPS.value or (2 if quick else 5)
   envs = _ENVS.value or (["cartpole"] if quick else ["cartpole", "pong"])
-  threads = common.configure_threads()
+  threads = common.experiment_threads(_THREADS.value)
   rows, ratios, env_config = [], {}, {}
   for name in envs:
     spec = ENVS[name]
