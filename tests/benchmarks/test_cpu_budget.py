@@ -2,14 +2,16 @@
 DQN limits are the formulas on a hand-computed case, and its --quick run
 writes the contract's JSON (into a temporary folder)."""
 
-import types
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks import cpu_budget
 from benchmarks.graph_loops import repeat_in_graph
+from tests.benchmarks.conftest import ROOT
 
 
 def test_repeat_in_graph_computes_every_call():
@@ -38,6 +40,20 @@ def test_repeat_in_graph_repeats_state_changes():
   assert int(v.numpy()) == 10
 
 
+# Run in a subprocess: benchmarks.cpu_budget defines absl flags that other
+# benchmark modules imported by this suite define too.
+_ANALYSE = """
+import json, sys, types
+from benchmarks import cpu_budget
+records = json.load(sys.stdin)
+budget = object.__new__(cpu_budget.DqnBudget)
+budget.values, budget.config = {}, types.SimpleNamespace(env_groups=1)
+_, ratios, summary = cpu_budget.analyse("dqn_pong", budget, records, 2)
+limits = summary["limit_env_steps_per_s"]
+print(json.dumps({"ratios": ratios, "limits": limits}))
+"""
+
+
 def test_dqn_limits_on_a_hand_computed_case():
   def part(cpu_us, wall_us):
     return [{"cpu_s_per_step": cpu_us / 1e6, "wall_s_per_step": wall_us / 1e6}]
@@ -54,16 +70,23 @@ def test_dqn_limits_on_a_hand_computed_case():
     "in_graph_off": system(3000.0),
     "in_graph_on": system(800.0),
   }
-  budget = object.__new__(cpu_budget.DqnBudget)
-  budget.values, budget.config = {}, types.SimpleNamespace(env_groups=1)
-  _, ratios, summary = cpu_budget.analyse("dqn_pong", budget, records, 2)
+  out = subprocess.run(
+    [sys.executable, "-c", _ANALYSE],
+    input=json.dumps(records),
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert out.returncode == 0, out.stderr[-3000:]
+  doc = json.loads(out.stdout.strip().splitlines()[-1])
+  ratios, limits = doc["ratios"], doc["limits"]
   # L = 2 cores / (300 + 60 + 40) us = 5000/s, raw's rate: 1.0 of raw.
   assert ratios["dqn_pong_limit_over_raw_updates_off"] == pytest.approx(1.0)
   # Serial: raw's 200 us + the act's 50 us of wall per env step = 4000/s.
   assert ratios["dqn_pong_serial_limit_over_raw_updates_off"] == (
     pytest.approx(0.8)
   )
-  limits = summary["limit_env_steps_per_s"]
   assert limits["in_graph_off/serial"] == pytest.approx(4000.0)
   assert ratios["dqn_pong_in_graph_over_raw_updates_off"] == pytest.approx(0.6)
   # Updates on: L = 2 / 1000 us = 2000/s.
