@@ -44,6 +44,18 @@ class StepResult(NamedTuple):
   episode_returns: object
   episode_lengths: object
 
+  def transition(self, obs, actions):
+    """(obs, actions, rewards, final_obs, terminated, truncated): this step
+    taken with `actions` from `obs`, as an agent's `observe` takes it."""
+    return (
+      obs,
+      actions,
+      self.rewards,
+      self.final_obs,
+      self.terminated,
+      self.truncated,
+    )
+
 
 class VectorEnv(abc.ABC):
   """`num_envs` environments stepped as one; NumPy in, NumPy out.

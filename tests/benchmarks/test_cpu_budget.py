@@ -3,15 +3,13 @@ DQN limits are the formulas on a hand-computed case, and its --quick run
 writes the contract's JSON (into a temporary folder)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from benchmarks.graph_loops import repeat_in_graph
-from tests.benchmarks.conftest import ROOT
+from ingraph_rl.testing.fresh_process import run_python
 
 
 def test_repeat_in_graph_computes_every_call():
@@ -70,16 +68,7 @@ def test_dqn_limits_on_a_hand_computed_case():
     "in_graph_off": system(3000.0),
     "in_graph_on": system(800.0),
   }
-  out = subprocess.run(
-    [sys.executable, "-c", _ANALYSE],
-    input=json.dumps(records),
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  doc = json.loads(out.stdout.strip().splitlines()[-1])
+  doc = run_python(_ANALYSE, stdin=json.dumps(records), timeout=120)
   ratios, limits = doc["ratios"], doc["limits"]
   # L = 2 cores / (300 + 60 + 40) us = 5000/s, raw's rate: 1.0 of raw.
   assert ratios["dqn_pong_limit_over_raw_updates_off"] == pytest.approx(1.0)

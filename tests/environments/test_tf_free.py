@@ -1,13 +1,8 @@
 """The env layer imports neither tensorflow nor torch: env worker processes
 import it, and DeepMind Lab crashes in a process that imported tensorflow."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
+from ingraph_rl.testing.fresh_process import run_python
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULES = [
   "ingraph_rl.environments",
   "ingraph_rl.environments.atari",
@@ -38,17 +33,7 @@ print(json.dumps(loaded))
 
 
 def test_env_modules_import_neither_tensorflow_nor_torch():
-  env = dict(os.environ, PYTHONPATH=str(ROOT))
-  out = subprocess.run(
-    [sys.executable, "-c", CHECK, *MODULES],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  loaded = json.loads(out.stdout.strip().splitlines()[-1])
+  loaded = run_python(CHECK, *MODULES, timeout=120)
   assert sorted(loaded) == sorted(MODULES + ["CartPole-v1", "atari:pong"])
   assert loaded == {name: [] for name in loaded}
 

@@ -5,10 +5,7 @@ other flag; only passed flags override the embedded preset; and every
 preset (the embedded CartPole, each flagfile) makes exactly the configs
 the hand-declared flags made before."""
 
-import json
 import pathlib
-import subprocess
-import sys
 
 import pytest
 from absl import flags
@@ -18,6 +15,7 @@ from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
+from ingraph_rl.testing.fresh_process import run_python
 from ingraph_rl.utils.config_fields import HELP
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -108,15 +106,7 @@ print(json.dumps({
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
 def test_experiment_modules_declare_exactly_the_generated_flags(name):
-  out = subprocess.run(
-    [sys.executable, "-c", MODULE_FLAGS, name],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=240,
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  got = json.loads(out.stdout.strip().splitlines()[-1])
+  got = run_python(MODULE_FLAGS, name)
   assert got["problems"] == []
   assert got["declared"] == got["fields"]
 

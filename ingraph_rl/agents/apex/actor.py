@@ -264,14 +264,7 @@ class ApexActor(ApexPolicy):
       # step.final_obs is every env's bootstrap observation; it lands at
       # rows i * n .. i * n + n - 1 of the target batch.
       frames = frames.write(i, step.final_obs)
-      rows = push(
-        obs,
-        actions,
-        step.rewards,
-        step.final_obs,
-        step.terminated,
-        step.truncated,
-      )
+      rows = push(*step.transition(obs, actions))
       q_rows = push_q(
         indexed(q_now, -tf.ones([n])),
         actions,

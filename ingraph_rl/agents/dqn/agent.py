@@ -528,14 +528,7 @@ class DQNAgent(Component):
           "loss_sum": loss,
           "updates": tf.cast(learn, tf.int64),
         }
-      held = (
-        obs,
-        actions,
-        step.rewards,
-        step.final_obs,
-        step.terminated,
-        step.truncated,
-      )
+      held = step.transition(obs, actions)
       totals = {k: totals[k] + v for k, v in new.items()}
       return (i + 1, totals, step.obs, held) + pending
 
@@ -593,14 +586,7 @@ class DQNAgent(Component):
       if vsteps * n >= c.learning_starts and vsteps % c.update_every == 0:
         totals["loss_sum"] += float(update()["loss"].detach())
         totals["updates"] += 1
-      observe(
-        obs,
-        actions,
-        step.rewards,
-        step.final_obs,
-        step.terminated,
-        step.truncated,
-      )
+      observe(*step.transition(obs, actions))
       with torch.no_grad():
         self.last_obs.copy_(step.obs)
         self.vector_steps += 1

@@ -43,17 +43,7 @@ def play_env(env, agent, steps, seed):
     actions = to_numpy(agent.execute("get_actions", obs, True))["actions"]
     step = env.step(actions)
     out.append(
-      to_numpy(
-        agent.execute(
-          "observe",
-          obs,
-          actions,
-          step.rewards,
-          step.final_obs,
-          step.terminated,
-          step.truncated,
-        )
-      )
+      to_numpy(agent.execute("observe", *step.transition(obs, actions)))
     )
     obs = step.obs
   return out
