@@ -60,7 +60,9 @@ class DQNAgent(Component):
       (beside its act, off the path from one env step to the next) and at
       the end of the call, so the update samples the memory as it was
       before the vector step's transitions go in and runs beside the env
-      step.
+      step. A call that fails part-way (an env error, a refused update)
+      leaves the loop out of step with the env: `reset_env` before the
+      next call.
 
   `env_groups=2` (the env a `GroupedVectorEnv` of groups A and B)
   double-buffers the loop as the IMPALA stepper does: in each vector step
