@@ -5,8 +5,6 @@ other flag; only passed flags override the embedded preset; and every
 preset (the embedded CartPole, each flagfile) makes exactly the configs
 the hand-declared flags made before."""
 
-import pathlib
-
 import pytest
 from absl import flags
 
@@ -18,7 +16,6 @@ from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.testing.fresh_process import run_python
 from ingraph_rl.utils.config_fields import HELP
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 FLAGFILES = configs.FLAGFILES
 EXPERIMENTS = {
   "impala": configs.IMPALA_CLASSES,

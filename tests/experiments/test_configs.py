@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from experiments import configs
-from tests.experiments.test_config_flags import ROOT, parsed
+from ingraph_rl.testing.fresh_process import ROOT
+from tests.experiments.test_config_flags import parsed
 
 
 def test_docstring_examples():
