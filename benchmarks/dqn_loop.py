@@ -2,8 +2,8 @@ r"""Environment throughput of DQN's in-graph training loop against the
 Python-driven loop and raw environment stepping.
 
 Per environment (CartPole-v1 and Pong, 8 environments each), seven variants
-are interleaved within every repetition, each running the same number of
-vector steps:
+(nine for Pong) are interleaved within every repetition, each running the
+same number of vector steps:
 
 1. in_graph (updates off / on): `executor.execute("train", k)` calls of the
    `DQNAgent` built with the env (act, env step, observe, update, sync in a
@@ -21,6 +21,12 @@ vector steps:
    per act / observe / update (its own agent and env).
 4. raw: `env.step(random actions)` in a Python loop, no agent (the ceiling;
    ale-py's threads pinned, `common.raw_env_kwargs`).
+5. acting_sync / acting_async4 (Pong, updates off): `Acting`, the in-graph
+   agent's `get_actions` and ale-py's vector env driven from Python, no
+   observe. Sync acts on all 8 envs, then steps them; async uses ale-py's
+   async mode (`batch_size=4`): act on the first 4 envs to finish while the
+   other 4 step. Ratios `pong_acting_async4_over_acting_sync` (what that
+   overlap gives a serial loop) and `pong_acting_*_over_raw`.
 
 TF's intra-op threads are a one-process experiment's (one;
 `--intra_op_threads` to change). Before 2026-11-27 this benchmark ran TF's
@@ -61,6 +67,7 @@ from ingraph_rl.components.preprocessing import (
   PreprocessorStack,
 )
 from ingraph_rl.environments import make_vector_env
+from ingraph_rl.environments.atari import channels_last, game_name
 from ingraph_rl.runners.environments import make_actor_env
 
 NAME = "dqn_loop"
@@ -89,6 +96,9 @@ SEED = 0
 ACT_CALLS = 200  # get_actions calls per rep for the Pong split.
 ENV_GROUPS = 2  # The grouped in-graph variant's env groups.
 GROUPED = f"in_graph_groups{ENV_GROUPS}"
+ASYNC_BATCH = 4  # Envs per ale-py async recv in the acting-only pair.
+ASYNC = f"acting_async{ASYNC_BATCH}"
+ACTING = {"acting_sync": 0, ASYNC: ASYNC_BATCH}
 IN_GRAPH = ("in_graph", GROUPED)  # The in-graph loop variants.
 
 ENVS = {
@@ -231,6 +241,54 @@ class Python:
     return {"env_steps": vector_steps * NUM_ENVS, "updates": totals["updates"]}
 
 
+class Acting:
+  """Acting and stepping only, from Python (no observe, no update): the
+  in-graph agent's `get_actions` tf.function and ale-py's vector env,
+  used directly (channels-last frames as `AtariVectorEnv` gives them).
+
+  `batch=0` is synchronous: act on all 8, `env.step` all 8. With `batch`
+  = 4, ale-py's async mode (its `batch_size`): `recv` the first 4 envs to
+  finish, act on them and `send` their actions while the other 4 still
+  step. The pair measures what overlapping env groups through ale-py's
+  own queue could give over a serial loop, before any observe."""
+
+  def __init__(self, in_graph, game, batch):
+    import gymnasium as gym
+    from ale_py.vector_env import AtariVectorEnv
+
+    self.act = in_graph.executor.function("get_actions")
+    self.explore = tf.constant(True)
+    self.batch = batch
+    self.env = AtariVectorEnv(
+      game,
+      NUM_ENVS,
+      batch_size=batch,
+      autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    self.steps_per_env = np.zeros(NUM_ENVS, np.int64)
+    obs, _ = self.env.reset(seed=SEED)
+    if batch:
+      self.env.send(self._actions(obs))
+    else:
+      self.obs = obs
+
+  def _actions(self, obs):
+    frames = tf.constant(channels_last(obs))
+    return self.act(frames, self.explore)["actions"].numpy()
+
+  def run(self, vector_steps):
+    if self.batch:
+      for _ in range(vector_steps * NUM_ENVS // self.batch):
+        obs, *_, info = self.env.recv()
+        self.env.send(self._actions(obs))
+        np.add.at(self.steps_per_env, info["env_id"], 1)
+    else:
+      for _ in range(vector_steps):
+        self.obs = self.env.step(self._actions(self.obs))[0]
+      self.steps_per_env += vector_steps
+    return {"env_steps": vector_steps * NUM_ENVS, "updates": 0}
+
+
 class Raw:
   """env.step with uniformly random actions in a Python loop, no agent."""
 
@@ -281,6 +339,11 @@ def bench_env(name, spec, reps, quick, scale):
     variants[f"in_graph_{s}"] = InGraph(spec, s)
     variants[f"{GROUPED}_{s}"] = InGraph(spec, s, ENV_GROUPS)
     variants[f"python_{s}"] = Python(spec, s)
+  if spec["atari"]:
+    for key, batch in ACTING.items():
+      variants[key] = Acting(
+        variants["in_graph_off"], game_name(spec["id"]), batch
+      )
   build_s = time.perf_counter() - t0
   # Fill past learning_starts (untimed), so every timed step of "on" updates.
   fill = -(-spec["learning_starts"] // NUM_ENVS)
@@ -294,7 +357,7 @@ def bench_env(name, spec, reps, quick, scale):
 
   def runner(key):
     setting = key.rsplit("_", 1)[-1]
-    n = steps["off"] if key == "raw" else steps[setting]
+    n = steps["off"] if key in ("raw", *ACTING) else steps[setting]
     return lambda: variants[key].run(n)
 
   fns = {k: runner(k) for k in variants}
@@ -387,6 +450,22 @@ def main(argv):
       ratios[f"{name}_{GROUPED}_over_in_graph_updates_{s}"] = (
         common.paired_ratio(grouped, ig)
       )
+    if ACTING.keys() <= records.keys():
+      raw = sps(records["raw"])
+      for key in ACTING:
+        stat = common.Stat.of(sps(records[key]))
+        rows.append(
+          common.Row(
+            f"{name}/updates_off/{key}", "throughput", "env steps/s", stat
+          )
+        )
+        ratios[f"{name}_{key}_over_raw"] = common.paired_ratio(
+          sps(records[key]), raw
+        )
+      sync, overlapped = (sps(records[k]) for k in ACTING)
+      ratios[f"{name}_{ASYNC}_over_acting_sync"] = common.paired_ratio(
+        overlapped, sync
+      )
     on_updates = {
       v: common.column(records[f"{v}_on"], "updates_per_vector_step")
       for v in (*IN_GRAPH, "python")
@@ -456,6 +535,12 @@ def main(argv):
       "raw": "env.step(uniform random int64 actions) in a Python loop, "
       "own env, no agent; run for both setting's step counts "
       "(raw_on) so ratios pair within a round",
+      "acting_sync, " + ASYNC: "Pong only, benchmarks.dqn_loop.Acting: "
+      "the in_graph off agent's get_actions tf.function and "
+      "ale_py.vector_env.AtariVectorEnv used directly, no observe or "
+      f"update; sync: act on {NUM_ENVS}, env.step; async: batch_size="
+      f"{ASYNC_BATCH}, recv the first {ASYNC_BATCH} envs done, act, send "
+      "(the rest step meanwhile)",
       "act_only (split)": f"executor.function('get_actions') of the "
       f"in-graph off agent on a constant batch of "
       f"{NUM_ENVS} frames, explore=True, "
@@ -489,6 +574,8 @@ def main(argv):
     *(
       f"{e}_{GROUPED}_over_in_graph_updates_{s}" for e in envs for s in SETTINGS
     ),
+    *(f"{e}_{k}_over_raw" for e in envs for k in ACTING),
+    *(f"{e}_{ASYNC}_over_acting_sync" for e in envs),
   ):
     if key in ratios:
       parts.append(f"{key} {ratios[key]:.2f}")
