@@ -1,9 +1,10 @@
 """The README's Python examples run as written."""
 
-import pathlib
 import re
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+from ingraph_rl.testing.fresh_process import ROOT
+
+README = ROOT / "README.md"
 
 
 def test_readme_python_blocks_run(capsys):

@@ -9,7 +9,6 @@ subprocess, its tasks' pids and logs.
 
 import json
 import os
-import pathlib
 import re
 import signal
 import subprocess
@@ -18,7 +17,8 @@ import time
 
 import psutil
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
+
 LAUNCHER = str(ROOT / "experiments" / "launch_local.py")
 
 

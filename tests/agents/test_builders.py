@@ -5,7 +5,6 @@ the policy's act arguments are the actor's; DQN's record space is what
 its replay memory stores and its weights space its `get_weights()`. The
 runners import no agent."""
 
-import pathlib
 import re
 
 import numpy as np
@@ -23,9 +22,10 @@ from ingraph_rl.runners.builder import (
 )
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.component_test import to_numpy
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.queues import queue_feeder, unique_queue_name
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "ingraph_rl"
+PACKAGE = ROOT / "ingraph_rl"
 
 
 @pytest.mark.parametrize("lstm_units", [None, 4], ids=["mlp", "lstm"])

@@ -4,13 +4,12 @@ the committed results)."""
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
 
 
 @pytest.fixture

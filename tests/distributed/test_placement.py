@@ -1,11 +1,10 @@
 """PSExecutor shards variables over ps devices greedily by byte size (two
 logical CPU devices stand in for two ps tasks)."""
 
-import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
 
 SCRIPT = r"""
 import numpy as np

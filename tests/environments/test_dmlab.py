@@ -33,8 +33,8 @@ from ingraph_rl.errors import EnvironmentNotAvailableError
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 from ingraph_rl.testing import fake_deepmind_lab
 from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
+from ingraph_rl.testing.fresh_process import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 FAKE = "ingraph_rl.testing.fake_deepmind_lab"
 ARENA = "seekavoid_arena_01"

@@ -7,7 +7,6 @@ shared memory behind. (DM Lab through workers: test_dmlab.py.)
 
 import glob
 import os
-import pathlib
 import signal
 import subprocess
 import sys
@@ -26,9 +25,8 @@ from ingraph_rl.environments import (
   workers,
 )
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, TextBox
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.processes import default_sigint
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _same_steps(a, b, actions):

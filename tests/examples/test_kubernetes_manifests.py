@@ -11,7 +11,6 @@ split into replay shards and actors.
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -19,8 +18,8 @@ import pytest
 import yaml
 
 from ingraph_rl.distributed.cluster import ClusterError, task_from_flags
+from ingraph_rl.testing.fresh_process import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "examples" / "kubernetes"
 NAMESPACE = "default"
 DEFAULT_PORT = 2222  # The operator's when no port is named tfjob-port.

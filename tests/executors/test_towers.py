@@ -28,9 +28,9 @@ from ingraph_rl.executors.strategies import (
 )
 from ingraph_rl.executors.tensorflow import TFExecutor
 from ingraph_rl.spaces import FloatBox
+from ingraph_rl.testing.fresh_process import ROOT
 
 HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 CPU0 = "/device:CPU:0"
 OBS = FloatBox((4,))
 

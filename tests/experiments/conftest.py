@@ -2,15 +2,13 @@
 subprocess with the fake DM Lab importable as `deepmind_lab`."""
 
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
 from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
 
 
 class FakeDmlab:

@@ -13,10 +13,9 @@ import pytest
 import tensorflow as tf
 
 from ingraph_rl.export import load as export_load
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.references import numpy_q_values
 from ingraph_rl.testing.tensorboard import scalar_tags, scalars
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def shard_size(checkpoint):

@@ -2,7 +2,6 @@
 CleanRL names, checkpoints, and resuming from --logdir."""
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -11,9 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.tensorboard import scalar_tags, scalars
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def run(logdir, total, extra=()):

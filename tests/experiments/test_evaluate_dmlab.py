@@ -6,7 +6,6 @@ paper's formula with the paper's numbers written out here."""
 
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -19,8 +18,8 @@ from ingraph_rl.environments import make_vector_env
 from ingraph_rl.export import export_policy
 from ingraph_rl.spaces import Dict, IntBox, TextBox
 from ingraph_rl.testing.deepmind_lab_shim import write_deepmind_lab_shim
+from ingraph_rl.testing.fresh_process import ROOT
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "experiments" / "evaluate_dmlab.py"
 # Test level: (its index in the DMLab-30 table, human, random score).
 PAPER = {

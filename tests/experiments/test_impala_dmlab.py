@@ -5,14 +5,13 @@ steps in env worker processes, which never import tensorflow: the fake,
 like real DM Lab, dies in a process that did."""
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
 
 
 # ~16 s; test_impala_dmlab30.py trains through the fake DM Lab in make test.

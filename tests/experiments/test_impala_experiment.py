@@ -3,7 +3,6 @@ with CleanRL names, checkpoints, resuming from --logdir, the exported
 SavedModel played in a fresh process, and Ctrl-C."""
 
 import os
-import pathlib
 import re
 import signal
 import subprocess
@@ -14,10 +13,10 @@ import psutil
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.processes import default_sigint
 from ingraph_rl.testing.tensorboard import scalar_tags, scalars
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAST = ["--log_every_seconds=0.5", "--num_envs_per_actor=4"]
 
 

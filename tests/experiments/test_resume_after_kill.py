@@ -3,7 +3,6 @@ resumes from the latest periodic checkpoint with exactly its step counter,
 so it loses only the steps since that checkpoint."""
 
 import os
-import pathlib
 import queue
 import re
 import signal
@@ -15,7 +14,8 @@ import time
 import pytest
 import tensorflow as tf
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
+
 TIMEOUT_S = 45.0  # Bound on each wait (a start imports TF: ~10 s).
 
 

@@ -4,13 +4,14 @@ acting and continued training in a fresh process without ingraph_rl."""
 import contextlib
 import io
 import os
-import pathlib
 import re
 import shutil
 
 import tensorflow as tf
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+from ingraph_rl.testing.fresh_process import ROOT
+
+README = ROOT / "README.md"
 
 
 def export_blocks():

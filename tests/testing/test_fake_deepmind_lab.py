@@ -5,15 +5,13 @@ importable as `deepmind_lab` through a shim."""
 import doctest
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import sys
 
 from ingraph_rl.environments import dmlab30
 from ingraph_rl.testing import deepmind_lab_shim, fake_deepmind_lab
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from ingraph_rl.testing.fresh_process import ROOT
 
 
 def _python(code, extra_path=(), timeout=120):

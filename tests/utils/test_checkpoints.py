@@ -4,7 +4,6 @@ removed; a save at the latest number never rewrites it in place."""
 
 import doctest
 import os
-import pathlib
 import random
 import signal
 import subprocess
@@ -16,10 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.utils import checkpoints
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 SIZE = 4 << 20  # float32s: 16 MB, so a save takes a while.
 
 # Saves forever; every value equals the checkpoint's number, so a restored

@@ -6,7 +6,6 @@ agent's own random actions) against the actions replayed in Python on a
 plain env and fed through `observe`. A plain env is refused;
 experiments/dqn.py's --env_groups=2 groups the same envs."""
 
-import pathlib
 import subprocess
 import sys
 
@@ -24,10 +23,10 @@ from ingraph_rl.environments.env_groups import GroupedVectorEnv, group_sizes
 from ingraph_rl.errors import BuildError
 from ingraph_rl.export.agent import env_stepping_ops
 from ingraph_rl.testing.component_test import to_numpy
+from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.references import RecordingEnv, observe_recorded
 from ingraph_rl.testing.stacked_frames_env import StackedFramesEnv
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
 ENVS, SEED = 5, 11  # Groups of 3 and 2 envs.
 CALLS = (7, 13)  # Vector steps per train call: the pending actions cross.
 
