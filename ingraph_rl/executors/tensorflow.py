@@ -112,6 +112,10 @@ class TFExecutor(Executor):
     self.device_map = dict(strategy.device_map)
     # Filled once the build pass is over.
     self._inline_plans: dict[int, typing.Any] = {}
+    # During the build pass: whose tape each root API's node records on,
+    # and `gradients.tf_recordings`' turn.
+    self._tape_of_node: dict[int, str] = {}
+    self._build_turn: typing.Any = None
     self.autograph = autograph
     self.trace_at_build = trace_at_build
     self.module = tf.Module(name="ingraph_rl_variables")
@@ -178,6 +182,16 @@ class TFExecutor(Executor):
     args: typing.Sequence[typing.Any],
     kwargs: dict[str, typing.Any],
   ) -> typing.Any:
+    turn = self._build_turn
+    if turn is not None:
+      # The build pass runs a node of a root API on that API's tape alone;
+      # nodes run inside it (inline APIs) stay on it.
+      self._build_turn = None
+      try:
+        with turn(self._tape_of_node.get(node.id)):
+          return self.run(node, args, kwargs)
+      finally:
+        self._build_turn = turn
     fn = node.fn
     assert fn is not None  # The builder runs getitem nodes with getitem().
     untaped = node.id in self._untaped_nodes
@@ -233,9 +247,19 @@ class TFExecutor(Executor):
         )
         root_values[rec.id] = (space, placeholders)
       # Every root API runs in this one scratch pass, and several may
-      # differentiate: a tape that gives any number of gradients.
-      with gradients.tf_recording(persistent=True):
-        builder.run(root_values)
+      # differentiate: each of those records on a plain tape of its own.
+      self._tape_of_node = {
+        node.id: name
+        for name, rapi in self.meta_graph.apis.items()
+        if rapi.needs_gradients
+        for node in rapi.nodes
+      }
+      with gradients.tf_recordings(set(self._tape_of_node.values())) as turn:
+        self._build_turn = turn
+        try:
+          builder.run(root_values)
+        finally:
+          self._build_turn = None
     # What device strategies plan with: the space and build-time static
     # shape of every record.
     self.record_spaces = dict(builder.spaces)

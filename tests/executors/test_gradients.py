@@ -118,3 +118,29 @@ def test_a_second_gradient_on_one_recording_is_a_clear_error():
       assert float(gradients.tf_gradients(x * x, x)) == 6.0
     with pytest.raises(BuildError, match="twice"):
       gradients.tf_gradients(x * x, x)
+
+
+def test_recordings_take_turns_one_plain_tape_each():
+  """The build pass's tapes: each key's graph functions record on its own
+  plain tape, across turns, and nothing of another key's turn goes on it."""
+  va, vb = tf.Variable(3.0), tf.Variable(5.0)
+  first = gradients_util.POSSIBLE_GRADIENT_TYPES_FIRST_ORDER
+  with gradients.tf_recordings(["a", "b"]) as turn:
+    with turn("a"):
+      loss_a = va * va
+      # One tape records here: no while loop builds its gradients.
+      assert gradients_util.PossibleTapeGradientTypes([va.value()]) == first
+    with turn("b"):
+      loss_b = 4.0 * vb
+      on_b_only = 7.0 * va
+    with turn("a"):
+      loss_a += 2.0 * va
+      grads = gradients.tf_gradients([loss_a, on_b_only], [va, vb])
+      assert [float(g) for g in grads if g is not None] == [8.0]
+      assert grads[1] is None
+      with pytest.raises(BuildError, match="twice"):
+        gradients.tf_gradients(loss_a, va)
+    with turn("b"):
+      assert float(gradients.tf_gradients(loss_b, vb)) == 4.0
+    with turn(None), pytest.raises(BuildError, match="outside a recorded"):
+      gradients.tf_gradients(loss_a, va)
