@@ -372,6 +372,10 @@ def bench_env(name, spec, reps, quick, scale):
   for key in ("in_graph_on", f"{GROUPED}_on", "python_on"):
     for r in records[key]:
       r["updates_per_vector_step"] = r["updates"] / steps["on"]
+  # ale-py's queue need not be fair: how often each env came back.
+  fairness = (
+    variants[ASYNC].steps_per_env.tolist() if ASYNC in variants else None
+  )
   for v in variants.values():
     v.env.close()
   variants.clear()  # Frees the agents (their replays) before the next env.
@@ -383,6 +387,7 @@ def bench_env(name, spec, reps, quick, scale):
       "build_s": round(build_s, 2),
       "fill_s": round(fill_s, 2),
       "fill_vector_steps": fill,
+      "async_steps_per_env": fairness,
     },
   )
 
@@ -502,6 +507,10 @@ def main(argv):
     }
     if frames:
       env_config[name]["frames_per_env_step"] = frames
+    if info["async_steps_per_env"] is not None:
+      env_config[name][f"{ASYNC} env steps per env (whole run)"] = info[
+        "async_steps_per_env"
+      ]
     if "act_only" in records:
       split_rows, split_cfg = split_of(records, steps["off"])
       rows += [
