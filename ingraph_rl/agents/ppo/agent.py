@@ -25,6 +25,7 @@ from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors import gradients
+from ingraph_rl.spaces import FloatBox
 from ingraph_rl.utils.lazy import torch
 
 # A minibatch's fields, in `minibatch_step`'s argument order.
@@ -47,6 +48,16 @@ STEP_FIELDS = (
 )
 
 
+def stored_observation_space(observation_space, config):
+  """The observations a batch holds: float32 where the agent normalizes
+  them or the env gives float64, else the env's (uint8 frames stay
+  uint8)."""
+  space = observation_space
+  if config.normalize_observations or space.dtype == np.float64:
+    return FloatBox(tuple(space.shape))
+  return space
+
+
 class PPOModel(Synchronizable, Component):
   """The weights the policy acts with: the actor-critic and (with
   `normalize_observations`) the observation statistics. `get_weights` /
@@ -64,15 +75,28 @@ class PPOModel(Synchronizable, Component):
   @api
   def normalize(self, observations):
     if self.obs_rms is None:
-      return observations
+      return self._graph_fn_float32(observations)
     return self.obs_rms.normalize(observations)
 
   @api
   def observe(self, observations):
     """Normalized observations, the statistics updated with them first."""
     if self.obs_rms is None:
-      return observations
+      return self._graph_fn_float32(observations)
     return self.obs_rms.update_normalize(observations)
+
+  @graph_fn
+  def _graph_fn_float32(self, observations):
+    # float64 observations (MuJoCo's) as float32; frames stay uint8.
+    if observations.dtype == tf.float64:
+      return tf.cast(observations, tf.float32)
+    return observations
+
+  @_graph_fn_float32.torch
+  def _graph_fn_float32(self, observations):
+    if observations.dtype == torch.float64:
+      return observations.float()
+    return observations
 
 
 class AnnealedRate(Component):
@@ -228,7 +252,7 @@ class PPOAgent(Component):
     if self.env is None:
       return
     n, space = self.env.num_envs, self.observation_space
-    dtype = np.float32 if self.config.normalize_observations else space.dtype
+    dtype = stored_observation_space(space, self.config).dtype
     self.last_obs = self.add_variable(
       "last_obs", (n,) + tuple(space.shape), dtype, trainable=False
     )

@@ -34,7 +34,7 @@ from typing import List, Optional, Tuple, cast
 
 import numpy as np
 
-from ingraph_rl.agents.ppo.agent import PPOAgent
+from ingraph_rl.agents.ppo.agent import PPOAgent, stored_observation_space
 from ingraph_rl.agents.ppo.config import PPOConfig
 from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import Root, weights_space_of
@@ -82,11 +82,7 @@ class PPOBuilder:
   def record_space(self, observation_space: Space) -> Dict:
     """One env's rollout of `num_steps` steps (see the module docstring)."""
     T = self.config.num_steps
-    obs = (
-      FloatBox(tuple(observation_space.shape))
-      if self.config.normalize_observations
-      else observation_space
-    )
+    obs = stored_observation_space(observation_space, self.config)
     return Dict(
       observations=type(obs)(shape=(T,) + tuple(obs.shape), dtype=obs.dtype),
       actions=self.action_space(T),
