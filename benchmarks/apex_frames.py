@@ -42,10 +42,10 @@ from ingraph_rl.environments import is_atari_id, make_vector_env
 from ingraph_rl.runners.replay_driver import ReplayDriver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# A progress line of experiments/apex.py, with absl's clock time.
+# A progress line of experiments/apex.py (experiments/progress.py): its
+# counts and the seconds since training started.
 PROGRESS_LINE = re.compile(
-  r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*?env steps +(\d+) +SPS +\d+ +"
-  r"updates +(\d+)",
+  r"^\[apex\] env steps +(\d+) +SPS +\d+ +updates +(\d+) .*? wall ([\d.]+)$",
   re.M,
 )
 
@@ -53,22 +53,18 @@ PROGRESS_LINE = re.compile(
 def steady_rates(log_text):
   """{"env_steps_per_s", "updates_per_s"} from the first third of the
   progress lines to the last: the change of each count over the lines'
-  clock times. (A line's own SPS counts whole rollouts per interval:
+  times. (A line's own SPS counts whole rollouts per interval:
   Pong's 200-step rollouts every 2 s read in steps of 100 steps/s.)
 
   >>> steady_rates("\\n".join(
-  ...   f"I1126 10:00:{s:02d}.000000 1 apex.py:150] env steps {n}  SPS 0  "
-  ...   f"updates {n // 8}" for s, n in ((0, 0), (2, 400), (4, 800),
-  ...   (6, 1400), (8, 1600))))
+  ...   f"[apex] env steps {n}  SPS 0  updates {n // 8}  loss 0.1  wall {s}"
+  ...   for s, n in ((0, 0), (2, 400), (4, 800), (6, 1400), (8, 1600))))
   {'env_steps_per_s': 200.0, 'updates_per_s': 25.0}
   """
   points = []
   for m in PROGRESS_LINE.finditer(log_text):
-    h, mi, sec, steps, updates = m.groups()
-    t = 3600 * int(h) + 60 * int(mi) + float(sec)
-    if points and t < points[-1][0]:
-      t += 86400  # Past midnight.
-    points.append((t, int(steps), int(updates)))
+    steps, updates, t = m.groups()
+    points.append((float(t), int(steps), int(updates)))
   if len(points) < 3:
     raise RuntimeError(f"too few progress lines ({len(points)})")
   (t0, s0, u0), (t1, s1, u1) = points[len(points) // 3], points[-1]

@@ -39,9 +39,9 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from absl import app, logging
 
 from experiments import config_flags, configs
+from experiments.progress import print_progress
 from ingraph_rl.agents.apex import ApexBuilder
 from ingraph_rl.distributed import replay_roles, roles
 from ingraph_rl.distributed.cluster import ClusterError, in_cluster
@@ -121,7 +121,7 @@ class Progress:
       save,
     )
     self.recent = RecentEpisodes(100)
-    self.last_log = self.last_save = time.time()
+    self.start = self.last_log = self.last_save = time.time()
     self.logged_steps = None
 
   def __call__(self, out, env_steps):
@@ -147,14 +147,17 @@ class Progress:
       tf.summary.scalar("losses/q_values", float(out["mean_q"]))
       for i, stats in enumerate(shards):
         write_shard_stats(i, stats)
-    logging.info(
-      "env steps %d  SPS %.0f  updates %d  loss %.4f  last100 %.1f  shards %s",
-      env_steps,
-      sps,
-      int(out["train_step"]),
-      float(out["loss"]),
-      self.recent.mean,
-      [int(s["size"]) for s in shards],
+    print_progress(
+      "apex",
+      [
+        ("env steps", f"{env_steps:>9d}"),
+        ("SPS", f"{sps:7.0f}"),
+        ("updates", f"{int(out['train_step']):6d}"),
+        ("loss", f"{float(out['loss']):.4f}"),
+        ("last100", f"{self.recent.mean:7.1f}"),
+        ("shards", [int(s["size"]) for s in shards]),
+      ],
+      self.start,
     )
     if now - self.last_save > 60 * self.settings.checkpoint_every_minutes:
       # Numbered by the learner's update count (it only grows).
@@ -207,7 +210,8 @@ def make_builder(settings, values):
   def make_env(i):
     return make(settings.num_envs_per_actor, settings.seed + 1000 * i)
 
-  probe = make(1, settings.seed)
+  with config_flags.usage_of("env", settings.env):
+    probe = make(1, settings.seed)
   num_actions = probe.action_space.num_categories
   obs_space = probe.observation_space
   probe.close()
@@ -281,6 +285,11 @@ def main(argv):
   del argv
   wall_start = time.time()
   values = configs.apex_values()
+  config_flags.check_flags(
+    configs.APEX_CLASSES,
+    values,
+    configs=[lambda: configs.apex_config(values, 2, False)],
+  )
   settings = configs.apex_settings(values)
   if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
@@ -439,4 +448,4 @@ def learner_main(settings, values, task, builder, obs_space, wall_start):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -14,14 +14,50 @@ unpassed flag never overrides the preset.
 
     FLAG_HOLDERS = config_flags.define_flags(Settings, IMPALAConfig)
     values = config_flags.resolve((Settings, IMPALAConfig), PRESET)
+
+Usage errors: an experiment checks its values before it builds anything,
+in one line, and ends with `config_flags.run(main)` instead of
+`app.run(main)`, so a bad value prints ONE line `error: --flag=value: what
+to change` and exits 2 (a traceback only with --verbosity=1):
+
+    def main(argv):
+      values = config_flags.resolve((Settings, PPOConfig), PRESET)
+      config_flags.check_flags(
+        (Settings, PPOConfig), values,
+        configs=[lambda: make(PPOConfig, values, num_actions=2)])
+      ...
+
+    if __name__ == "__main__":
+      config_flags.run(main)
+
+`check_flags` refuses a number below its field's `minimum`
+(`config_fields.field(..., minimum=1)`), an `env` no env can be made of
+(`environments.env_ids.check_env_id`, with the closest id), a `logdir`
+that is no directory and cannot be made one, and what the config
+dataclasses refuse (each `configs` callable builds one; its error names
+the flag). `usage_of("env", value)` turns what a block raises about an
+env (a DM Lab level that does not exist) into a usage error.
 """
 
+import contextlib
 import dataclasses
+import os
+import re
+import sys
 import typing
 
-from absl import flags
+from absl import app, flags
+from absl import logging as absl_logging
 
-from ingraph_rl.utils.config_fields import CHOICES, FLAG, HELP, ZERO_IS_NONE
+from ingraph_rl.environments.env_ids import check_env_id
+from ingraph_rl.errors import BuildError, EnvironmentNotAvailableError
+from ingraph_rl.utils.config_fields import (
+  CHOICES,
+  FLAG,
+  HELP,
+  MINIMUM,
+  ZERO_IS_NONE,
+)
 
 # The flags defined here belong to the module calling `define_flags` (the
 # experiment: its key flags, what --help lists).
@@ -177,3 +213,112 @@ def table(values):
   """A markdown table of the run's values (TensorBoard text)."""
   rows = "\n".join(f"|{name}|{value}|" for name, value in values.items())
   return "|param|value|\n|-|-|\n" + rows
+
+
+# --- usage errors ----------------------------------------------------------
+
+# The exit status of a usage error (a flag value to change), as argparse's.
+USAGE_EXIT_CODE = 2
+
+
+class UsageError(Exception):
+  """A flag value the user must change: `--flag=value: message`."""
+
+  def __init__(self, flag, value, message):
+    super().__init__(f"--{flag}={value}: {message}")
+    self.flag, self.value = flag, value
+
+
+def check_logdir(path, flag="logdir"):
+  """UsageError unless `path` is a directory or one can be made there (its
+  nearest existing ancestor is a writable directory); makes nothing."""
+  if os.path.isdir(path):
+    if not os.access(path, os.W_OK | os.X_OK):
+      raise UsageError(flag, path, "a directory this user cannot write")
+    return
+  if os.path.exists(path):
+    raise UsageError(flag, path, "is a file, not a directory: pass a directory")
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise UsageError(
+      flag, path, f"cannot be made: {parent} is a file, not a directory"
+    )
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise UsageError(flag, path, f"cannot be made: {parent} is not writable")
+
+
+def _blamed_flag(message, names, flag_values):
+  """The flag a config's error message names: the first name in it that
+  was passed (the preset's values are valid), else the first name."""
+  named = [
+    n for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message) if n in names
+  ]
+  passed = [n for n in named if n in flag_values and flag_values[n].present]
+  return (passed or named or [None])[0]
+
+
+def check_flags(classes, values, *, configs=(), flag_values=flags.FLAGS):
+  """Checks a run's `values` (from `resolve`) before anything is built;
+  raises the first problem as a UsageError naming its flag:
+
+  - a number below its field's `minimum` (`config_fields.field(minimum=)`);
+  - `env` (if a field): `environments.env_ids.check_env_id`;
+  - `logdir` (if set): a directory, or one can be made;
+  - each of `configs` (callables that build the agent's config from
+    `values`, with stand-ins for what the env sets, e.g. num_actions=2)
+    raising BuildError or ValueError: the flag its message names.
+  """
+  fields = {f.name: f for cls in classes for f in flag_fields(cls)}
+  for name, field in fields.items():
+    minimum, value = field.metadata.get(MINIMUM), values[name]
+    if minimum is not None and value is not None and value < minimum:
+      raise UsageError(name, value, f"must be >= {minimum}")
+  if "env" in fields:
+    try:
+      check_env_id(values["env"])
+    except (ValueError, EnvironmentNotAvailableError) as e:
+      raise UsageError("env", values["env"], str(e)) from e
+  if "logdir" in fields and values["logdir"]:
+    check_logdir(values["logdir"])
+  for make_config in configs:
+    try:
+      make_config()
+    except (BuildError, ValueError) as e:
+      message = str(e).splitlines()[0] if str(e) else type(e).__name__
+      flag = _blamed_flag(message, fields, flag_values)
+      if flag is None:
+        raise
+      raise UsageError(flag, values[flag], message) from e
+
+
+@contextlib.contextmanager
+def usage_of(flag, value):
+  """Turns what the block raises about `--flag=value` (ValueError, or a
+  missing package) into a UsageError: e.g. the first env made of `--env`,
+  where DM Lab says a level does not exist."""
+  try:
+    yield
+  except (ValueError, EnvironmentNotAvailableError) as e:
+    message = str(e).strip().splitlines()[0] if str(e) else repr(e)
+    raise UsageError(flag, value, message) from e
+
+
+def run(main, argv=None):
+  """`app.run(main)`, where a UsageError prints one line, `error: --flag=
+  value: what to change`, to stderr and exits 2 (with --verbosity=1 or
+  more: the traceback too). Other errors are bugs: their traceback, as
+  usual."""
+
+  def checked_main(args):
+    try:
+      return main(args)
+    except UsageError as e:
+      if absl_logging.get_verbosity() >= absl_logging.DEBUG:
+        raise
+      sys.stderr.write(f"error: {e}\n")
+      sys.stderr.flush()
+      sys.exit(USAGE_EXIT_CODE)
+
+  app.run(checked_main, argv=argv)

@@ -24,7 +24,6 @@ from experiments import config_flags
 from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
-from ingraph_rl.agents.ppo import PPOConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.distributed.cluster import JOBS as CLUSTER_JOBS
@@ -39,7 +38,7 @@ class RunSettings:
     "CartPole-v1",
     "gymnasium id, ALE/<Game>-v5, atari:<game> or (IMPALA) dmlab:<level>.",
   )
-  seed: int = field(0, "Seed (agent, envs, evaluation).")
+  seed: int = field(0, "Seed (agent, envs, evaluation).", minimum=0)
   logdir: typing.Optional[str] = field(
     None,
     "Run directory (resumes if it has checkpoints); default "
@@ -50,18 +49,23 @@ class RunSettings:
     "Also stop training after this much wall time from its start "
     "(then checkpoint, export and evaluate as usual); default: no "
     "limit.",
+    minimum=0.0,
   )
-  checkpoint_every_minutes: float = field(5.0, "Checkpoint period.")
+  checkpoint_every_minutes: float = field(
+    5.0, "Checkpoint period.", minimum=0.0
+  )
   eval_episodes: int = field(
     20,
     "Greedy episodes played at the end (IMPALA: by the exported "
     "policy in a fresh process; 0: none).",
+    minimum=0,
   )
   intra_op_threads: typing.Optional[int] = field(
     None,
     "TF intra-op threads of this process (0: TF's default, one per "
     "core). Default: TF's in learner and ps tasks, else 1 (actors, "
     "env threads and the learner already share the cores).",
+    minimum=0,
   )
 
 
@@ -74,7 +78,7 @@ class ClusterSettings(RunSettings):
     "Cluster role (none: everything in this process).",
     choices=CLUSTER_JOBS,
   )
-  task: int = field(0, "Task index within --job_name.")
+  task: int = field(0, "Task index within --job_name.", minimum=0)
   cluster: typing.Optional[str] = field(
     None,
     'Cluster spec: JSON {"ps": [...], "learner": [...], "replay": '
@@ -93,15 +97,20 @@ class IMPALASettings(ClusterSettings):
   """experiments/impala.py's settings (scalable_agent's flag names where it
   has them)."""
 
-  num_actors: int = field(2, "Actor threads (in a cluster: actor tasks).")
+  num_actors: int = field(
+    2, "Actor threads (in a cluster: actor tasks).", minimum=1
+  )
   # 32: on CartPole ~1.55x the frames/s of 8 (each actor's graph call per
   # vector step is paid once per 32 envs), learning alike per frame
   # (benchmarks/results/learning.json, impala_cartpole's note).
-  num_envs_per_actor: int = field(32, "Envs each actor steps together.")
+  num_envs_per_actor: int = field(
+    32, "Envs each actor steps together.", minimum=1
+  )
   num_action_repeats: typing.Optional[int] = field(
     None,
     "Frames per agent step (ALE frame skip, DM Lab repeats); "
     "default 4 there, 1 for gymnasium.",
+    minimum=1,
   )
   env_processes: bool = field(
     False,
@@ -110,17 +119,18 @@ class IMPALASettings(ClusterSettings):
     "one per env.",
   )
   total_environment_frames: int = field(
-    800_000, "Frames (env steps x action repeats) to train on."
+    800_000, "Frames (env steps x action repeats) to train on.", minimum=1
   )
   lr_decay: bool = field(
     True, "Decay the learning rate linearly to 0 over the frame budget."
   )
-  log_every_seconds: float = field(5.0, "Progress line period.")
+  log_every_seconds: float = field(5.0, "Progress line period.", minimum=0.0)
   summary_every_seconds: float = field(
     1.0,
     "TensorBoard scalar period: the latest update's losses and the "
     "episodes finished since the last write (0: every update). Eager "
     "summary writes hold the GIL that the actors' env steps need.",
+    minimum=0.0,
   )
 
 
@@ -128,9 +138,13 @@ class IMPALASettings(ClusterSettings):
 class DQNSettings(RunSettings):
   """experiments/dqn.py's settings."""
 
-  num_envs: int = field(4, "Environments stepped together.")
-  total_env_steps: int = field(60_000, "Training budget in env steps.")
-  steps_per_call: int = field(250, "Vector steps per in-graph train call.")
+  num_envs: int = field(4, "Environments stepped together.", minimum=1)
+  total_env_steps: int = field(
+    60_000, "Training budget in env steps.", minimum=1
+  )
+  steps_per_call: int = field(
+    250, "Vector steps per in-graph train call.", minimum=1
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,31 +152,29 @@ class ApexSettings(ClusterSettings):
   """experiments/apex.py's settings (RLlib's Ape-X names where it has
   them)."""
 
-  num_actors: int = field(2, "Actor threads (in a cluster: actor tasks).")
-  num_envs_per_actor: int = field(4, "Envs each actor steps together.")
-  num_replay_shards: int = field(2, "Replay shards (threads or tasks).")
+  num_actors: int = field(
+    2, "Actor threads (in a cluster: actor tasks).", minimum=1
+  )
+  num_envs_per_actor: int = field(
+    4, "Envs each actor steps together.", minimum=1
+  )
+  num_replay_shards: int = field(
+    2, "Replay shards (threads or tasks).", minimum=1
+  )
   observation_key: typing.Optional[str] = field(
     None,
     "For Dict observations: the box leaf the Q-network sees (DM Lab: "
     "RGB_INTERLEAVED; the instruction is dropped).",
   )
-  total_env_steps: int = field(200_000, "Training budget in env steps.")
-  log_every_seconds: float = field(5.0, "Progress line period.")
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOSettings(RunSettings):
-  """experiments/ppo.py's settings (CleanRL's names)."""
-
-  num_envs: int = field(4, "Environments stepped together.")
-  total_timesteps: int = field(500_000, "Training budget in env steps.")
-  log_every_seconds: float = field(5.0, "Progress line period.")
+  total_env_steps: int = field(
+    200_000, "Training budget in env steps.", minimum=1
+  )
+  log_every_seconds: float = field(5.0, "Progress line period.", minimum=0.0)
 
 
 IMPALA_CLASSES = (IMPALASettings, IMPALAConfig)
 APEX_CLASSES = (ApexSettings, ApexConfig)
 DQN_CLASSES = (DQNSettings, DQNConfig)
-PPO_CLASSES = (PPOSettings, PPOConfig)
 
 # The embedded default of experiments/impala.py: IMPALA on CartPole-v1, 2
 # actors x 32 envs, 800k frames (IMPALASettings' defaults), and these
@@ -181,12 +193,6 @@ IMPALA_CARTPOLE = dict(
 # 60k env steps (DQNSettings' defaults), Adam 2.5e-4.
 DQN_CARTPOLE = dict(learning_rate=2.5e-4)
 
-
-# The embedded default of experiments/ppo.py: PPO on CartPole-v1 (CleanRL's
-# ppo.py settings but 8 envs, a larger learning rate and a 200k budget:
-# it reaches greedy 500 within 60 s here, benchmarks/learning.py's
-# ppo_cartpole; flagfiles/ppo_cartpole.cfg writes it all out).
-PPO_CARTPOLE = dict(num_envs=8, total_timesteps=200_000, learning_rate=1e-3)
 
 # The embedded default of experiments/apex.py: Ape-X on CartPole-v1, 2
 # actors x 4 envs, 2 shards, 200k env steps (ApexSettings' defaults), and
@@ -275,11 +281,6 @@ def apex_values(preset=APEX_CARTPOLE, flag_values=None):
   return config_flags.resolve(APEX_CLASSES, preset, **kwargs)
 
 
-def ppo_values(preset=PPO_CARTPOLE, flag_values=None):
-  kwargs = {} if flag_values is None else {"flag_values": flag_values}
-  return config_flags.resolve(PPO_CLASSES, preset, **kwargs)
-
-
 FLAGFILES = pathlib.Path(__file__).resolve().parent / "flagfiles"
 
 
@@ -331,8 +332,9 @@ def impala_config(values, num_actions, frames_per_update):
   """The IMPALAConfig of a run: the values, the env's action count, the
   seed, and with --lr_decay a linear decay to 0 over the updates the frame
   budget holds (`frames_per_update` = batch x unroll x repeats)."""
+  # A batch or unroll < 1 is IMPALAConfig's to refuse, not a division's.
   decay = (
-    max(1, values["total_environment_frames"] // frames_per_update)
+    max(1, values["total_environment_frames"] // max(frames_per_update, 1))
     if values["lr_decay"]
     else None
   )
@@ -354,24 +356,3 @@ def scaled_frames():
 def dqn_config(values, num_actions, atari):
   """The DQNConfig of a run."""
   return _q_learning_config(DQNConfig, values, num_actions, atari)
-
-
-def ppo_settings(values):
-  return config_flags.make(PPOSettings, values)
-
-
-def ppo_config(values, action_space):
-  """The PPOConfig of a run: the env's action count (or Box dims), the
-  seed, and the updates the budget holds (what anneal_lr anneals over)."""
-  continuous = getattr(action_space, "num_categories", None) is None
-  updates = values["total_timesteps"] // (
-    values["num_envs"] * values["num_steps"]
-  )
-  return config_flags.make(
-    PPOConfig,
-    values,
-    num_actions=None if continuous else action_space.num_categories,
-    action_dim=int(action_space.shape[0]) if continuous else None,
-    num_updates=max(1, updates),
-    seed=values["seed"],
-  )

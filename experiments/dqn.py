@@ -29,9 +29,9 @@ import os
 import time
 
 import tensorflow as tf
-from absl import app, logging
 
 from experiments import config_flags, configs
+from experiments.progress import print_progress
 from ingraph_rl.agents.dqn import DQNBuilder
 from ingraph_rl.environments import is_atari_id
 from ingraph_rl.runners.environments import make_actor_env
@@ -64,20 +64,27 @@ def main(argv):
   del argv
   wall_start = time.time()
   values = configs.dqn_values()
+  config_flags.check_flags(
+    configs.DQN_CLASSES,
+    values,
+    configs=[lambda: configs.dqn_config(values, 2, False)],
+  )
   settings = configs.dqn_settings(values)
   configs.set_intra_op_threads(settings.intra_op_threads)
   atari = is_atari_id(settings.env)
   run_dir = configs.run_directory(settings, "dqn")
-  env = make_env(
-    settings.env, settings.num_envs, settings.seed, values["env_groups"]
-  )
+  with config_flags.usage_of("env", settings.env):
+    env = make_env(
+      settings.env, settings.num_envs, settings.seed, values["env_groups"]
+    )
   config = configs.dqn_config(values, env.action_space.num_categories, atari)
   builder = DQNBuilder(
     config, preprocessor=configs.scaled_frames if atari else None
   )
   executor = builder.make_agent(env=env).build()
-  logging.info(
-    "built in %.2f s:\n%s", executor.stats.total_s, executor.describe()
+  print(
+    f"[dqn] built in {executor.stats.total_s:.2f} s:\n{executor.describe()}",
+    flush=True,
   )
 
   # The module tracks every variable and RNG of the agent: weights, Adam
@@ -132,13 +139,16 @@ def main(argv):
         )
       tf.summary.scalar("charts/SPS", sps)
     mean_return = stats["return_sum"] / max(stats["episodes"], 1)
-    logging.info(
-      "env steps %d  SPS %.0f  episodes %d  mean return %.1f  last100 %.1f",
-      env_steps,
-      sps,
-      stats["episodes"],
-      mean_return,
-      recent.mean,
+    print_progress(
+      "dqn",
+      [
+        ("env steps", f"{env_steps:>9d}"),
+        ("SPS", f"{sps:7.0f}"),
+        ("episodes", f"{int(stats['episodes']):4d}"),
+        ("return", f"{mean_return:7.1f}"),
+        ("last100", f"{recent.mean:7.1f}"),
+      ],
+      start,
     )
     if time.time() - last_save > 60 * settings.checkpoint_every_minutes:
       manager.save(checkpoint_number=env_steps)
@@ -165,4 +175,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -56,9 +56,9 @@ import time
 
 import numpy as np
 import tensorflow as tf
-from absl import app
 
 from experiments import config_flags, configs
+from experiments.progress import progress_line
 from ingraph_rl.agents.impala import IMPALABuilder
 from ingraph_rl.distributed import roles
 from ingraph_rl.distributed.cluster import in_cluster
@@ -152,13 +152,14 @@ class Progress:
       self.t_summary = now
     if now - self.t_log >= self.settings.log_every_seconds:
       fps = (frames - self.frames_log) / (now - self.t_log)
-      line = (
-        f"[impala] frames {frames:>9d}  fps {fps:7.0f}  "
-        f"updates {int(out['train_step']):6d}  "
-        f"return {self.last_return:7.1f}  "
-        f"last100 {self.recent.mean:7.1f}  "
-        f"loss {float(out['loss']):9.2f}"
-      )
+      fields = [
+        ("frames", f"{frames:>9d}"),
+        ("fps", f"{fps:7.0f}"),
+        ("updates", f"{int(out['train_step']):6d}"),
+        ("return", f"{self.last_return:7.1f}"),
+        ("last100", f"{self.recent.mean:7.1f}"),
+        ("loss", f"{float(out['loss']):9.2f}"),
+      ]
       with self.writer.as_default(step=frames):
         tf.summary.scalar("charts/SPS", fps)
         if self.levels is not None:
@@ -173,12 +174,14 @@ class Progress:
               "dmlab30/mean_capped_hns", report["mean_capped_hns"]
             )
           mean = report["mean_capped_hns"]
-          line += (
-            f"  capped hns {float('nan') if mean is None else mean:6.1f}"
-            f" ({report['num_levels']}/{len(dmlab30.TEST_LEVELS)} "
-            f"levels)"
+          fields.append(
+            (
+              "capped hns",
+              f"{float('nan') if mean is None else mean:6.1f} "
+              f"({report['num_levels']}/{len(dmlab30.TEST_LEVELS)} levels)",
+            )
           )
-      print(line, flush=True)
+      print(progress_line("impala", fields, self.t0), flush=True)
       self.t_log, self.frames_log = now, frames
     if now - self.t_save >= 60 * self.settings.checkpoint_every_minutes:
       self.manager.save(checkpoint_number=frames)
@@ -330,10 +333,12 @@ def env_factory(settings, env_groups=1):
 
 
 def probe_env(settings, values):
-  """(builder, observation space) from one throwaway env."""
-  probe = make_actor_env(
-    settings.env, 1, settings.seed, settings.num_action_repeats
-  )
+  """(builder, observation space) from one throwaway env (what DM Lab
+  says of `--env`'s level: a usage error)."""
+  with config_flags.usage_of("env", settings.env):
+    probe = make_actor_env(
+      settings.env, 1, settings.seed, settings.num_action_repeats
+    )
   num_actions = probe.action_space.num_categories
   obs_space = probe.observation_space
   probe.close()
@@ -470,10 +475,28 @@ class Run:
     )
 
 
+def check_flags(values):
+  """Usage errors of the run's values, before anything is built
+  (`config_flags.check_flags`): the config with a stand-in action count."""
+  env, repeats = values["env"], values["num_action_repeats"]
+  with config_flags.usage_of("num_action_repeats", repeats):
+    repeats = num_action_repeats_for(env, repeats)
+  config_flags.check_flags(
+    configs.IMPALA_CLASSES,
+    values,
+    configs=[
+      lambda: configs.impala_config(
+        values, 2, values["batch_size"] * values["unroll_length"] * repeats
+      )
+    ],
+  )
+
+
 def main(argv):
   del argv
   wall_start = time.time()
   values = configs.impala_values()
+  check_flags(values)
   settings = configs.impala_settings(values)
   if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
@@ -605,4 +628,4 @@ def learner_main(settings, values, task, builder, obs_space, wall_start):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

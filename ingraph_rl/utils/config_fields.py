@@ -17,16 +17,29 @@ CHOICES = "choices"  # A string field's allowed values (an enum flag).
 FLAG = "flag"  # False: no flag (derived or set by code).
 ZERO_IS_NONE = "zero_is_none"  # An Optional number: 0 on the command
 # line means None (off).
+MINIMUM = "minimum"  # The smallest value a number field accepts (None, for
+# an Optional one, is always accepted).
 
 
-def field(default, help, *, choices=None, flag=True, zero_is_none=False):
+def field(
+  default,
+  help,
+  *,
+  choices=None,
+  flag=True,
+  zero_is_none=False,
+  minimum=None,
+):
   """A `dataclasses.field` with `default` and metadata: `help` (the flag's
   help), `choices` (string values a flag accepts), `flag=False` (the field
   gets no flag), `zero_is_none` (an Optional number whose flag value 0
-  means None)."""
+  means None), `minimum` (the smallest value its flag accepts:
+  `experiments/config_flags.check_flags` refuses less)."""
   metadata = {HELP: help, FLAG: flag, ZERO_IS_NONE: zero_is_none}
   if choices is not None:
     metadata[CHOICES] = tuple(choices)
+  if minimum is not None:
+    metadata[MINIMUM] = minimum
   return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -1,5 +1,5 @@
 """`apex_frames.steady_rates`: the Ape-X experiment's env steps/s and
-updates/s from its progress lines' clock times and counts."""
+updates/s from its progress lines' times and counts."""
 
 import doctest
 import re
@@ -9,10 +9,11 @@ import pytest
 from benchmarks import apex_frames
 
 
-def line(clock, steps, sps=0, updates=0):
+def line(wall, steps, sps=0, updates=0):
+  """A progress line of experiments/apex.py (experiments/progress.py)."""
   return (
-    f"I1126 {clock} 140 apex.py:150] env steps {steps}  SPS {sps}  "
-    f"updates {updates}  loss 0.1"
+    f"[apex] env steps {steps:>9d}  SPS {sps:7.0f}  updates {updates:6d}  "
+    f"loss 0.1000  last100     9.5  shards [10, 12]  wall {wall:.1f}"
   )
 
 
@@ -25,16 +26,16 @@ def test_rate_over_the_last_two_thirds_ignores_the_lines_own_sps():
   or 300, the steps over the clock 350/s; other log lines are skipped."""
   text = "\n".join(
     [
-      line("23:59:54.000000", 0, 0),
-      "I1126 23:59:55.000000 140 apex.py:99] something else",
-      line("23:59:56.000000", 600, 300),
-      line("23:59:58.000000", 1400, 400, 10),
-      line("00:00:00.000000", 2000, 300, 40),  # Past midnight.
-      line("00:00:02.000000", 2800, 400, 50),
-      line("00:00:04.000000", 3400, 300, 70),
+      line(0.0, 0, 0),
+      "[apex] something else  wall 1.0",
+      line(2.0, 600, 300),
+      line(4.0, 1400, 400, 10),
+      line(6.0, 2000, 300, 40),
+      line(8.0, 2800, 400, 50),
+      line(10.0, 3400, 300, 70),
     ]
   )
-  # From the line at index 6 // 3 = 2 (23:59:58, 1400, 10) to the last.
+  # From the line at index 6 // 3 = 2 (4 s, 1400, 10) to the last.
   rates = apex_frames.steady_rates(text)
   assert rates["env_steps_per_s"] == pytest.approx(2000 / 6)
   assert rates["updates_per_s"] == pytest.approx(60 / 6)
@@ -42,9 +43,7 @@ def test_rate_over_the_last_two_thirds_ignores_the_lines_own_sps():
 
 def test_too_few_lines_is_an_error():
   with pytest.raises(RuntimeError, match="too few progress lines"):
-    apex_frames.steady_rates(
-      line("10:00:00.0", 0) + "\n" + line("10:00:02.0", 9)
-    )
+    apex_frames.steady_rates(line(0.0, 0) + "\n" + line(2.0, 9))
 
 
 def test_cpu_parts_time_each_pass_at_its_own_batch():
