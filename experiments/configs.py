@@ -24,6 +24,7 @@ from experiments import config_flags
 from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
+from ingraph_rl.agents.ppo import PPOConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.distributed.cluster import JOBS as CLUSTER_JOBS
@@ -172,9 +173,19 @@ class ApexSettings(ClusterSettings):
   log_every_seconds: float = field(5.0, "Progress line period.", minimum=0.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class PPOSettings(RunSettings):
+  """experiments/ppo.py's settings (CleanRL's names)."""
+
+  num_envs: int = field(4, "Environments stepped together.")
+  total_timesteps: int = field(500_000, "Training budget in env steps.")
+  log_every_seconds: float = field(5.0, "Progress line period.")
+
+
 IMPALA_CLASSES = (IMPALASettings, IMPALAConfig)
 APEX_CLASSES = (ApexSettings, ApexConfig)
 DQN_CLASSES = (DQNSettings, DQNConfig)
+PPO_CLASSES = (PPOSettings, PPOConfig)
 
 # The embedded default of experiments/impala.py: IMPALA on CartPole-v1, 2
 # actors x 32 envs, 800k frames (IMPALASettings' defaults), and these
@@ -193,6 +204,12 @@ IMPALA_CARTPOLE = dict(
 # 60k env steps (DQNSettings' defaults), Adam 2.5e-4.
 DQN_CARTPOLE = dict(learning_rate=2.5e-4)
 
+
+# The embedded default of experiments/ppo.py: PPO on CartPole-v1 (CleanRL's
+# ppo.py settings but 8 envs, a larger learning rate and a 200k budget:
+# it reaches greedy 500 within 60 s here, benchmarks/learning.py's
+# ppo_cartpole; flagfiles/ppo_cartpole.cfg writes it all out).
+PPO_CARTPOLE = dict(num_envs=8, total_timesteps=200_000, learning_rate=1e-3)
 
 # The embedded default of experiments/apex.py: Ape-X on CartPole-v1, 2
 # actors x 4 envs, 2 shards, 200k env steps (ApexSettings' defaults), and
@@ -281,6 +298,11 @@ def apex_values(preset=APEX_CARTPOLE, flag_values=None):
   return config_flags.resolve(APEX_CLASSES, preset, **kwargs)
 
 
+def ppo_values(preset=PPO_CARTPOLE, flag_values=None):
+  kwargs = {} if flag_values is None else {"flag_values": flag_values}
+  return config_flags.resolve(PPO_CLASSES, preset, **kwargs)
+
+
 FLAGFILES = pathlib.Path(__file__).resolve().parent / "flagfiles"
 
 
@@ -356,3 +378,24 @@ def scaled_frames():
 def dqn_config(values, num_actions, atari):
   """The DQNConfig of a run."""
   return _q_learning_config(DQNConfig, values, num_actions, atari)
+
+
+def ppo_settings(values):
+  return config_flags.make(PPOSettings, values)
+
+
+def ppo_config(values, action_space):
+  """The PPOConfig of a run: the env's action count (or Box dims), the
+  seed, and the updates the budget holds (what anneal_lr anneals over)."""
+  continuous = getattr(action_space, "num_categories", None) is None
+  updates = values["total_timesteps"] // (
+    values["num_envs"] * values["num_steps"]
+  )
+  return config_flags.make(
+    PPOConfig,
+    values,
+    num_actions=None if continuous else action_space.num_categories,
+    action_dim=int(action_space.shape[0]) if continuous else None,
+    num_updates=max(1, updates),
+    seed=values["seed"],
+  )
