@@ -195,3 +195,31 @@ def torch_gradients(loss: typing.Any, variables: typing.Any) -> typing.Any:
   import torch  # TF users never import torch.
 
   return torch.autograd.grad(loss, variables, allow_unused=True)
+
+
+def tf_local_gradients(
+  fn: typing.Callable[[], typing.Any], variables: typing.Any, key: str = "loss"
+) -> tuple[typing.Any, typing.Any]:
+  """(outputs, d outputs[key] / d variables) of `outputs = fn()`, on a tape
+  of the caller's own: for a graph function that evaluates a loss itself,
+  any number of times (each iteration of a `tf.while_loop`, a composed
+  optimizer's steps), with no `needs_gradients`. The API's recording tape
+  (if any) stays off: it would build gradient functions for every loop."""
+  with tf_no_recording():
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+      tape.watch(variables)
+      outputs = fn()
+    return outputs, tape.gradient(outputs[key], variables)
+
+
+def torch_local_gradients(
+  fn: typing.Callable[[], typing.Any], variables: typing.Any, key: str = "loss"
+) -> tuple[typing.Any, typing.Any]:
+  """The torch mirror of `tf_local_gradients` (autograd on even where the
+  API runs without it)."""
+  import torch
+
+  with torch.enable_grad():
+    outputs = fn()
+    grads = torch.autograd.grad(outputs[key], variables, allow_unused=True)
+  return outputs, grads

@@ -14,22 +14,56 @@ optional global-norm clipping, and one update rule per subclass.
         return {"loss": loss, "grad_norm": stats["grad_norm"]}
 
 The whole `update` is one graph: forward pass, gradients, clipping, apply.
+
+The callable form (`composable.py`): the optimizer gets the loss API itself
+and evaluates it, so optimizers compose (PPO's epochs x minibatches of Adam
+steps as ONE graph call; TRPO's line search around a natural gradient):
+
+    class PPOLearner(Component):
+      def __init__(self):
+        super().__init__(scope="learner")
+        self.net = Dense(1)
+        self.optimizer = MultiStep(
+            SubsamplingStep(Adam(PolynomialDecay(3e-4, 0.0, total_steps),
+                                 clip_global_norm=0.5), num_minibatches=4),
+            num_steps=10, stop_key="approx_kl", stop_above=0.015)
+
+      @api
+      def loss(self, batch):        # ONE argument: a nest, batch-major
+        return self._graph_fn_loss(self.net.call(batch["x"]), batch["y"])
+
+      @api
+      def update(self, x, y):
+        return self.optimizer.minimize(
+            inline(self.loss), self.net.variables(), {"x": x, "y": y})
+
+`_graph_fn_loss` returns a dict with the scalar "loss" and any other
+outputs (e.g. "approx_kl"); `update` returns those of the last minibatch
+step plus each optimizer's stats ("grad_norm", "steps").
 """
 
 import numpy as np
 import tensorflow as tf
 
+from ingraph_rl.components.optimizers.composable import ComposableOptimizer
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.core.variables import to_torch_layout
 from ingraph_rl.errors import BuildError
 from ingraph_rl.executors.checks import in_build_pass
-from ingraph_rl.executors.gradients import tf_gradients, torch_gradients
+from ingraph_rl.executors.gradients import (
+  tf_gradients,
+  tf_local_gradients,
+  torch_gradients,
+  torch_local_gradients,
+)
 from ingraph_rl.spaces import Dict
 from ingraph_rl.utils.lazy import torch
 
 
-class Optimizer(Component):
+class Optimizer(ComposableOptimizer):
   """`step(loss, variables)` -> {"grad_norm": global norm before clipping};
+  `minimize(loss_fn, variables, arguments)` -> the loss outputs and
+  "grad_norm" (float32): one step, in the callable form (see module doc);
   `get_iterations()` -> int64 steps taken.
 
   `variables` is the output of a component's `variables()` API. Variables
@@ -46,6 +80,7 @@ class Optimizer(Component):
 
   variable_args = ("variables",)
   slot_names = ()
+  own_stats = {"grad_norm": tf.float32}
 
   def __init__(self, learning_rate, clip_global_norm=None, scope="optimizer"):
     super().__init__(scope=scope)
@@ -88,6 +123,11 @@ class Optimizer(Component):
     )
     return self._graph_fn_step(loss, variables, lr)
 
+  def _prepare(self, variables):
+    if self.lr_schedule is None:
+      return {}
+    return {"lr": self.lr_schedule.value(self._graph_fn_iterations())}
+
   @api
   def get_iterations(self):
     """int64: the steps taken so far (an agent's train step)."""
@@ -107,6 +147,17 @@ class Optimizer(Component):
   def _graph_fn_step(self, loss, variables, lr):
     params = [variables[p] for p in self.paths]
     grads = tf_gradients(loss, params)
+    return self._tf_apply_gradients(loss, params, grads, lr)
+
+  def tf_update(self, problem, settings):
+    params = problem.params(self.paths)
+    outputs, grads = tf_local_gradients(problem.loss, params)
+    lr = settings.get("lr", self.learning_rate)
+    stats = self._tf_apply_gradients(outputs["loss"], params, grads, lr)
+    grad_norm = tf.cast(stats["grad_norm"], tf.float32)
+    return self.merge_stats(outputs, {"grad_norm": grad_norm})
+
+  def _tf_apply_gradients(self, loss, params, grads, lr):
     used = [i for i, g in enumerate(grads) if g is not None]
     grads = [grads[i] for i in used]
     norm = tf.linalg.global_norm(grads)
@@ -135,7 +186,20 @@ class Optimizer(Component):
   @_graph_fn_step.torch
   def _graph_fn_step(self, loss, variables, lr):
     params = [variables[p] for p in self.paths]
-    grads = torch_gradients(loss, params)
+    return self._torch_apply_gradients(
+      loss, params, torch_gradients(loss, params), lr
+    )
+
+  def torch_update(self, problem, settings):
+    params = problem.params(self.paths)
+    outputs, grads = torch_local_gradients(problem.loss, params)
+    lr = settings.get("lr", self.learning_rate)
+    stats = self._torch_apply_gradients(outputs["loss"], params, grads, lr)
+    outputs = {k: v.detach() for k, v in outputs.items()}
+    grad_norm = stats["grad_norm"].to(torch.float32)
+    return self.merge_stats(outputs, {"grad_norm": grad_norm})
+
+  def _torch_apply_gradients(self, loss, params, grads, lr):
     used = [i for i, g in enumerate(grads) if g is not None]
     grads = [grads[i] for i in used]
     norm = (
