@@ -177,9 +177,11 @@ class ApexSettings(ClusterSettings):
 class PPOSettings(RunSettings):
   """experiments/ppo.py's settings (CleanRL's names)."""
 
-  num_envs: int = field(4, "Environments stepped together.")
-  total_timesteps: int = field(500_000, "Training budget in env steps.")
-  log_every_seconds: float = field(5.0, "Progress line period.")
+  num_envs: int = field(4, "Environments stepped together.", minimum=1)
+  total_timesteps: int = field(
+    500_000, "Training budget in env steps.", minimum=1
+  )
+  log_every_seconds: float = field(5.0, "Progress line period.", minimum=0.0)
 
 
 IMPALA_CLASSES = (IMPALASettings, IMPALAConfig)
@@ -388,8 +390,8 @@ def ppo_config(values, action_space):
   """The PPOConfig of a run: the env's action count (or Box dims), the
   seed, and the updates the budget holds (what anneal_lr anneals over)."""
   continuous = getattr(action_space, "num_categories", None) is None
-  updates = values["total_timesteps"] // (
-    values["num_envs"] * values["num_steps"]
+  updates = values["total_timesteps"] // max(
+    1, values["num_envs"] * values["num_steps"]
   )
   return config_flags.make(
     PPOConfig,

@@ -33,9 +33,10 @@ import sys
 import time
 
 import tensorflow as tf
-from absl import app, logging
+from absl import logging
 
 from experiments import config_flags, configs
+from experiments.progress import print_progress
 from ingraph_rl.agents.ppo import PPOBuilder
 from ingraph_rl.export import export_agent
 from ingraph_rl.runners.environments import make_actor_env
@@ -104,10 +105,17 @@ def main(argv):
   del argv
   wall_start = time.time()
   values = configs.ppo_values()
+  discrete = type("Discrete", (), {"num_categories": 2})()
+  config_flags.check_flags(
+    configs.PPO_CLASSES,
+    values,
+    configs=[lambda: configs.ppo_config(values, discrete)],
+  )
   settings = configs.ppo_settings(values)
   configs.set_intra_op_threads(settings.intra_op_threads)
   run_dir = configs.run_directory(settings, "ppo")
-  env = make_actor_env(settings.env, settings.num_envs, settings.seed)
+  with config_flags.usage_of("env", settings.env):
+    env = make_actor_env(settings.env, settings.num_envs, settings.seed)
   config = configs.ppo_config(values, env.action_space)
   builder = PPOBuilder(config)
   executor = builder.make_agent(env=env).build()
@@ -149,17 +157,19 @@ def main(argv):
     write_summaries(writer, env_steps, rollout, update, sps, recent)
     if time.time() - last_log > settings.log_every_seconds:
       last_log = time.time()
-      logging.info(
-        "env steps %d  SPS %.0f  last100 %.1f  policy %.4f  value %.4f  "
-        "kl %.5f  clipfrac %.3f  epochs %d",
-        env_steps,
-        sps,
-        recent.mean,
-        update["policy_loss"],
-        update["value_loss"],
-        update["approx_kl"],
-        update["clipfrac"],
-        update["epochs"],
+      print_progress(
+        "ppo",
+        [
+          ("env steps", env_steps),
+          ("SPS", f"{sps:.0f}"),
+          ("last100", f"{recent.mean:.1f}"),
+          ("policy_loss", f"{update['policy_loss']:.4f}"),
+          ("value_loss", f"{update['value_loss']:.4f}"),
+          ("approx_kl", f"{update['approx_kl']:.5f}"),
+          ("clipfrac", f"{update['clipfrac']:.3f}"),
+          ("epochs", int(update["epochs"])),
+        ],
+        start,
       )
     if time.time() - last_save > 60 * settings.checkpoint_every_minutes:
       manager.save(checkpoint_number=env_steps)
@@ -200,4 +210,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)
