@@ -179,7 +179,12 @@ def env_maker(settings):
 
   def make(num_envs, seed):
     if is_dmlab_id(settings.env):
-      env = make_actor_env(settings.env, num_envs, seed)
+      env = make_actor_env(
+        settings.env,
+        num_envs,
+        seed,
+        step_timeout_s=settings.env_step_timeout_s,
+      )
     else:
       env = make_vector_env(settings.env, num_envs, seed)
     if settings.observation_key is None:

@@ -61,6 +61,14 @@ class RunSettings:
     "policy in a fresh process; 0: none).",
     minimum=0,
   )
+  env_step_timeout_s: typing.Optional[float] = field(
+    300.0,
+    "Seconds an env worker process may take to answer one step or reset "
+    "before it counts as dead (a hung or stopped simulator: the run stops, "
+    "or a cluster's launcher restarts the task); 0: wait forever.",
+    zero_is_none=True,
+    minimum=0.0,
+  )
   intra_op_threads: typing.Optional[int] = field(
     None,
     "TF intra-op threads of this process (0: TF's default, one per "

@@ -43,11 +43,17 @@ from ingraph_rl.utils.episode_stats import RecentEpisodes
 FLAG_HOLDERS = config_flags.define_flags(*configs.DQN_CLASSES)
 
 
-def make_env(env_id, num_envs, seed, env_groups=1):
+def make_env(env_id, num_envs, seed, env_groups=1, step_timeout_s=None):
   """The training env, env i seeded `seed + i`; with `env_groups` > 1 the
   same envs as a GroupedVectorEnv, which the agent's loop double-buffers
-  (`DQNConfig.env_groups`)."""
-  return make_actor_env(env_id, num_envs, seed, env_groups=env_groups)
+  (`DQNConfig.env_groups`). `step_timeout_s`: env workers'."""
+  return make_actor_env(
+    env_id,
+    num_envs,
+    seed,
+    env_groups=env_groups,
+    step_timeout_s=step_timeout_s,
+  )
 
 
 def evaluate(executor, env_id, episodes, seed):
@@ -75,7 +81,11 @@ def main(argv):
   run_dir = configs.run_directory(settings, "dqn")
   with config_flags.usage_of("env", settings.env):
     env = make_env(
-      settings.env, settings.num_envs, settings.seed, values["env_groups"]
+      settings.env,
+      settings.num_envs,
+      settings.seed,
+      values["env_groups"],
+      settings.env_step_timeout_s,
     )
   config = configs.dqn_config(values, env.action_space.num_categories, atari)
   builder = DQNBuilder(

@@ -326,6 +326,7 @@ def env_factory(settings, env_groups=1):
       settings.num_action_repeats,
       settings.env_processes,
       env_groups=env_groups,
+      step_timeout_s=settings.env_step_timeout_s,
       **kwargs,
     )
 

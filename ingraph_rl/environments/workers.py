@@ -28,7 +28,11 @@ strings as object arrays of str.
 
 Failures: a worker that dies (a crash, `kill -9`, a segfault) makes the
 next (or the pending) call raise `RuntimeError` naming the worker, its envs
-and its exit code; it never hangs. Errors inside a worker (bad actions, a
+and its exit code; it never hangs. A worker that stops answering (a hung
+simulator, SIGSTOP) for `step_timeout_s` (default 300 s; experiments:
+--env_step_timeout_s) in a step or reset is killed, and the call raises
+`WorkerDiedError` naming it, its envs and the timeout. Errors inside a
+worker (bad actions, a
 failed construction) are raised here with the worker's message, as the
 same exception class where it is a common one (ValueError, ImportError,
 `EnvironmentNotAvailableError`, ...). Workers ignore SIGINT (a terminal's
@@ -68,6 +72,9 @@ from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, TextBox
 WORKER_MODULE = "ingraph_rl.environments.worker_main"
 TEXT_BYTES = 512  # Default slot size of a text leaf, in bytes.
 SHM_PREFIX = "ingraph_rl_env_"
+MAX_SEED = 2**63 - 1  # Seeds travel in the int64 of a control message.
+# How long a step or reset waits for a worker (WorkerVectorEnv.step_timeout_s).
+DEFAULT_STEP_TIMEOUT_S = 300.0
 
 # Control messages: code (command or status), an int64 argument, and the
 # byte length of an optional payload that follows (JSON or a name).
@@ -418,6 +425,23 @@ def _exit_text(code):
   return f"exit code {code}"
 
 
+def check_seed(seed, num_envs):
+  """ValueError unless `seed` is None or an int whose env seeds (seed + i,
+  sent as int64) all fit."""
+  if seed is None:
+    return
+  highest = MAX_SEED - (int(num_envs) - 1)
+  if (
+    isinstance(seed, (bool, np.bool_))
+    or not isinstance(seed, (int, np.integer))
+    or not 0 <= seed <= highest
+  ):
+    raise ValueError(
+      f"seed must be None or an int in [0, {highest}] (env i is seeded "
+      f"seed + i, sent as int64), got {seed!r}"
+    )
+
+
 class WorkerDiedError(RuntimeError):
   """A worker process exited (crashed, was killed) or stopped answering."""
 
@@ -521,8 +545,12 @@ class _Worker:
       if self.proc.poll() is not None:
         raise self.died(when)
       if deadline is not None and time.monotonic() >= deadline:
+        # Stopped or hung: what it would still do is unknown, so it ends
+        # here, and the env's next call finds it dead.
+        self.proc.kill()
         raise WorkerDiedError(
-          f"{self.describe()} did not answer within {timeout_s:.0f} s {when}"
+          f"{self.describe()} did not answer within {timeout_s:g} s {when} "
+          "(killed it)"
         )
     with interrupts_after():
       try:
@@ -632,7 +660,13 @@ class WorkerVectorEnv(VectorEnv):
   spaces must agree). `levels` holds each env's DM Lab level (None for
   envs without levels); `pids` the worker pids; `worker_modules()` the
   `sys.modules` keys of each worker.
+
+  `step_timeout_s`: how long a step or reset waits for a worker before
+  it is declared dead (a hung or stopped simulator); generous by default,
+  as a DM Lab reset may load a level. Set it per env (None: forever).
   """
+
+  step_timeout_s = DEFAULT_STEP_TIMEOUT_S
 
   def __init__(
     self,
@@ -796,12 +830,12 @@ class WorkerVectorEnv(VectorEnv):
       w.send(code, 0 if args is None else args[i])
     replies = []
     for w in self._workers:
-      replies.append(w.receive(when=when))
+      replies.append(w.receive(self.step_timeout_s, when=when))
     return replies
 
   def reset(self, seed=None):
-    if seed is not None and (int(seed) != seed or seed < 0):
-      raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
+    # Checked before any worker is sent a seed: all reset, or none.
+    check_seed(seed, self.num_envs)
     args = [
       -1 if seed is None else int(seed) + w.first_env for w in self._workers
     ]

@@ -59,10 +59,13 @@ def make_actor_env(
   num_action_repeats=None,
   processes=False,
   env_groups=1,
+  step_timeout_s=None,
   **kwargs,
 ):
   """A `VectorEnv` of `num_envs` copies of `env_id` for one actor (env i
-  seeded with `seed + i`). DM Lab always steps in worker processes.
+  seeded with `seed + i`). DM Lab always steps in worker processes;
+  `step_timeout_s` (None: the default) is how long a step may wait for a
+  worker (`WorkerVectorEnv.step_timeout_s`).
 
   env_groups > 1: a `GroupedVectorEnv` of that many VectorEnvs (sizes
   from `group_sizes`; Atari in processes: one worker per group), env i
@@ -81,6 +84,7 @@ def make_actor_env(
         seed + first,
         num_action_repeats,
         processes,
+        step_timeout_s=step_timeout_s,
         **group_kwargs,
       )
 
@@ -94,7 +98,8 @@ def make_actor_env(
     processes = True
   if processes:
     kwargs.setdefault("envs_per_worker", num_envs if kind == "atari" else 1)
-    return make_vector_env(
-      env_id, num_envs, seed=seed, processes=True, **kwargs
-    )
+    env = make_vector_env(env_id, num_envs, seed=seed, processes=True, **kwargs)
+    if step_timeout_s is not None:
+      env.step_timeout_s = step_timeout_s
+    return env
   return make_vector_env(env_id, num_envs, seed=seed, processes=False, **kwargs)
