@@ -20,10 +20,23 @@ learner's exit code.
 
 Ctrl-C (or SIGTERM): the learner gets SIGINT (it saves a checkpoint), the
 others SIGTERM; whatever still runs after `--grace_s` is killed, so no task
-outlives the launcher and teardown takes under 10 s.
+outlives the launcher and teardown takes under 10 s. If the launcher itself
+dies (`kill -9`, its terminal closed), every task gets SIGKILL from the
+kernel (a parent-death signal, prctl PR_SET_PDEATHSIG) and their env
+workers follow them (their watchdog).
+
+Crash loops: a task that exits within `--crash_window_s` of its start
+`--crash_loop_restarts` times in a row (a bad flag, a missing package) is
+not restarted again: the launcher prints the end of its log, stops the
+cluster and exits 1.
+
+`--help` (or `--helpshort`, `--helpfull`) lists the launcher's flags; the
+tasks' flags are the experiment's (`python -m experiments.impala
+--helpfull`).
 """
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -36,6 +49,23 @@ sys.path.insert(0, ROOT)
 
 from ingraph_rl.distributed.cluster import local_cluster  # noqa: E402
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LOG_TAIL_LINES = 25  # Of a crash-looping task, printed when it stops.
+
+
+def die_with(parent_pid):
+  """A `preexec_fn`: the child gets SIGKILL when `parent_pid` (the thread
+  that started it: the launcher's main thread) dies."""
+
+  def set_parent_death_signal():
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+      os._exit(127)
+    if os.getppid() != parent_pid:  # It died before prctl: go now.
+      os._exit(1)
+
+  return set_parent_death_signal
+
 
 class Task:
   """One supervised subprocess."""
@@ -45,6 +75,8 @@ class Task:
     self.argv, self.log_path, self.env = argv, log_path, env
     self.proc = None
     self.restarts = 0
+    self.started_at = 0.0
+    self.quick_exits = 0  # In a row, each within the crash window.
 
   @property
   def name(self):
@@ -57,7 +89,8 @@ class Task:
       f"(restart {self.restarts}) =====\n"
     )
     log.flush()
-    # Own session: the launcher alone decides which signal each task gets.
+    # Own session: the launcher alone decides which signal each task gets
+    # (and the kernel, should the launcher die).
     self.proc = subprocess.Popen(
       self.argv,
       cwd=ROOT,
@@ -65,8 +98,24 @@ class Task:
       stderr=subprocess.STDOUT,
       env=self.env,
       start_new_session=True,
+      preexec_fn=die_with(os.getpid()),
     )
     log.close()
+    self.started_at = time.monotonic()
+
+  def exited(self, crash_window_s):
+    """Counts an exit (call once per exit): True when it came within
+    `crash_window_s` of the start, as the one before."""
+    quick = time.monotonic() - self.started_at < crash_window_s
+    self.quick_exits = self.quick_exits + 1 if quick else 0
+    return quick
+
+  def log_tail(self, lines=LOG_TAIL_LINES):
+    try:
+      with open(self.log_path, errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+    except OSError as e:
+      return f"(its log {self.log_path} is unreadable: {e})\n"
 
   def poll(self):
     return None if self.proc is None else self.proc.poll()
@@ -80,7 +129,13 @@ class Task:
 
 
 def parse_args(argv):
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(
+    description=__doc__.splitlines()[0],
+    epilog="Arguments after -- go to every task: the experiment's flags "
+    "(python -m experiments.<agent> --helpfull lists them).",
+  )
+  # absl's names of help: the launcher's own, never passed to the tasks.
+  parser.add_argument("--helpshort", "--helpfull", action="help")
   parser.add_argument("--num_ps", type=int, default=1)
   parser.add_argument("--num_actors", type=int, default=2)
   parser.add_argument(
@@ -101,6 +156,19 @@ def parse_args(argv):
     "--no_restart", action="store_true", help="do not restart tasks that die"
   )
   parser.add_argument("--max_restarts", type=int, default=20)
+  parser.add_argument(
+    "--crash_window_s",
+    type=float,
+    default=30.0,
+    help="an exit this soon after a task's start counts toward a crash "
+    "loop (a task imports TensorFlow first: seconds)",
+  )
+  parser.add_argument(
+    "--crash_loop_restarts",
+    type=int,
+    default=3,
+    help="quick exits in a row of one task that stop the cluster",
+  )
   parser.add_argument(
     "--grace_s",
     type=float,
@@ -188,13 +256,26 @@ def main(argv=None):
           code = status or 1
           stopping["signal"] = "learner"
         continue
+      if task.exited(args.crash_window_s) and (
+        task.quick_exits >= args.crash_loop_restarts
+      ):
+        print(
+          f"[launch] {task.name} exited with {status} within "
+          f"{args.crash_window_s:g} s of its start {task.quick_exits} times "
+          f"in a row: a crash loop; stopping the cluster. The end of "
+          f"{task.log_path}:\n{task.log_tail()}",
+          flush=True,
+        )
+        code = 1
+        stopping["signal"] = "crash loop"
+        break
       task.restarts += 1
       print(
         f"[launch] {task.name} exited with {status}: restart {task.restarts}",
         flush=True,
       )
       task.start()
-    if stopping["signal"] == "learner":
+    if stopping["signal"] in ("learner", "crash loop"):
       break
     time.sleep(0.5)
   teardown(tasks, learner, args.grace_s)
