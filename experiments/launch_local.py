@@ -166,7 +166,7 @@ def parse_args(argv):
   parser.add_argument(
     "--crash_loop_restarts",
     type=int,
-    default=3,
+    default=5,
     help="quick exits in a row of one task that stop the cluster",
   )
   parser.add_argument(
