@@ -16,20 +16,37 @@ action, the LSTM state, one input per observation leaf; the frame size
 and whether it takes an instruction are read from the signature). Levels
 that finished their episodes keep stepping until the others have.
 
+The levels load at once (each in its own worker; DM Lab compiles a
+maze level's map as it loads), with one progress line: `loading 30 DM Lab
+levels: 12/30`, then the time it took. The hold-out `_test` levels get
+`allowHoldOutLevels="true"`. Two psychlab levels need `--dataset_path`
+(DM Lab's data/brady_konkle_oliva2008/README.md): without it the run stops
+before any env starts, or with `--skip_levels_without_dataset` skips them.
+A level that fails to load or whose worker dies is reported with its
+error, and the others are still scored. The workers' output (DM Lab's
+maps and instructions) goes to `--env_log_dir` (default: `env_workers/` next
+to `--output`), not to the console; a dead worker's error ends with the
+tail of its log.
+
 Prints the per-level table (mean return, episodes, human-normalized
 score) and the mean capped (100) human-normalized score; `--output`
 writes them as JSON: `dmlab30.score_report`'s layout ("levels": {level:
 {"mean_return", "episodes", "human_normalized_score", "capped_score",
-"scoring_level", "level", "seed", "returns": [per episode]}},
+"scoring_level", "level", "seed", "returns": [per episode]; a failed or
+skipped level: "status" ("failed" / "skipped") and "error"}},
 "num_levels", "complete", "cap", "mean_capped_hns", "mean_hns") plus
-"saved_model", "train_step", "episodes_per_level", "actions" ("greedy"
-or "sampled"), "seed" and "num_action_repeats".
+"failed_levels", "skipped_levels", "load_seconds", "saved_model",
+"train_step", "episodes_per_level", "actions" ("greedy" or "sampled"),
+"seed" and "num_action_repeats". The exit status is 1 when a level failed
+or was skipped, unless `--allow_incomplete`.
 """
 
 import json
 import os
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import tensorflow as tf
@@ -42,8 +59,14 @@ if not __package__:
     0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   )
 
-from ingraph_rl.environments import WorkerSpec, WorkerVectorEnv, dmlab30
-from ingraph_rl.environments.dmlab import IMPALA_ACTION_SET
+from experiments import config_flags, dmlab_settings  # noqa: E402
+from ingraph_rl.environments import (  # noqa: E402
+  WorkerSpec,
+  WorkerVectorEnv,
+  dmlab30,
+)
+from ingraph_rl.environments.dmlab import IMPALA_ACTION_SET  # noqa: E402
+from ingraph_rl.environments.load_progress import LoadProgress  # noqa: E402
 
 SAVED_MODEL = flags.DEFINE_string(
   "saved_model", None, "Exported policy (a SavedModel directory)."
@@ -70,6 +93,20 @@ NUM_ACTION_REPEATS = flags.DEFINE_integer(
 OUTPUT = flags.DEFINE_string(
   "output", None, "Where to write the JSON report (none: print only)."
 )
+ALLOW_INCOMPLETE = flags.DEFINE_bool(
+  "allow_incomplete",
+  False,
+  "Exit 0 even when a level failed or was skipped (the report says "
+  "which, and is complete: false).",
+)
+LOG_DIR = flags.DEFINE_string(
+  "env_log_dir",
+  None,
+  "Where the env workers' stdout and stderr go (<level>_worker0.log); "
+  "default: env_workers/ next to --output (without --output: a "
+  "temporary directory, kept only if a worker died).",
+)
+DMLAB_FLAGS = config_flags.define_flags(dmlab_settings.DMLabSettings)
 
 
 def test_levels(spec):
@@ -140,70 +177,195 @@ def level_seed(level):
   return SEED.value + dmlab30.TEST_LEVELS.index(level)
 
 
-def play(policy, levels, episodes):
-  """{level: [episode returns]} of `episodes` episodes per level, the
-  levels stepped together in worker processes."""
+def _error_text(error):
+  return f"{type(error).__name__}: {error}"
+
+
+def load_levels(levels, env_kwargs, log_dir):
+  """({level: env}, {level: error text}, seconds): one single-env worker
+  per level, all loading at once, with one progress line."""
+  progress = LoadProgress(len(levels))
+  envs, errors, lock = {}, {}, threading.Lock()
+
+  def load(level):
+    try:
+      env = WorkerVectorEnv.from_specs(
+        [
+          WorkerSpec(
+            f"dmlab:{dmlab30.level_path(level)}",
+            1,
+            level_seed(level),
+            env_kwargs,
+          )
+        ],
+        log_dir=log_dir,
+        log_name=f"{level}_worker",
+      )
+    except Exception as e:  # The level's own failure: reported, not fatal.
+      with lock:
+        errors[level] = _error_text(e)
+      progress.fail()
+      return
+    with lock:
+      envs[level] = env
+    progress.loaded()
+
+  threads = [threading.Thread(target=load, args=(lv,)) for lv in levels]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  return envs, errors, progress.finish()
+
+
+def _stack(values):
+  """One batch from the per-level observations (dicts of [1, ...] leaves,
+  or [1, ...] arrays)."""
+  if isinstance(values[0], dict):
+    return {k: np.concatenate([v[k] for v in values]) for k in values[0]}
+  return np.concatenate(values)
+
+
+def _blank(obs):
+  """A stand-in observation for a level that failed (never scored)."""
+  if isinstance(obs, dict):
+    return {k: _blank(v) for k, v in obs.items()}
+  if obs.dtype == object:
+    return np.full(obs.shape, "", object)
+  return np.zeros_like(obs)
+
+
+def play(policy, levels, episodes, log_dir=None, config=None):
+  """({level: [episode returns]}, {level: error text}, load seconds) of
+  `episodes` episodes per level, the levels stepped together (each in its
+  own worker); a level that fails to load or dies is reported with its
+  error while the others play on."""
   kwargs = {
     "num_action_repeats": NUM_ACTION_REPEATS.value,
     "width": policy.width,
     "height": policy.height,
     "instructions": policy.dict_obs,
   }
-  env = WorkerVectorEnv.from_specs(
-    [
-      WorkerSpec(
-        f"dmlab:{dmlab30.level_path(level)}", 1, level_seed(level), kwargs
-      )
-      for level in levels
-    ]
-  )
+  if config:
+    kwargs["config"] = dict(config)
+  envs, errors, load_s = load_levels(levels, kwargs, log_dir)
+  live = [level for level in levels if level in envs]
+  returns = {level: [] for level in live}
+  if not live:
+    return returns, errors, load_s
+  pool = ThreadPoolExecutor(max_workers=len(live))
+
+  def call_all(fn, names):
+    """{level: result or exception} of fn(level) for every level, at once
+    (the workers step in parallel)."""
+
+    def guarded(level):
+      try:
+        return fn(level)
+      except Exception as e:
+        return e
+
+    return dict(zip(names, pool.map(guarded, names)))
+
+  def drop_failed(results):
+    for level, result in results.items():
+      if isinstance(result, Exception):
+        errors[level] = _error_text(result)
+        envs.pop(level).close()
+        returns.pop(level, None)
+        live.remove(level)
+
   try:
+    results = call_all(lambda lv: envs[lv].reset(), live)
+    drop_failed(results)
+    if not live:
+      return returns, errors, load_s
+    blank = _blank(next(iter(results[lv] for lv in live)))
+    obs = {lv: results[lv] if lv in live else blank for lv in levels}
     n = len(levels)
-    obs = env.reset()
+    index = {level: i for i, level in enumerate(levels)}
     state = policy.initial(batch_size=tf.constant(n))
     first = np.ones(n, bool)
     prev_reward = np.zeros(n, np.float32)
     prev_action = np.zeros(n, np.int64)
     running = np.zeros(n)
-    returns = [[] for _ in levels]
-    while any(len(r) < episodes for r in returns):
-      actions, state = policy(obs, first, prev_reward, prev_action, state)
-      step = env.step(actions)
-      running += step.rewards
-      first = step.terminated | step.truncated
-      for i in np.flatnonzero(first):
-        if len(returns[i]) < episodes:
-          returns[i].append(float(running[i]))
-      running[first] = 0.0
-      # What came with the next observations: nothing after a reset.
-      prev_reward = np.where(first, 0.0, step.rewards).astype(np.float32)
+    while live and any(len(returns[lv]) < episodes for lv in live):
+      actions, state = policy(
+        _stack([obs[lv] for lv in levels]),
+        first,
+        prev_reward,
+        prev_action,
+        state,
+      )
+      steps = call_all(
+        lambda lv, a=actions: envs[lv].step(a[index[lv] : index[lv] + 1]),
+        live,
+      )
+      drop_failed(steps)
+      first[:] = False
+      prev_reward[:] = 0.0
+      for level in live:
+        i, step = index[level], steps[level]
+        running[i] += step.rewards[0]
+        first[i] = bool(step.terminated[0] or step.truncated[0])
+        if first[i]:
+          if len(returns[level]) < episodes:
+            returns[level].append(float(running[i]))
+          running[i] = 0.0
+        # What came with the next observations: nothing after a reset.
+        prev_reward[i] = 0.0 if first[i] else step.rewards[0]
+        obs[level] = step.obs
       prev_action = np.where(first, 0, actions).astype(np.int64)
-      obs = step.obs
-    return dict(zip(levels, returns))
+    return returns, errors, load_s
   finally:
-    env.close()
+    pool.shutdown()
+    for env in envs.values():
+      env.close()
 
 
-def evaluate(path, levels, episodes, sample=False, parallel=0):
-  """`score_report` of the levels (and the run's settings)."""
+def evaluate(
+  path,
+  levels,
+  episodes,
+  sample=False,
+  parallel=0,
+  log_dir=None,
+  config=None,
+  skipped=(),
+):
+  """`score_report` of the levels (and the run's settings); failed and
+  `skipped` levels are rows with their error."""
   policy = Policy(path, sample)
-  batch = parallel or len(levels)
-  returns = {}
+  batch = parallel or len(levels) or 1
+  returns, errors, load_s = {}, {}, 0.0
   for a in range(0, len(levels), batch):
-    returns.update(play(policy, levels[a : a + batch], episodes))
-  report = dmlab30.score_report(
-    {
-      level: {
-        "level": dmlab30.level_path(level),
-        "seed": level_seed(level),
-        "mean_return": float(np.mean(r)),
-        "episodes": len(r),
-        "returns": r,
-      }
-      for level, r in returns.items()
-    }
-  )
+    r, e, t = play(policy, levels[a : a + batch], episodes, log_dir, config)
+    returns.update(r)
+    errors.update(e)
+    load_s += t
+  stats = {}
+  for level in list(levels) + list(skipped):
+    row = {"level": dmlab30.level_path(level), "seed": level_seed(level)}
+    if level in skipped:
+      row.update(
+        status="skipped",
+        error=f"needs {dmlab30.DATASET} (--dataset_path)",
+        mean_return=None,
+        episodes=0,
+      )
+    elif level in errors:
+      row.update(
+        status="failed", error=errors[level], mean_return=None, episodes=0
+      )
+    else:
+      r = returns[level]
+      row.update(mean_return=float(np.mean(r)), episodes=len(r), returns=r)
+    stats[level] = row
+  report = dmlab30.score_report(stats)
   report.update(
+    failed_levels=sorted(errors),
+    skipped_levels=list(skipped),
+    load_seconds=round(load_s, 1),
     saved_model=os.path.abspath(path),
     train_step=policy.train_step(),
     episodes_per_level=episodes,
@@ -214,11 +376,26 @@ def evaluate(path, levels, episodes, sample=False, parallel=0):
   return report
 
 
+def log_dir_of_flags():
+  if LOG_DIR.value:
+    return LOG_DIR.value
+  if OUTPUT.value:
+    return os.path.join(
+      os.path.dirname(os.path.abspath(OUTPUT.value)), "env_workers"
+    )
+  return None
+
+
 def main(argv):
   del argv
   if EPISODES.value < 1:
     raise app.UsageError("--episodes must be >= 1")
   levels = test_levels(LEVELS.value)
+  settings = dmlab_settings.from_flags()
+  try:  # Before any env starts.
+    levels, skipped = dmlab_settings.plan_levels(levels, settings)
+  except dmlab30.DatasetMissingError as e:
+    raise app.UsageError(str(e)) from None
   start = time.time()
   report = evaluate(
     SAVED_MODEL.value,
@@ -226,6 +403,9 @@ def main(argv):
     EPISODES.value,
     SAMPLE.value,
     max(0, PARALLEL.value),
+    log_dir_of_flags(),
+    dmlab_settings.lab_config(settings),
+    skipped,
   )
   print(
     f"[evaluate_dmlab] {report['actions']} policy "
@@ -240,6 +420,17 @@ def main(argv):
     with open(OUTPUT.value, "w") as f:
       json.dump(report, f, indent=1)
     print(f"[evaluate_dmlab] wrote {OUTPUT.value}", flush=True)
+  bad = report["failed_levels"] + report["skipped_levels"]
+  if bad:
+    print(
+      f"[evaluate_dmlab] incomplete: {len(report['failed_levels'])} "
+      f"level(s) failed, {len(report['skipped_levels'])} skipped "
+      f"({bad}); the mean is over {report['num_levels']} levels",
+      flush=True,
+    )
+    if not ALLOW_INCOMPLETE.value:
+      return 1
+  return 0
 
 
 if __name__ == "__main__":

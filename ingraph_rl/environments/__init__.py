@@ -67,7 +67,14 @@ def make_vector_env(
   "dmlab:dmlab30" -> DMLab-30: env i runs `dmlab30.TRAIN_LEVELS[i % 30]`
   ("dmlab:dmlab30_test" or `test=True`: the test variants), every env
   observing `Dict(RGB_INTERLEAVED=..., INSTR=TextBox())`; the env's
-  `levels` names each env's level. Anything else ->
+  `levels` names each env's level. Asked for a hold-out level
+  (`dmlab30.HOLD_OUT_LEVELS`, e.g. "dmlab:dmlab30_test"), the `Lab`
+  config gets `allowHoldOutLevels="true"` (DM Lab refuses them otherwise;
+  training on them is refused by `runners.environments.make_actor_env`).
+  `skip_levels=[...]` leaves levels out of a set's cycle (e.g.
+  `dmlab30.DATASET_LEVELS` without a `datasetPath`). In worker processes
+  DM Lab envs load their levels (first reset included) as the workers
+  start (`DMLabVectorEnv(preload=True)`). Anything else ->
   `GymnasiumVectorEnv(env_id, ...)`. `kwargs` go to the chosen class.
 
   processes: True steps the envs in worker processes (`WorkerVectorEnv`,
@@ -81,6 +88,8 @@ def make_vector_env(
   if processes is None:
     processes = dmlab
   if processes:
+    if dmlab:
+      kwargs.setdefault("preload", True)  # Workers load levels in parallel.
     k = 1 if envs_per_worker is None else int(envs_per_worker)
     specs = split_specs(env_id, num_envs, seed, k, **kwargs)
     if dmlab_set_name(env_id):
@@ -104,17 +113,20 @@ def make_vector_env(
   return GymnasiumVectorEnv(env_id, num_envs, seed=seed, **kwargs)
 
 
-def _make_dmlab(env_id, num_envs, seed, test=False, level_offset=0, **kwargs):
+def _make_dmlab(
+  env_id, num_envs, seed, test=False, level_offset=0, skip_levels=(), **kwargs
+):
   """`DMLabVectorEnv` in this process, for one level or a level set."""
   set_name = dmlab_set_name(env_id)
   if set_name is None:
-    if test or level_offset:
+    if test or level_offset or skip_levels:
       raise ValueError(
-        f"test and level_offset are options of the level "
+        f"test, level_offset and skip_levels are options of the level "
         f"sets {dmlab30.SET_NAMES}, not of {env_id!r}"
       )
+    level = dmlab_level_name(env_id)
     return DMLabVectorEnv(
-      dmlab_level_name(env_id), num_envs, seed=seed, **kwargs
+      level, num_envs, seed=seed, **_hold_out_config([level], kwargs)
     )
   if kwargs.pop("instructions", True) is not True:
     raise ValueError(
@@ -122,11 +134,28 @@ def _make_dmlab(env_id, num_envs, seed, test=False, level_offset=0, **kwargs):
       " every env of a level set has the same observations"
     )
   levels = dmlab30.env_levels(
-    num_envs, test=test or set_name.endswith("_test"), offset=level_offset
+    num_envs,
+    test=test or set_name.endswith("_test"),
+    offset=level_offset,
+    skip=skip_levels,
   )
   return DMLabVectorEnv(
-    levels, num_envs, seed=seed, instructions=True, **kwargs
+    levels,
+    num_envs,
+    seed=seed,
+    instructions=True,
+    **_hold_out_config(levels, kwargs),
   )
+
+
+def _hold_out_config(levels, kwargs):
+  """kwargs whose `config` allows hold-out levels when `levels` has one
+  (asked for by name: evaluation)."""
+  if not any(dmlab30.is_hold_out(level) for level in levels):
+    return kwargs
+  config = dict(kwargs.get("config") or {})
+  config.setdefault("allowHoldOutLevels", True)
+  return dict(kwargs, config=config)
 
 
 __all__ = [

@@ -188,6 +188,11 @@ class DMLabVectorEnv(VectorEnv):
     renderer: "software" (OSMesa) or "hardware" (EGL / GLX).
     action_set: sequence of 7-int action vectors, one per discrete action.
     max_episode_steps: optional time limit in agent steps (truncation).
+    preload: start each env's first episode now (DM Lab compiles a
+      level's map at its first reset: the slow part of loading a level),
+      so that construction is the whole load; the first `reset()` (with
+      no seed or the constructor's) then returns those episodes' first
+      observations. Env workers preload (`make_vector_env`).
     lab_module: an object with DM Lab's module API (`Lab`, ...), or the
       name of a module to import for it; None imports `deepmind_lab`.
     runfiles_path: passed to `deepmind_lab.set_runfiles_path` first when
@@ -208,6 +213,7 @@ class DMLabVectorEnv(VectorEnv):
     renderer="software",
     action_set=DEFAULT_ACTION_SET,
     max_episode_steps=None,
+    preload=False,
     lab_module=None,
     runfiles_path=None,
     **lab_kwargs,
@@ -304,6 +310,13 @@ class DMLabVectorEnv(VectorEnv):
     self._episode_steps = np.zeros(self.num_envs, np.int64)
     self._stats = EpisodeStatistics(self.num_envs)
     self._closed = False
+    self._preloaded = None  # The preloaded first observation.
+    if preload:
+      try:
+        self._preloaded = self.reset()
+      except BaseException:
+        self.close()
+        raise
 
   @staticmethod
   def _make_config(config, width, height):
@@ -327,7 +340,10 @@ class DMLabVectorEnv(VectorEnv):
     return config
 
   def _check_specs(self, lab):
-    """Fails early on a module whose specs do not fit our actions/frames."""
+    """Fails early on a module whose action spec does not fit our actions.
+    (Not `observation_spec()`: listing it makes the real engine print a
+    deprecation warning for RGB_INTERLACED and RGBD_INTERLACED; the frame
+    shape is checked on the first observation instead.)"""
     spec = lab.action_spec()
     names = tuple(s["name"] for s in spec)
     if names != ACTION_NAMES:
@@ -345,17 +361,6 @@ class DMLabVectorEnv(VectorEnv):
         f"DM Lab action spec (min {low.tolist()}, max "
         f"{high.tolist()})"
       )
-    for s in lab.observation_spec():
-      if s["name"] == "RGB_INTERLEAVED" and tuple(s["shape"]) != (
-        self.height,
-        self.width,
-        3,
-      ):
-        raise ValueError(
-          f"DM Lab reports RGB_INTERLEAVED frames of shape "
-          f"{tuple(s['shape'])}, expected "
-          f"{(self.height, self.width, 3)} from the config"
-        )
 
   @property
   def labs(self):
@@ -378,7 +383,13 @@ class DMLabVectorEnv(VectorEnv):
     """Writes env i's current observation into row i of frames (and
     texts)."""
     observed = self._labs[i].observations()
-    frames[i] = observed["RGB_INTERLEAVED"]
+    frame = observed["RGB_INTERLEAVED"]
+    if frame.shape != frames.shape[1:]:
+      raise ValueError(
+        f"DM Lab level {self.levels[i]!r} gave RGB_INTERLEAVED frames of "
+        f"shape {frame.shape}, expected {frames.shape[1:]} from the config"
+      )
+    frames[i] = frame
     if texts is not None:
       text = observed["INSTR"]
       texts[i] = text.decode("utf-8") if isinstance(text, bytes) else str(text)
@@ -395,6 +406,9 @@ class DMLabVectorEnv(VectorEnv):
 
   def reset(self, seed=None):
     self._check_open()
+    preloaded, self._preloaded = self._preloaded, None
+    if preloaded is not None and seed in (None, self._seed):
+      return preloaded  # Those episodes have not been stepped yet.
     if seed is not None or self._rngs is None:
       if seed is not None and (int(seed) != seed or seed < 0):
         raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}")
@@ -409,6 +423,7 @@ class DMLabVectorEnv(VectorEnv):
 
   def step(self, actions):
     self._check_open()
+    self._preloaded = None
     if self._obs is None:
       raise RuntimeError("DMLabVectorEnv: call reset() before step()")
     actions = np.asarray(actions)

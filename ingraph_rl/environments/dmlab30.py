@@ -16,7 +16,23 @@ as scalable_agent does.
 
 `make_vector_env("dmlab:dmlab30", n)` steps env i on level `i % 30` (the
 train variants; "dmlab:dmlab30_test" or `test=True`: the test variants).
+
+What real DM Lab refuses (confirmed from its level scripts):
+
+- the hold-out levels (`HOLD_OUT_LEVELS`, the two `_test` variants, which
+  DM Lab's `decorators/test_only.lua` wraps) load only with the `Lab`
+  config `allowHoldOutLevels="true"`: evaluation sets it, training on
+  them is refused (`check_trainable`);
+- `DATASET_LEVELS` read the Brady, Konkle & Oliva (2008) images
+  (`datasets/brady_konkle_oliva2008.lua`) from the `Lab` config
+  `datasetPath`, and fail at reset without it (`check_dataset`).
+
+>>> needs_dataset("psychlab_continuous_recognition"), is_hold_out(
+...   "dmlab:contributed/dmlab30/rooms_collect_good_objects_test")
+(True, True)
 """
+
+import os
 
 import numpy as np
 
@@ -136,6 +152,79 @@ RANDOM_SCORES = {
 # The set names `make_vector_env` knows ("dmlab:dmlab30", ...).
 SET_NAMES = ("dmlab30", "dmlab30_test")
 
+# Levels DM Lab refuses outside evaluation (its test_only decorator), and
+# its reason.
+HOLD_OUT_LEVELS = tuple(_TEST_VARIANTS.values())
+HOLD_OUT_REASON = (
+  "This level must only be used during evaluation. For training, use the "
+  "*_train.lua version of the level. (DM Lab's "
+  "game_scripts/decorators/test_only.lua; evaluation sets "
+  '"allowHoldOutLevels" = "true")'
+)
+# Levels whose factories (game_scripts/factories/psychlab/
+# {arbitrary_visuomotor_mapping,continuous_recognition}_factory.lua) load
+# the dataset below; psychlab_sequential_comparison and _visual_search
+# draw their own stimuli.
+DATASET_LEVELS = (
+  "psychlab_arbitrary_visuomotor_mapping",
+  "psychlab_continuous_recognition",
+)
+DATASET = "the Brady, Konkle & Oliva (2008) image dataset"
+DATASET_README = (
+  "data/brady_konkle_oliva2008/README.md in DM Lab's repository "
+  "(https://github.com/deepmind/lab/tree/master/data/brady_konkle_oliva2008)"
+)
+
+
+def is_hold_out(level):
+  """True for a hold-out (`_test`) level of DMLab-30."""
+  return short_name(level) in HOLD_OUT_LEVELS
+
+
+def needs_dataset(level):
+  """True for the levels that need `datasetPath` (`DATASET_LEVELS`)."""
+  return short_name(level) in DATASET_LEVELS
+
+
+class DatasetMissingError(ValueError):
+  """Levels need the psychlab dataset and no `datasetPath` was given."""
+
+
+def check_trainable(levels):
+  """ValueError naming the hold-out levels among `levels`, with DM Lab's
+  reason: they are for evaluation only."""
+  held = sorted({short_name(level) for level in levels if is_hold_out(level)})
+  if held:
+    raise ValueError(f"cannot train on {held}: {HOLD_OUT_REASON}")
+
+
+def check_dataset(
+  levels,
+  dataset_path,
+  flag="--dataset_path",
+  skip_flag="--skip_levels_without_dataset",
+):
+  """`DatasetMissingError` when some of `levels` need the dataset and
+  `dataset_path` is empty: it names those levels, the dataset, where to get
+  it and the flags that fix it. A `dataset_path` that is given must be a
+  directory (or DM Lab's "dummy" placeholder images)."""
+  need = [short_name(level) for level in levels if needs_dataset(level)]
+  need = list(dict.fromkeys(need))
+  if dataset_path and dataset_path != "dummy":
+    if not os.path.isdir(dataset_path):
+      raise DatasetMissingError(
+        f"{flag}={dataset_path!r} is not a directory; it must hold "
+        f"{DATASET} (see {DATASET_README})"
+      )
+    return
+  if need and not dataset_path:
+    raise DatasetMissingError(
+      f"levels {need} need {DATASET}, which DM Lab reads from the Lab "
+      f"setting datasetPath: download it as {DATASET_README} says and "
+      f"pass {flag}=<its directory>, or pass {skip_flag} to run the "
+      f"other levels (the report is then incomplete)"
+    )
+
 
 def short_name(level):
   """'dmlab:contributed/dmlab30/rooms_watermaze' -> 'rooms_watermaze'."""
@@ -165,10 +254,19 @@ def scoring_level(level):
   )
 
 
-def env_levels(num_envs, test=False, offset=0):
+def env_levels(num_envs, test=False, offset=0, skip=()):
   """Level paths of envs 0..num_envs-1: env i runs level (offset + i) % 30
-  (train variants, or test variants with `test`)."""
-  names = TEST_LEVELS if test else TRAIN_LEVELS
+  (train variants, or test variants with `test`); the levels in `skip`
+  (short names or paths, e.g. `DATASET_LEVELS`) are left out of the
+  cycle."""
+  skipped = {short_name(level) for level in skip}
+  names = [
+    name
+    for name in (TEST_LEVELS if test else TRAIN_LEVELS)
+    if name not in skipped and LEVEL_MAPPING.get(name, name) not in skipped
+  ]
+  if not names:
+    raise ValueError(f"every DMLab-30 level is skipped ({sorted(skipped)})")
   return tuple(
     level_path(names[(offset + i) % len(names)]) for i in range(int(num_envs))
   )
@@ -292,12 +390,15 @@ def format_report(report):
   ]
   for name, row in report["levels"].items():
     mean, score = row["mean_return"], row["human_normalized_score"]
-    lines.append(
+    line = (
       f"{name:<{width}}  "
       f"{'-' if mean is None else f'{mean:.2f}':>11}  "
       f"{row['episodes']:>8}  "
       f"{'-' if score is None else f'{score:.1f}':>8}"
     )
+    if row.get("error"):  # A level that failed or was skipped: why.
+      line += f"  {row.get('status', 'failed')}: " + _first_line(row["error"])
+    lines.append(line)
   mean = report["mean_capped_hns"]
   what = (
     "DMLab-30"
@@ -310,3 +411,8 @@ def format_report(report):
     f"{what}): {'-' if mean is None else f'{mean:.2f}'}"
   )
   return "\n".join(lines)
+
+
+def _first_line(text, limit=160):
+  line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+  return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -20,12 +20,27 @@ With `env_groups=2` an actor's envs come in two groups (a
 """
 
 from ingraph_rl.environments import (
+  dmlab30,
+  dmlab_level_name,
   dmlab_set_name,
   is_atari_id,
   is_dmlab_id,
   make_vector_env,
 )
 from ingraph_rl.environments.env_groups import make_groups
+
+
+def check_dmlab_trainable(env_id, test=False):
+  """ValueError (with DM Lab's reason) for a hold-out level or set: actors
+  train on their envs, and `make_vector_env` allows hold-out levels for
+  evaluation."""
+  set_name = dmlab_set_name(env_id)
+  if set_name is not None:
+    if test or set_name.endswith("_test"):
+      dmlab30.check_trainable(dmlab30.HOLD_OUT_LEVELS)
+    return
+  dmlab30.check_trainable([dmlab_level_name(env_id)])
+
 
 # Frame skip / action repeats when the flag is left at its default.
 DEFAULT_REPEATS = {"atari": 4, "dmlab": 4, "gymnasium": 1}
@@ -76,6 +91,11 @@ def make_actor_env(
 
     def make_group(first, size):
       group_kwargs = dict(kwargs)
+      options = group_kwargs.get("worker_options") or {}
+      if options.get("log_name"):  # One log file per group's worker.
+        group_kwargs["worker_options"] = dict(
+          options, log_name=f"{options['log_name']}_group{first}_"
+        )
       if dmlab_set_name(env_id):
         group_kwargs["level_offset"] = kwargs.get("level_offset", 0) + first
       return make_actor_env(
@@ -91,6 +111,8 @@ def make_actor_env(
     return make_groups(make_group, num_envs, env_groups)
   kind = env_kind(env_id)
   repeats = num_action_repeats_for(env_id, num_action_repeats)
+  if kind == "dmlab":
+    check_dmlab_trainable(env_id, kwargs.get("test", False))
   if kind == "atari":
     kwargs.setdefault("frameskip", repeats)
   elif kind == "dmlab":

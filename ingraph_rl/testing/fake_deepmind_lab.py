@@ -16,9 +16,33 @@ It also fails where the real one fails, and costs what it costs:
   process that has imported tensorflow. The fake prints a fatal message to
   stderr and calls `os.abort()` (exit -6, SIGABRT) at `Lab(...)` and at
   `reset()` when "tensorflow" is in `sys.modules`.
-- Every rendered frame spends `FRAME_CPU_SECONDS` (0.4 ms) of this thread's
-  CPU at 96 x 72 pixels, scaled by the pixel count: ~1.6 ms per agent step
-  of 4 repeats, so throughput measured with the fake means something.
+- The hold-out `_test` levels refuse to load (`Lab(...)`) without the
+  config `allowHoldOutLevels="true"`, and the two levels that read the
+  Brady, Konkle & Oliva (2008) images (`DATASET_LEVELS`) fail at `reset`
+  without `datasetPath`, with the real level scripts' messages (DM Lab's
+  game_scripts/decorators/test_only.lua and
+  game_scripts/datasets/brady_konkle_oliva2008.lua; "dummy" is their
+  placeholder dataset). Both raise RuntimeError as the real module does.
+- `observation_spec()` lists the deprecated `RGB_INTERLACED` and
+  `RGBD_INTERLACED` too, and, like the real engine, prints
+  "Using deprecated observation format: '<name>'" to stderr for each
+  whenever their spec is read (listing the specs, or observing them).
+- Levels print to stdout: maze levels (`MAZE_LEVEL_PREFIXES`) an ASCII map
+  at every episode start, language levels `Instruction: <text>`.
+- A maze level's first `reset` compiles its map: it sleeps
+  `maze_load_seconds()` (env var FAKE_DEEPMIND_LAB_MAZE_LOAD_SECONDS,
+  default 0; the real levels take 20-120 s on 2 cores).
+- A crash on demand, as real levels sometimes crash (a segfault): env var
+  FAKE_DEEPMIND_LAB_ABORT="<level>@<frame>,..." (a level's short name)
+  aborts the process at that frame of its first episode (0: at its first
+  reset), after printing a fatal line to stderr.
+- Every rendered frame spends `frame_cpu_seconds()` of this thread's CPU
+  at 96 x 72 pixels, scaled by the pixel count, and every `step` call
+  `STEP_CPU_SECONDS` more (the Python/C boundary, observation copies):
+  calibrated so that 4 fake envs in 4 env workers on 2 cores step at
+  about the real module's rate (seekavoid_arena_01, LP_NUM_THREADS=0,
+  5,028 frames/s; one env alone ~3,450 frames/s). Env var
+  FAKE_DEEPMIND_LAB_FRAME_CPU_SECONDS overrides the per-frame cost.
 
 The "game": frames are pseudo-random from the episode seed and the actions;
 each frame's reward depends on the action (forward +1, backward -1, strafe
@@ -54,9 +78,94 @@ ACTION_SPEC = (
   {"name": "CROUCH", "min": 0, "max": 1},
 )
 
-# CPU per rendered frame at REFERENCE_PIXELS (96 x 72), scaled by pixels.
-FRAME_CPU_SECONDS = 0.4e-3
+# CPU per rendered frame at REFERENCE_PIXELS (96 x 72), scaled by pixels,
+# and per `step` call (see the module docstring for the calibration).
+FRAME_CPU_SECONDS = 0.27e-3
+STEP_CPU_SECONDS = 0.05e-3
 REFERENCE_PIXELS = 96 * 72
+
+# Every observation the real engine lists (its kObservationNames), then the
+# level's own (INSTR here); the INTERLACED names are deprecated aliases.
+ENGINE_OBSERVATIONS = (
+  "RGB_INTERLEAVED",
+  "RGBD_INTERLEAVED",
+  "RGB",
+  "RGBD",
+  "BGR_INTERLEAVED",
+  "BGRD_INTERLEAVED",
+  "MAP_FRAME_NUMBER",
+  "RGB_INTERLACED",
+  "RGBD_INTERLACED",
+)
+DEPRECATED_OBSERVATIONS = ("RGB_INTERLACED", "RGBD_INTERLACED")
+
+# What the real level scripts raise (Lua file:line, then the assert text).
+HOLD_OUT_MESSAGE = (
+  "game_scripts/decorators/test_only.lua:33: This level must only be used "
+  "during evaluation. For training, use the *_train.lua version of the "
+  "level. If you really want to use this level, add the setting "
+  '"allowHoldOutLevels" = "true" explicitly'
+)
+DATASET_MESSAGE = (
+  "game_scripts/datasets/brady_konkle_oliva2008.lua:37: \n Follow "
+  "instructions to download datasets here: \n "
+  '"data/brady_konkle_oliva2008/README.md"\n and update DATASET_PATH to '
+  "point the data folder."
+)
+# The DMLab-30 levels whose factories read brady_konkle_oliva2008
+# (game_scripts/factories/psychlab/{arbitrary_visuomotor_mapping,
+# continuous_recognition}_factory.lua); sequential_comparison and
+# visual_search draw their own stimuli.
+DATASET_LEVELS = (
+  "contributed/dmlab30/psychlab_arbitrary_visuomotor_mapping",
+  "contributed/dmlab30/psychlab_continuous_recognition",
+)
+# Levels that generate (and print) a maze and compile its map at load.
+MAZE_LEVEL_PREFIXES = ("explore_", "rooms_", "lasertag_", "skymaze_")
+
+
+def _env_float(name, default):
+  value = os.environ.get(name)
+  return default if value in (None, "") else float(value)
+
+
+def frame_cpu_seconds():
+  """CPU per 96 x 72 frame (FAKE_DEEPMIND_LAB_FRAME_CPU_SECONDS)."""
+  return _env_float("FAKE_DEEPMIND_LAB_FRAME_CPU_SECONDS", FRAME_CPU_SECONDS)
+
+
+def maze_load_seconds():
+  """A maze level's map compile time at its first reset
+  (FAKE_DEEPMIND_LAB_MAZE_LOAD_SECONDS, default 0)."""
+  return _env_float("FAKE_DEEPMIND_LAB_MAZE_LOAD_SECONDS", 0.0)
+
+
+def _abort_frame(level):
+  """The frame FAKE_DEEPMIND_LAB_ABORT crashes `level` at, or None."""
+  for item in os.environ.get("FAKE_DEEPMIND_LAB_ABORT", "").split(","):
+    name, _, frame = item.strip().partition("@")
+    if name and level.rsplit("/", 1)[-1] == name:
+      return int(frame or 0)
+  return None
+
+
+def _crash(level, frame):
+  sys.stdout.flush()
+  sys.stderr.write(
+    f"fake deepmind_lab: FATAL: level {level} crashed at frame {frame} "
+    "(FAKE_DEEPMIND_LAB_ABORT)\n"
+  )
+  sys.stderr.flush()
+  os.abort()
+
+
+def is_maze_level(level):
+  return level.rsplit("/", 1)[-1].startswith(MAZE_LEVEL_PREFIXES)
+
+
+def is_hold_out_level(level):
+  return level.endswith("_test") and level.startswith("contributed/dmlab30/")
+
 
 _DMLAB30 = (
   "rooms_collect_good_objects_train",
@@ -141,6 +250,18 @@ def _abort_if_tensorflow(where):
     os.abort()
 
 
+def _print_level_output(text):
+  """What a level prints (Lua's print): straight to this process's stdout."""
+  sys.stdout.write(text + "\n")
+  sys.stdout.flush()
+
+
+def _warn_if_deprecated(name):
+  if name in DEPRECATED_OBSERVATIONS:
+    sys.stderr.write(f"Using deprecated observation format: '{name}'\n")
+    sys.stderr.flush()
+
+
 def _spend_cpu_until(start, seconds):
   """Spins this thread until it has used `seconds` of CPU since `start`
   (a `time.thread_time()` reading): real work, like rendering."""
@@ -170,19 +291,29 @@ class Lab:
       raise TypeError(f"config must be a dict of str to str, got {config!r}")
     if renderer not in ("software", "hardware"):
       raise ValueError(f"Unknown renderer {renderer!r}")
+    if is_hold_out_level(level) and config.get("allowHoldOutLevels") != "true":
+      # The level's Lua init (at Lab(...)) asserts it.
+      raise RuntimeError(f'Failed to init environment - "{HOLD_OUT_MESSAGE}"')
     self.level, self.config, self.renderer = level, dict(config), renderer
     self.level_cache = level_cache
     self.width = int(config.get("width", "320"))
     self.height = int(config.get("height", "240"))
-    self.frame_cpu_seconds = FRAME_CPU_SECONDS * (
+    self.frame_cpu_seconds = frame_cpu_seconds() * (
       self.width * self.height / REFERENCE_PIXELS
     )
-    specs = {s["name"] for s in self.observation_spec()}
+    names = ENGINE_OBSERVATIONS + ("INSTR",)
     if not isinstance(observations, list) or not all(
-      isinstance(o, str) and o in specs for o in observations
+      isinstance(o, str) for o in observations
     ):
-      raise ValueError(f"Unknown observations {observations!r}")
+      raise TypeError(
+        f"observations must be a list of str, got {observations!r}"
+      )
+    for o in observations:
+      if o not in names:
+        raise ValueError(f"Unknown observation '{o}'.")
     self.observation_names = list(observations)
+    self._map_compiled = False
+    self._abort_at = _abort_frame(level)
     self._length = int(config.get("episodeLengthFrames", LEVELS[level]))
     self._jitter = int(config.get("episodeLengthJitter", "0"))
     self.steps = []
@@ -209,6 +340,16 @@ class Lab:
         )
     else:
       seed = int(np.random.default_rng().integers(0, 2**31 - 1))
+    if self.level in DATASET_LEVELS and not self.config.get("datasetPath"):
+      # The psychlab env's _init (at every episode start) loads the dataset.
+      raise RuntimeError(f'Failed to start environment - "{DATASET_MESSAGE}"')
+    if self._abort_at == 0:
+      _crash(self.level, 0)
+    if is_maze_level(self.level):
+      _print_level_output(self._ascii_map(seed))
+      if not self._map_compiled:
+        time.sleep(maze_load_seconds())  # The map compiles (wall time).
+        self._map_compiled = True
     start = time.thread_time()
     self.reset_seeds.append(seed)
     self._rng = np.random.default_rng(seed)
@@ -218,6 +359,8 @@ class Lab:
     self._instruction = (
       INSTRUCTIONS[seed % len(INSTRUCTIONS)] if "language" in self.level else ""
     )
+    if self._instruction:
+      _print_level_output(f"Instruction: {self._instruction}")
     self._episode_length = self._length + seed % (self._jitter + 1)
     self._frames = 0
     self._running = True
@@ -246,6 +389,7 @@ class Lab:
     if type(num_steps) is not int or num_steps < 1:
       raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
     self.steps.append((action.copy(), num_steps))
+    _spend_cpu_until(time.thread_time(), STEP_CPU_SECONDS)
     shift = np.uint8(sum((i + 1) * int(a) for i, a in enumerate(action)) % 256)
     reward = 0.0
     for _ in range(num_steps):
@@ -254,6 +398,8 @@ class Lab:
       self._frame = self._frame + noise + shift  # uint8, wraps around.
       reward += frame_reward(action)
       self._frames += 1
+      if self._frames == self._abort_at:
+        _crash(self.level, self._frames)
       _spend_cpu_until(start, self.frame_cpu_seconds)
       if self._frames >= self._episode_length:
         self._running = False
@@ -264,12 +410,35 @@ class Lab:
     self._check_open()
     if not self._running:
       raise RuntimeError("Environment in wrong status to call observations()")
-    all_obs = {
-      "RGB_INTERLEAVED": self._frame.copy(),
-      "RGB": np.ascontiguousarray(self._frame.transpose(2, 0, 1)),
-      "INSTR": self._instruction,
-    }
-    return {name: all_obs[name] for name in self.observation_names}
+    out = {}
+    for name in self.observation_names:
+      _warn_if_deprecated(name)  # The engine reads the spec of each.
+      if name == "INSTR":
+        out[name] = self._instruction
+      elif name == "MAP_FRAME_NUMBER":
+        out[name] = np.array([0.0])
+      else:
+        out[name] = self._image(name)
+    return out
+
+  def _image(self, name):
+    frame = self._frame[..., ::-1] if name.startswith("BGR") else self._frame
+    if "D" in name.split("_")[0]:  # RGBD, BGRD: a depth channel.
+      depth = np.zeros(frame.shape[:2] + (1,), np.uint8)
+      frame = np.concatenate([frame, depth], axis=-1)
+    if "_" not in name:  # Planar: [channels, H, W].
+      return np.ascontiguousarray(frame.transpose(2, 0, 1))
+    return np.ascontiguousarray(frame)
+
+  def _ascii_map(self, seed):
+    rng = np.random.default_rng(seed)
+    rows = ["*" * 9] + [
+      "*" + "".join(rng.choice([" ", " ", "*"], 7)) + "*" for _ in range(5)
+    ]
+    rows.append("*" * 9)
+    rows[1] = "*P" + rows[1][2:]
+    rows[5] = rows[5][:7] + "G*"
+    return "Generated maze with entity layer:\n" + "\n".join(rows)
 
   def is_running(self):
     return self._running and not self._closed
@@ -287,12 +456,21 @@ class Lab:
     return [dict(s) for s in ACTION_SPEC]
 
   def observation_spec(self):
+    """Every observation's spec, as the real module lists them (which
+    prints the deprecation warning of the INTERLACED ones)."""
     h, w = self.height, self.width
-    return [
-      {"name": "RGB_INTERLEAVED", "dtype": np.uint8, "shape": (h, w, 3)},
-      {"name": "RGB", "dtype": np.uint8, "shape": (3, h, w)},
-      {"name": "INSTR", "dtype": str, "shape": ()},
-    ]
+    specs = []
+    for name in ENGINE_OBSERVATIONS:
+      _warn_if_deprecated(name)
+      if name == "MAP_FRAME_NUMBER":
+        shape, dtype = (1,), np.float64
+      else:
+        channels = 4 if "D" in name.split("_")[0] else 3
+        shape = (h, w, channels) if "_" in name else (channels, h, w)
+        dtype = np.uint8
+      specs.append({"name": name, "dtype": dtype, "shape": shape})
+    specs.append({"name": "INSTR", "dtype": str, "shape": ()})
+    return specs
 
   def close(self):
     self._check_open()

@@ -406,7 +406,13 @@ def test_truncation_keeps_the_real_last_instruction(fake):
 
 def test_level_sets_run_one_level_per_env(fake):
   with make_vector_env(
-    "dmlab:dmlab30", 32, seed=0, lab_module=fake, processes=False, **SMALL
+    "dmlab:dmlab30",
+    32,
+    seed=0,
+    lab_module=fake,
+    processes=False,
+    config={"datasetPath": "dummy"},  # Two psychlab levels read it.
+    **SMALL,
   ) as env:
     assert env.levels == dmlab30.env_levels(32)
     assert [lab.level for lab in env.labs] == list(env.levels)

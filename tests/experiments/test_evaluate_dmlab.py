@@ -6,6 +6,7 @@ paper's formula with the paper's numbers written out here."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -178,6 +179,18 @@ def test_scores_three_levels_as_an_independent_replay(
     > 100.0
   )
   lines = stdout.strip().splitlines()
+  # The levels load in two batches of --parallel=2: a line as each starts
+  # and one with the time it took.
+  loading = [line for line in lines if line.startswith("loading")]
+  assert [line.split(" in ")[0] for line in loading] == [
+    "loading 2 DM Lab levels: 0/2",
+    "loading 2 DM Lab levels: 2/2",
+    "loading 1 DM Lab levels: 0/1",
+    "loading 1 DM Lab levels: 1/1",
+  ]
+  assert re.fullmatch(r".* in \d+\.\d s", loading[1])
+  head = next(i for i, line in enumerate(lines) if "[evaluate_dmlab]" in line)
+  lines = lines[head:]
   assert lines[1].split() == ["level", "mean", "return", "episodes", "HNS"]
   assert lines[2].split()[0] == "rooms_collect_good_objects_test"
   assert lines[-2].endswith(
