@@ -448,9 +448,9 @@ class PPOAgent(Component):
         idx = perm[m * mb : (m + 1) * mb]
         out = step(*[x[idx] for x in flat])
         for k in keys:
-          sums[k] += float(out[k])
+          sums[k] += float(out[k].detach())
         count += 1
-        kl = float(out["approx_kl"])
+        kl = float(out["approx_kl"].detach())
       if c.target_kl is not None and kl > c.target_kl:
         break
     out = {k: torch.tensor(v / count) for k, v in sums.items()}

@@ -103,8 +103,9 @@ class PPOBuilder:
       "batch": self.record_space(observation_space).with_batch_rank(),
     }
     record = self.record_space(observation_space)
-    for name in ("observations", "actions", "log_probs", "values"):
+    for name in ("observations", "log_probs", "values"):
       spaces[f"mb_{name}"] = _step_space(record[name]).with_batch_rank()
+    spaces["mb_actions"] = self.action_space().with_batch_rank()
     spaces["mb_advantages"] = FloatBox(add_batch_rank=True)
     spaces["mb_returns"] = FloatBox(add_batch_rank=True)
     if weights:

@@ -1,0 +1,199 @@
+"""The PPO agent: rollout and update as one graph call each, TF <-> torch
+parity of the update, target_kl's early stop, observation normalization
+against NumPy, Gaussian actions on MuJoCo, and refused bad input."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ingraph_rl.agents.ppo import PPOBuilder, PPOConfig
+from ingraph_rl.environments import make_vector_env
+from ingraph_rl.errors import SpaceError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def cartpole_agent(num_envs=2, **kwargs):
+  env = make_vector_env("CartPole-v1", num_envs=num_envs, seed=0)
+  config = PPOConfig(
+    num_actions=2, num_steps=kwargs.pop("num_steps", 16), **kwargs
+  )
+  agent = PPOBuilder(config).make_agent(env=env).build()
+  agent.execute("reset_env", 0)
+  return agent, env
+
+
+def numpy_tree(x):
+  return tf.nest.map_structure(lambda v: np.asarray(v), x)
+
+
+def test_rollout_layout_and_stats():
+  agent, env = cartpole_agent(num_envs=3, num_steps=40)
+  first = agent.variables()["ppo/last_obs"].numpy()
+  out = agent.execute("rollout")
+  batch = numpy_tree(out["batch"])
+  assert batch["observations"].shape == (3, 40, 4)
+  assert batch["actions"].shape == (3, 40) and batch[
+    "bootstrap_value"
+  ].shape == (3,)
+  np.testing.assert_array_equal(batch["observations"][:, 0], first)
+  # Rewards are CartPole's 1 per step; an ended episode's next obs is a reset.
+  assert (batch["rewards"] == 1.0).all()
+  # Each step's log prob and value are the policy's (same weights).
+  probs = np.exp(batch["log_probs"])
+  assert ((probs > 0.3) & (probs < 0.7)).all()  # Near-uniform at init.
+  stats = numpy_tree(out["stats"])
+  assert stats["env_steps"] == 120
+  assert stats["episodes"] == batch["dones"].sum()
+  if stats["episodes"]:
+    assert stats["length_sum"] == stats["return_sum"]
+  # The next rollout starts where this one ended.
+  last = agent.variables()["ppo/last_obs"].numpy()
+  out2 = agent.execute("rollout")
+  np.testing.assert_array_equal(
+    numpy_tree(out2["batch"])["observations"][:, 0], last
+  )
+  assert int(out2["stats"]["env_steps"]) == 240
+
+
+def test_update_tf_matches_torch():
+  """One minibatch per epoch (the shuffle then does not matter): two
+  epochs of Adam give the same weights in both backends."""
+  env = make_vector_env("CartPole-v1", num_envs=2, seed=0)
+  config = PPOConfig(
+    num_actions=2,
+    num_steps=16,
+    num_minibatches=1,
+    update_epochs=2,
+    num_updates=10,
+  )
+  builder = PPOBuilder(config)
+  tf_agent = builder.make_agent(env=env).build()
+  tf_agent.execute("reset_env", 0)
+  batch = numpy_tree(tf_agent.execute("rollout")["batch"])
+  torch_agent = builder.make_agent(
+    observation_space=env.observation_space,
+    api_names=("minibatch_step", "update", "get_weights", "set_weights"),
+  ).build("torch")
+  before = tf_agent.execute("get_weights")
+  torch_agent.execute("set_weights", numpy_tree(before))
+  a = numpy_tree(tf_agent.execute("update", batch))
+  b = numpy_tree(torch_agent.execute("update", batch))
+  for k in (
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "grad_norm",
+    "explained_variance",
+  ):
+    np.testing.assert_allclose(a[k], b[k], rtol=2e-4, atol=2e-6, err_msg=k)
+  assert a["minibatch_steps"] == b["minibatch_steps"] == 2
+  after_tf = numpy_tree(tf_agent.execute("get_weights"))
+  after_torch = numpy_tree(torch_agent.execute("get_weights"))
+  moved = 0
+  for path, value in after_tf.items():
+    np.testing.assert_allclose(
+      value, after_torch[path], rtol=1e-4, atol=1e-6, err_msg=path
+    )
+    moved += not np.allclose(value, np.asarray(before[path]))
+  assert moved >= 4  # The update changed the weights.
+
+
+@pytest.mark.slow  # ~30 s on a loaded 2-core machine (two builds).
+def test_update_counts_and_target_kl_stops_early():
+  agent, _ = cartpole_agent(
+    num_steps=32,
+    num_minibatches=4,
+    update_epochs=3,
+    learning_rate=1e-3,
+    num_updates=4,
+  )
+  batch = agent.execute("rollout")["batch"]
+  out = numpy_tree(agent.execute("update", batch))
+  assert (
+    out["epochs"] == 3 and out["minibatch_steps"] == 12 == out["train_step"]
+  )
+  assert out["frames"] == 64
+  # lr annealed: update 0 at the full rate, update 1 at 3/4 of it.
+  assert out["learning_rate"] == pytest.approx(1e-3)
+  out = numpy_tree(agent.execute("update", batch))
+  assert out["learning_rate"] == pytest.approx(0.75e-3)
+  # A tiny target_kl: the first epoch's last minibatch exceeds it.
+  agent, _ = cartpole_agent(
+    num_steps=32, update_epochs=5, learning_rate=1e-2, target_kl=1e-9
+  )
+  out = numpy_tree(agent.execute("update", agent.execute("rollout")["batch"]))
+  assert out["epochs"] == 1 and out["minibatch_steps"] == 4
+
+
+@pytest.mark.slow  # ~25 s on a loaded 2-core machine.
+def test_observation_normalization_matches_numpy_running_stats():
+  """Gaussian PPO on HalfCheetah-v5 with CleanRL's normalizations: the
+  stored observations are NumPy's running-mean/std normalization of the
+  raw ones (gymnasium's formula), the actions are [T, 6] floats."""
+  env = make_vector_env("HalfCheetah-v5", num_envs=2, seed=0)
+  config = PPOConfig(
+    action_dim=6,
+    num_steps=8,
+    normalize_observations=True,
+    normalize_rewards=True,
+    ent_coef=0.0,
+  )
+  agent = PPOBuilder(config).make_agent(env=env).build()
+  raw = [env.reset(seed=5)]
+  agent.execute("reset_env", 5)
+  out = agent.execute("rollout")
+  batch = numpy_tree(out["batch"])
+  assert (
+    batch["actions"].shape == (2, 8, 6) and batch["actions"].dtype == np.float32
+  )
+  # Replay the same env steps in NumPy: the raw observations are what the
+  # env gave for the batch's (clipped) actions.
+  env2 = make_vector_env("HalfCheetah-v5", num_envs=2, seed=0)
+  raw = [env2.reset(seed=5)]
+  for t in range(8):
+    raw.append(env2.step(np.clip(batch["actions"][:, t], -1, 1)).obs)
+  mean, var, count = np.zeros(17), np.ones(17), 1e-4
+  normalized = []
+  for x in raw:
+    bm, bv, n = x.mean(0), x.var(0), x.shape[0]
+    delta, total = bm - mean, count + n
+    mean = mean + delta * n / total
+    var = (var * count + bv * n + delta**2 * count * n / total) / total
+    count = total
+    normalized.append(np.clip((x - mean) / np.sqrt(var + 1e-8), -10, 10))
+  np.testing.assert_allclose(
+    batch["observations"], np.stack(normalized[:8], 1), rtol=1e-4, atol=1e-4
+  )
+  stats = agent.variables()
+  np.testing.assert_allclose(
+    stats["ppo/model/obs_rms/mean"].numpy(), mean, rtol=1e-6
+  )
+  # Rewards are scaled (the running std of the discounted return).
+  assert (
+    np.isfinite(batch["rewards"]).all()
+    and (np.abs(batch["rewards"]) <= 10).all()
+  )
+  out = numpy_tree(agent.execute("update", out["batch"]))
+  assert np.isfinite(out["policy_loss"]) and out["minibatch_steps"] == 16
+
+
+def test_bad_batch_is_refused_without_state_change():
+  agent, _ = cartpole_agent()
+  batch = numpy_tree(agent.execute("rollout")["batch"])
+  before = numpy_tree(agent.execute("get_weights"))
+  step = int(agent.execute("get_train_step"))
+  bad = dict(batch, rewards=batch["rewards"].copy())
+  bad["rewards"][0, 3] = np.nan
+  with pytest.raises(SpaceError, match="rewards"):
+    agent.execute("update", bad)
+  bad = dict(batch, actions=batch["actions"] + 5)  # Outside [0, 2).
+  with pytest.raises(SpaceError, match="actions"):
+    agent.execute("update", bad)
+  bad = dict(batch, values=batch["values"][:, :-1])  # Wrong T.
+  with pytest.raises(SpaceError):
+    agent.execute("update", bad)
+  assert int(agent.execute("get_train_step")) == step
+  for path, value in numpy_tree(agent.execute("get_weights")).items():
+    np.testing.assert_array_equal(value, before[path])
