@@ -88,7 +88,9 @@ def _assert_same_weights(tests, rtol=1e-4, atol=1e-6):
   a, b = (t.get_weights() for t in tests)
   assert sorted(a) == sorted(b)
   for key in a:
-    np.testing.assert_allclose(b[key], a[key], rtol=rtol, atol=atol, err_msg=key)
+    np.testing.assert_allclose(
+      b[key], a[key], rtol=rtol, atol=atol, err_msg=key
+    )
 
 
 PPO_LIKE = {
