@@ -8,6 +8,8 @@
 #   make bench-memory the memory benchmark (full run: ~10 min, ~9 GiB RAM)
 #   make bench-export the export benchmark (full run: ~8 min, ~12 GiB RAM)
 #   make bench-impala the IMPALA throughput benchmark (full run: ~10 min)
+#   make bench-ppo   the PPO throughput benchmark against a CleanRL-style
+#                    PyTorch PPO (full run: ~10 min)
 #   make fuzz        the long fuzz campaign of every root API (~20 min)
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,7 +19,7 @@ export OMP_WAIT_POLICY ?= PASSIVE
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: venv impala lint test test-all bench-build bench-memory \
-    bench-export bench-impala bench-quick fuzz clean
+    bench-export bench-impala bench-ppo bench-quick fuzz clean
 
 # pip byte-compiles one file at a time: compileall does it on every core,
 # beside g++ building the custom ops. (A file that does not compile, such as
@@ -71,6 +73,9 @@ bench-export: $(STAMP)
 
 bench-impala: $(STAMP)
 	$(PY) -m benchmarks.impala_throughput
+
+bench-ppo: $(STAMP)
+	$(PY) -m benchmarks.ppo_throughput
 
 bench-quick: $(STAMP)
 	$(PY) -m benchmarks.build_overhead --quick

@@ -23,6 +23,9 @@ The cases (the targets are issue 11's):
                    is 500, the maximum.
   impala_pong      `impala_pong.cfg`, seed 0, 2 h; target: last-100 mean
                    >= +18 within 2 h.
+  ppo_cartpole     `ppo_cartpole.cfg`, 5 seeds, 60 s of training each;
+                   reached = the exported agent's deterministic mean over
+                   20 episodes (in a fresh process) is 500.
   dqn_cartpole     `dqn_cartpole.cfg`, 5 seeds, the preset's 60k env steps;
                    reached = greedy mean over 20 episodes >= 195.
   dqn_pong         `dqn_pong.cfg`, seed 0, 2 h; target: clearly above -21.
@@ -85,6 +88,7 @@ _IMPALA_EVAL = (
   r"(-?[\d.]+)"
 )
 _DQN_EVAL = r"greedy eval return (-?[\d.]+)"
+_PPO_EVAL = r"exported agent in a fresh process: (-?[\d.]+)"
 
 _IMPALA_PONG = Case(
   "impala",
@@ -167,6 +171,31 @@ CASES = {
     frames_per_step=4,
   ),
   "apex_pong": _APEX_PONG,
+  # experiments/ppo.py's embedded default: 60 s of training (or its 200k
+  # steps, whichever comes first), then the exported agent's deterministic
+  # mean over 20 episodes in a fresh process.
+  "ppo_cartpole": Case(
+    "ppo",
+    "ppo_cartpole.cfg",
+    (0, 1, 2, 3, 4),
+    60.0,
+    15.0,
+    r"deterministic return of the exported agent in a fresh process: "
+    r"(-?[\d.]+)",
+    500.0,
+    "greedy",
+  ),
+  # CleanRL's ppo_continuous_action settings, the preset's 1M env steps.
+  "ppo_halfcheetah": Case(
+    "ppo",
+    "ppo_halfcheetah.cfg",
+    (0,),
+    None,
+    15.0,
+    _PPO_EVAL,
+    1500.0,
+    "training",
+  ),
   # The preset with 32 envs per actor (4x the acting batch: the actors'
   # Q-network passes cost less per frame), for the same 1.5 h.
   "apex_pong_envs_32": dataclasses.replace(
@@ -297,6 +326,8 @@ def summarize(name, case, runs, budget_s=None):
     ratios["impala_cartpole_seeds_reaching_500_in_120s"] = sum(
       map(reached, runs)
     )
+  elif name == "ppo_cartpole":
+    ratios["ppo_cartpole_seeds_reaching_500_in_60s"] = sum(map(reached, runs))
   elif name == "dqn_cartpole":
     ratios["dqn_cartpole_seeds_reaching_195"] = sum(map(reached, runs))
   elif name == "impala_pong":
@@ -316,6 +347,10 @@ def summarize(name, case, runs, budget_s=None):
   elif name == "dqn_pong_1h":
     ratios["dqn_pong_1h_last100_return"] = final[0] if final else None
     ratios["dqn_pong_1h_seconds_to_0"] = first_at(runs[0]["curve"], 0.0)
+  elif name == "ppo_halfcheetah":
+    # CleanRL's published ppo_continuous_action figure: HalfCheetah-v4,
+    # 1,442.64 +- 46.03 at 1M steps (openrlbenchmark, tag pr-424).
+    ratios["ppo_halfcheetah_return_at_1m_steps"] = final[0] if final else None
   elif name in APEX_PONG_CASES:
     ratios[f"{name}_final_last100_return"] = final[0] if final else None
     ratios[f"{name}_training_seconds"] = budget_s
