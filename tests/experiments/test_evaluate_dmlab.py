@@ -72,8 +72,15 @@ def shim(tmp_path_factory):
 
 
 def evaluate(policy_dir, shim, output, *extra):
-  env = dict(os.environ, PYTHONPATH=shim)
-  out = subprocess.run(
+  out = run_script(policy_dir, shim, output, *extra)
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+  with open(output) as f:
+    return json.load(f), out.stdout
+
+
+def run_script(policy_dir, shim, output, *extra, environ=None):
+  env = dict(os.environ, PYTHONPATH=shim, **(environ or {}))
+  return subprocess.run(
     [
       sys.executable,
       str(SCRIPT),
@@ -89,9 +96,6 @@ def evaluate(policy_dir, shim, output, *extra):
     text=True,
     timeout=300,
   )
-  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-  with open(output) as f:
-    return json.load(f), out.stdout
 
 
 def replay(policy_dir, level, seed, episodes):
@@ -206,3 +210,128 @@ def test_sample_plays_sampled_actions(policy_dir, shim, tmp_path):
   assert report["actions"] == "sampled"
   greedy = replay(policy_dir, level, SEED + 3, EPISODES)
   assert report["levels"][level]["returns"] != greedy
+
+
+DATASET_LEVELS = (
+  "psychlab_arbitrary_visuomotor_mapping",
+  "psychlab_continuous_recognition",
+)
+
+
+LEVELS = "--levels=" + ",".join(DATASET_LEVELS + ("rooms_watermaze",))
+
+
+def test_dataset_levels_without_dataset_path_stop_before_any_env(
+  policy_dir, shim, tmp_path
+):
+  # Without --dataset_path: stopped before any env starts, saying which
+  # levels, which dataset, where to get it and what to pass.
+  out = run_script(policy_dir, shim, tmp_path / "none.json", LEVELS)
+  assert out.returncode != 0
+  for text in DATASET_LEVELS + (
+    "Brady, Konkle & Oliva (2008)",
+    "data/brady_konkle_oliva2008/README.md",
+    "--dataset_path=",
+    "--skip_levels_without_dataset",
+  ):
+    assert text in out.stderr, text
+  assert "loading" not in out.stdout
+  assert not (tmp_path / "env_workers").exists()
+  assert not (tmp_path / "none.json").exists()
+
+
+@pytest.mark.slow  # ~30 s: make test-all.
+def test_dataset_levels_are_skipped_or_played_with_the_dataset(
+  policy_dir, shim, tmp_path
+):
+  # Skipped: the other levels are scored, the report says it is not whole
+  # (exit 1 unless --allow_incomplete).
+  skip = "--skip_levels_without_dataset"
+  out = run_script(policy_dir, shim, tmp_path / "skip.json", LEVELS, skip)
+  assert out.returncode == 1, out.stderr[-2000:]
+  report, stdout = json.loads((tmp_path / "skip.json").read_text()), out.stdout
+  assert report["skipped_levels"] == list(DATASET_LEVELS)
+  assert report["failed_levels"] == [] and not report["complete"]
+  assert report["num_levels"] == 1
+  row = report["levels"]["rooms_watermaze"]
+  assert row["returns"] == replay(policy_dir, "rooms_watermaze", SEED + 3, 2)
+  for level in DATASET_LEVELS:
+    assert report["levels"][level]["status"] == "skipped"
+    assert report["levels"][level]["mean_return"] is None
+  assert "loading 1 DM Lab levels: 1/1 in" in stdout
+  assert "(cap 100, 1 of 30 levels, not the DMLab-30 figure)" in stdout
+  assert "skipped: needs the Brady, Konkle & Oliva (2008)" in stdout
+  assert "[evaluate_dmlab] incomplete: 0 level(s) failed, 2 skipped" in stdout
+
+  # With the dataset (the fake needs a path, DM Lab reads its images).
+  report, _ = evaluate(
+    policy_dir,
+    shim,
+    tmp_path / "all.json",
+    LEVELS,
+    f"--dataset_path={tmp_path}",
+  )
+  assert report["num_levels"] == 3 and not report["skipped_levels"]
+  for level in DATASET_LEVELS:
+    assert report["levels"][level]["episodes"] == EPISODES
+
+
+def test_a_failing_level_is_reported_and_the_others_scored(
+  policy_dir, shim, tmp_path
+):
+  # One level's worker crashes as it loads, one mid-episode; the hold-out
+  # level (allowHoldOutLevels) and the maze level are still scored.
+  output = tmp_path / "scores.json"
+  out = run_script(
+    policy_dir,
+    shim,
+    output,
+    "--levels=rooms_watermaze,language_select_located_object,"
+    "rooms_collect_good_objects_test,rooms_keys_doors_puzzle",
+    "--allow_incomplete",  # Else exit 1 (test_..._skipped_or_played...).
+    environ={
+      "FAKE_DEEPMIND_LAB_ABORT": "rooms_watermaze@0,"
+      "language_select_located_object@10"
+    },
+  )
+  assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+  report = json.loads(output.read_text())
+  assert report["failed_levels"] == [
+    "language_select_located_object",
+    "rooms_watermaze",
+  ]
+  assert not report["complete"] and report["num_levels"] == 2
+  for level, frame in (
+    ("rooms_watermaze", 0),
+    ("language_select_located_object", 10),
+  ):
+    row = report["levels"][level]
+    assert row["status"] == "failed" and row["mean_return"] is None
+    assert "WorkerDiedError" in row["error"] and "SIGABRT" in row["error"]
+    # The tail of the dead worker's log (its env_workers/ file).
+    assert f"crashed at frame {frame}" in row["error"], row["error"]
+    assert (
+      str(tmp_path / "env_workers" / f"{level}_worker0.log") in (row["error"])
+    )
+  for level, index in (
+    ("rooms_collect_good_objects_test", 0),
+    ("rooms_keys_doors_puzzle", 4),
+  ):
+    row = report["levels"][level]
+    assert row["returns"] == replay(policy_dir, level, SEED + index, EPISODES)
+  lines = out.stdout.splitlines()
+  failed = [line for line in lines if "  failed: WorkerDiedError" in line]
+  assert [line.split()[0] for line in failed] == [
+    "rooms_watermaze",
+    "language_select_located_object",
+  ]
+  assert "(cap 100, 2 of 30 levels, not the DMLab-30 figure)" in out.stdout
+  # The levels' own output stayed in their logs.
+  assert "Instruction" not in out.stdout + out.stderr
+  assert "Generated maze" not in out.stdout + out.stderr
+  assert (
+    "Generated maze"
+    in (
+      tmp_path / "env_workers" / "rooms_keys_doors_puzzle_worker0.log"
+    ).read_text()
+  )
