@@ -20,7 +20,7 @@ from ingraph_rl.agents.ppo.normalization import RunningMeanStd
 from ingraph_rl.components.common import Synchronizable
 from ingraph_rl.components.losses.gae import GAE
 from ingraph_rl.components.losses.ppo_loss import STATS, PPOLoss
-from ingraph_rl.components.optimizers import Adam
+from ingraph_rl.components.optimizers import Adam, MultiStep, SubsamplingStep
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.errors import BuildError
@@ -36,15 +36,6 @@ MINIBATCH_FIELDS = (
   "values",
   "advantages",
   "returns",
-)
-# What a rollout records per env and step ([B, T] in a batch).
-STEP_FIELDS = (
-  "observations",
-  "actions",
-  "log_probs",
-  "values",
-  "rewards",
-  "dones",
 )
 
 
@@ -156,15 +147,16 @@ class PPOAgent(Component):
     minibatch_step(mb_observations, mb_actions, mb_log_probs, mb_values,
       mb_advantages, mb_returns) -> the minibatch's loss stats and
       "grad_norm", after one Adam step (what `update` loops over).
-    update(batch) -> {"policy_loss", "value_loss", "entropy", "approx_kl",
-      "clipfrac", "grad_norm" (means over the minibatch steps taken),
-      "explained_variance", "learning_rate", "epochs", "minibatch_steps",
-      "train_step", "frames"}: GAE(lambda) over the batch, then
-      `update_epochs` epochs, each a fresh shuffle cut into
-      `num_minibatches` minibatches (the last B * T % num_minibatches
-      samples sit out that epoch), one Adam step each; with `target_kl`,
-      no further epoch once an epoch's last minibatch's approximate KL
-      exceeds it. ONE graph call. `batch` is batch-major, one row per env:
+    update(batch) -> {"policy_loss", "value_loss", "entropy",
+      "approx_kl", "clipfrac", "grad_norm" (the last minibatch step's, as
+      CleanRL logs all but clipfrac), "explained_variance" (of the batch),
+      "epochs" (run), "learning_rate", "train_step" (Adam steps so far),
+      "frames" (samples trained on so far)}: GAE(lambda) over the batch,
+      then MultiStep(SubsamplingStep(Adam)): `update_epochs` epochs, each
+      a fresh shuffle cut into `num_minibatches` minibatches (every sample
+      once), one Adam step each; with `target_kl`, no further epoch once
+      an epoch's last minibatch's approximate KL exceeds it. ONE graph
+      call. `batch` is batch-major, one row per env:
       observations [B, T, ...] (normalized where the agent normalizes),
       actions [B, T(, d)], log_probs, values, rewards (scaled where it
       scales), dones [B, T], bootstrap_value [B] (V of the observation
@@ -201,16 +193,25 @@ class PPOAgent(Component):
     self.loss = PPOLoss(
       c.clip_coef, c.clip_vloss, c.ent_coef, c.vf_coef, c.norm_adv
     )
-    # The optimizer owns the annealed rate (one parent per component).
+    # PPO's update, composed (TensorForce's form): update_epochs x
+    # (a fresh shuffle cut into num_minibatches x one Adam step), with
+    # target_kl checked on each epoch's last minibatch. Adam owns the
+    # annealed rate (one parent per component).
     annealed = (
       AnnealedRate(c.learning_rate, c.num_updates)
       if c.anneal_lr and c.num_updates
       else None
     )
-    self.optimizer = Adam(
+    adam = Adam(
       annealed or c.learning_rate,
       epsilon=c.adam_epsilon,
       clip_global_norm=c.max_grad_norm,
+    )
+    self.optimizer = MultiStep(
+      SubsamplingStep(adam, c.num_minibatches, seed=c.seed),
+      c.update_epochs,
+      stop_key=None if c.target_kl is None else "approx_kl",
+      stop_above=c.target_kl,
     )
     if env is not None:
       self._check_env(env)
@@ -243,11 +244,6 @@ class PPOAgent(Component):
   variable_args = ()
 
   def create_variables(self, input_spaces):
-    self.rng = self.add_resource(
-      "shuffle_rng",
-      tf=lambda: tf.random.Generator.from_seed(self.config.seed + 1),
-      torch=lambda: torch.Generator().manual_seed(self.config.seed + 1),
-    )
     self.frames = self.add_variable("frames", (), np.int64, trainable=False)
     if self.env is None:
       return
@@ -278,6 +274,7 @@ class PPOAgent(Component):
   def internal_apis(cls):
     return super().internal_apis() | {
       "sample_actions",
+      "minibatch_loss",
       "observe_observations",
       "scale_rewards",
     }
@@ -307,6 +304,22 @@ class PPOAgent(Component):
   # --- learning --------------------------------------------------------------
 
   @api
+  def minibatch_loss(self, minibatch):
+    """The PPO loss and its stats on one minibatch (a dict of
+    MINIBATCH_FIELDS, [M, ...]): what the optimizers evaluate."""
+    out = self.model.network.call(minibatch["observations"])
+    parameters = out["parameters"]
+    return self.loss.loss(
+      self.distribution.log_prob(parameters, minibatch["actions"]),
+      self.distribution.entropy(parameters),
+      out["values"],
+      minibatch["log_probs"],
+      minibatch["values"],
+      minibatch["advantages"],
+      minibatch["returns"],
+    )
+
+  @api
   def minibatch_step(
     self,
     mb_observations,
@@ -316,25 +329,21 @@ class PPOAgent(Component):
     mb_advantages,
     mb_returns,
   ):
-    """The loss of one minibatch [M, ...] and one Adam step on it (stats
-    from before the step, as CleanRL logs them). `update` runs it in its
-    graph loop; as a root API it is one step driven from outside (the
-    Python-loop baseline of benchmarks/ppo_throughput.py)."""
-    out = self.model.network.call(mb_observations)
-    parameters = out["parameters"]
-    loss = self.loss.loss(
-      self.distribution.log_prob(parameters, mb_actions),
-      self.distribution.entropy(parameters),
-      out["values"],
+    """One Adam step on one minibatch [M, ...] (the stats from before the
+    step, as CleanRL logs them): the inner optimizer of `update`, driven
+    from outside (the Python-loop baseline of
+    benchmarks/ppo_throughput.py)."""
+    minibatch = self._graph_fn_minibatch(
+      mb_observations,
+      mb_actions,
       mb_log_probs,
       mb_values,
       mb_advantages,
       mb_returns,
     )
-    step = self.optimizer.step(loss["loss"], self.model.network.variables())
-    stats = {k: loss[k] for k in STATS}
-    stats["grad_norm"] = step["grad_norm"]
-    return stats
+    return self.optimizer.inner.inner.minimize(
+      inline(self.minibatch_loss), self.model.network.variables(), minibatch
+    )
 
   @api
   def update(self, batch):
@@ -344,10 +353,11 @@ class PPOAgent(Component):
       batch["dones"],
       batch["bootstrap_value"],
     )
-    out = self._graph_fn_update(
-      batch, gae["advantages"], gae["returns"], inline(self.minibatch_step)
+    samples = self._graph_fn_fold(batch, gae["advantages"], gae["returns"])
+    stats = self.optimizer.minimize(
+      inline(self.minibatch_loss), self.model.network.variables(), samples
     )
-    annealed = self.optimizer.lr_schedule
+    annealed = self.optimizer.inner.inner.lr_schedule
     lr = (
       annealed.value(0)
       if annealed is not None
@@ -355,7 +365,7 @@ class PPOAgent(Component):
     )
     advanced = annealed.advance() if annealed is not None else None
     return self._graph_fn_update_stats(
-      out, lr, self.optimizer.get_iterations(), advanced
+      stats, samples, lr, self.get_train_step(), advanced
     )
 
   @api
@@ -368,99 +378,33 @@ class PPOAgent(Component):
 
   @api
   def get_train_step(self):
-    return self.optimizer.get_iterations()
+    return self.optimizer.inner.inner.get_iterations()
 
-  def _minibatch_size(self, size):
-    return size // self.config.num_minibatches
+  @graph_fn(neutral=True)
+  def _graph_fn_minibatch(self, *fields):
+    return dict(zip(MINIBATCH_FIELDS, fields))
 
   @graph_fn
-  def _graph_fn_update(self, batch, advantages, returns, step):
-    c = self.config
+  def _graph_fn_fold(self, batch, advantages, returns):
     fields = dict(
       {k: batch[k] for k in MINIBATCH_FIELDS[:4]},
       advantages=advantages,
       returns=returns,
     )
+    # [B, T, ...] -> [B * T, ...]
+    return {
+      k: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+      for k, x in fields.items()
+    }
 
-    def fold(x):  # [B, T, ...] -> [B * T, ...]
-      return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
-
-    flat = [fold(fields[k]) for k in MINIBATCH_FIELDS]
-    size = tf.shape(flat[0])[0]
-    mb = self._minibatch_size(size)
-    keys = STATS + ("grad_norm",)
-    zeros = {k: tf.constant(0.0) for k in keys}
-
-    def epoch(e, go, sums, count):
-      perm = tf.argsort(self.rng.uniform([size]))
-
-      def minibatch(m, sums, count, kl):
-        idx = perm[m * mb : (m + 1) * mb]
-        out = step(*[tf.gather(x, idx) for x in flat])
-        sums = {k: sums[k] + out[k] for k in keys}
-        return m + 1, sums, count + 1, out["approx_kl"]
-
-      _, sums, count, kl = tf.while_loop(
-        lambda m, *_: m < c.num_minibatches,
-        minibatch,
-        (tf.constant(0), sums, count, tf.constant(0.0)),
-        parallel_iterations=1,
-      )
-      go = tf.constant(True) if c.target_kl is None else kl <= c.target_kl
-      return e + 1, go, sums, count
-
-    e, _, sums, count = tf.while_loop(
-      lambda e, go, *_: (e < c.update_epochs) & go,
-      epoch,
-      (tf.constant(0), tf.constant(True), zeros, tf.constant(0)),
-      parallel_iterations=1,
-    )
-    out = {k: v / tf.cast(count, tf.float32) for k, v in sums.items()}
-    out["explained_variance"] = _explained_variance(
-      tf, tf.reshape(returns, [-1]), tf.reshape(batch["values"], [-1])
-    )
-    out["epochs"] = e
-    out["minibatch_steps"] = count
-    out["frames"] = tf.cast(size, tf.int64)
-    return out
-
-  @_graph_fn_update.torch
-  def _graph_fn_update(self, batch, advantages, returns, step):
-    c = self.config
+  @_graph_fn_fold.torch
+  def _graph_fn_fold(self, batch, advantages, returns):
     fields = dict(
       {k: batch[k] for k in MINIBATCH_FIELDS[:4]},
       advantages=advantages,
       returns=returns,
     )
-    flat = [
-      fields[k].reshape((-1,) + tuple(fields[k].shape[2:]))
-      for k in MINIBATCH_FIELDS
-    ]
-    size = flat[0].shape[0]
-    mb = self._minibatch_size(size)
-    keys = STATS + ("grad_norm",)
-    sums, count, epochs = dict.fromkeys(keys, 0.0), 0, 0
-    for _ in range(c.update_epochs):
-      epochs += 1
-      perm = torch.randperm(size, generator=self.rng)
-      kl = 0.0
-      for m in range(c.num_minibatches):
-        idx = perm[m * mb : (m + 1) * mb]
-        out = step(*[x[idx] for x in flat])
-        for k in keys:
-          sums[k] += float(out[k].detach())
-        count += 1
-        kl = float(out["approx_kl"].detach())
-      if c.target_kl is not None and kl > c.target_kl:
-        break
-    out = {k: torch.tensor(v / count) for k, v in sums.items()}
-    out["explained_variance"] = _explained_variance(
-      torch, returns.reshape(-1), batch["values"].reshape(-1)
-    )
-    out["epochs"] = torch.tensor(epochs)
-    out["minibatch_steps"] = torch.tensor(count)
-    out["frames"] = torch.tensor(size, dtype=torch.int64)
-    return out
+    return {k: x.reshape((-1,) + tuple(x.shape[2:])) for k, x in fields.items()}
 
   @graph_fn
   def _graph_fn_constant_lr(self):
@@ -471,23 +415,33 @@ class PPOAgent(Component):
     return torch.tensor(self.config.learning_rate)
 
   @graph_fn
-  def _graph_fn_update_stats(self, out, lr, train_step, advanced=None):
+  def _graph_fn_update_stats(self, stats, samples, lr, train_step, advanced):
     deps = [] if advanced is None else [advanced]
-    with tf.control_dependencies(deps + [train_step]):
-      frames = self.frames.assign_add(out["frames"])
-      result = {k: tf.identity(v) for k, v in out.items() if k != "frames"}
-    result.update(learning_rate=lr, train_step=train_step, frames=frames)
-    return result
+    with tf.control_dependencies(deps + tf.nest.flatten(stats)):
+      frames = self.frames.assign_add(
+        tf.cast(tf.shape(samples["returns"])[0], tf.int64)
+      )
+      out = {k: tf.identity(stats[k]) for k in STATS + ("grad_norm",)}
+      out["epochs"] = tf.identity(stats["steps"])
+      out["train_step"] = tf.identity(train_step)
+    out["explained_variance"] = _explained_variance(
+      tf, samples["returns"], samples["values"]
+    )
+    out.update(learning_rate=lr, frames=frames)
+    return out
 
   @_graph_fn_update_stats.torch
-  def _graph_fn_update_stats(self, out, lr, train_step, advanced=None):
+  def _graph_fn_update_stats(self, stats, samples, lr, train_step, advanced):
     with torch.no_grad():
-      self.frames += out["frames"]
-    result = {k: v for k, v in out.items() if k != "frames"}
-    result.update(
-      learning_rate=lr, train_step=train_step, frames=self.frames.clone()
+      self.frames += samples["returns"].shape[0]
+    out = {k: stats[k] for k in STATS + ("grad_norm",)}
+    out["epochs"] = stats["steps"]
+    out["train_step"] = train_step
+    out["explained_variance"] = _explained_variance(
+      torch, samples["returns"], samples["values"]
     )
-    return result
+    out.update(learning_rate=lr, frames=self.frames.clone())
+    return out
 
   # --- the in-graph rollout --------------------------------------------------
 
