@@ -52,20 +52,24 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import tensorflow as tf
+from absl import app
 
-from experiments import config_flags, configs
+from experiments import config_flags, configs, dmlab_settings
 from experiments.progress import progress_line
 from ingraph_rl.agents.impala import IMPALABuilder
 from ingraph_rl.distributed import roles
 from ingraph_rl.distributed.cluster import in_cluster
-from ingraph_rl.environments import dmlab30, dmlab_set_name
+from ingraph_rl.environments import dmlab30, dmlab_level_name, dmlab_set_name
+from ingraph_rl.environments.load_progress import LoadProgress
 from ingraph_rl.export import export_policy
 from ingraph_rl.runners.driver import ActorLearnerDriver
 from ingraph_rl.runners.environments import (
+  check_dmlab_trainable,
   env_kind,
   make_actor_env,
   num_action_repeats_for,
@@ -75,6 +79,8 @@ from ingraph_rl.utils.episode_stats import RecentEpisodes
 
 # One flag per field of IMPALASettings and IMPALAConfig.
 FLAG_HOLDERS = config_flags.define_flags(*configs.IMPALA_CLASSES)
+# DM Lab: --dataset_path (scalable_agent's) and --skip_levels_without_dataset.
+DMLAB_FLAGS = config_flags.define_flags(dmlab_settings.DMLabSettings)
 
 # Training episodes behind each rolling mean: all levels together, and
 # per DMLab-30 level (see the module docstring).
@@ -268,11 +274,19 @@ def play_in_fresh_process(settings, saved_policy, episodes):
   return float(out.stdout.strip().splitlines()[-1].split()[-1])
 
 
-def evaluate_levels_in_fresh_process(settings, saved_policy, episodes, output):
+def evaluate_levels_in_fresh_process(
+  settings, saved_policy, episodes, output, dmlab=None
+):
   """experiments/evaluate_dmlab.py's report of the SavedModel on the 30
   DMLab-30 test levels (`episodes` each, greedy), played in a subprocess
   (which writes it to `output`; its env workers find deepmind_lab where
-  this process's did)."""
+  this process's did, and log to env_workers/ beside it). A level that
+  fails is a row of the report with its error (`dmlab`: the run's
+  DMLabSettings, whose dataset flags it gets)."""
+  dmlab = dmlab or dmlab_settings.DMLabSettings()
+  dataset_args = [f"--dataset_path={dmlab.dataset_path}"] * bool(
+    dmlab.dataset_path
+  ) + ["--skip_levels_without_dataset"] * dmlab.skip_levels_without_dataset
   script = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "evaluate_dmlab.py"
   )
@@ -288,6 +302,9 @@ def evaluate_levels_in_fresh_process(settings, saved_policy, episodes, output):
       f"--seed={settings.seed + 10_000}",
       f"--num_action_repeats={repeats}",
       f"--output={output}",
+      f"--env_log_dir={os.path.join(os.path.dirname(output), 'env_workers')}",
+      "--allow_incomplete",  # Failed levels are rows of the report.
+      *dataset_args,
     ],
     capture_output=True,
     text=True,
@@ -307,17 +324,93 @@ def run_dir_path(settings):
   return os.path.abspath(configs.run_directory(settings, "impala"))
 
 
-def env_factory(settings, env_groups=1):
+def dmlab_env_kwargs(settings, dmlab, log_dir=None, log_name=None, **options):
+  """make_actor_env kwargs of a DM Lab run: the Lab config (datasetPath),
+  the levels left out (--skip_levels_without_dataset), and where the env
+  workers log (`log_dir`/`log_name`; `options`: more WorkerVectorEnv
+  options, e.g. load_progress)."""
+  if env_kind(settings.env) != "dmlab" or dmlab is None:
+    return {}
+  kwargs = {}
+  config = dmlab_settings.lab_config(dmlab)
+  if config:
+    kwargs["config"] = config
+  if dmlab_set_name(settings.env) and dmlab.skip_levels_without_dataset:
+    if not dmlab.dataset_path:
+      kwargs["skip_levels"] = list(dmlab30.DATASET_LEVELS)
+  options = dict(options)
+  if log_dir is not None:
+    options.update(log_dir=log_dir, log_name=log_name)
+  if options:
+    kwargs["worker_options"] = options
+  return kwargs
+
+
+def dmlab_preflight(settings, dmlab):
+  """Usage errors of a DM Lab run, before any env starts: training on a
+  hold-out level (DM Lab's reason), and levels that need --dataset_path
+  without it (which levels, the dataset, where to get it)."""
+  if env_kind(settings.env) != "dmlab":
+    return
+  try:
+    check_dmlab_trainable(settings.env)
+    set_name = dmlab_set_name(settings.env)
+    levels = (
+      dmlab30.TRAIN_LEVELS if set_name else [dmlab_level_name(settings.env)]
+    )
+    if set_name:
+      dmlab_settings.plan_levels(levels, dmlab)
+    else:
+      dmlab30.check_dataset(levels, dmlab.dataset_path)
+  except ValueError as e:
+    raise app.UsageError(f"--env={settings.env}: {e}") from None
+
+
+def make_actor_envs(factory, num_actors, num_envs):
+  """[factory(i) for each actor], built at once (DM Lab workers load their
+  levels in parallel) with one progress line; closes what was built if
+  one fails."""
+  progress = LoadProgress(num_actors * num_envs)
+  envs, errors = [None] * num_actors, []
+
+  def build(i):
+    try:
+      envs[i] = factory(i, load_progress=progress)
+    except BaseException as e:
+      errors.append(e)
+
+  threads = [
+    threading.Thread(target=build, args=(i,)) for i in range(num_actors)
+  ]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  if errors:
+    for env in envs:
+      if env is not None:
+        env.close()
+    raise errors[0]
+  progress.finish()
+  return envs
+
+
+def env_factory(settings, env_groups=1, dmlab=None, log_dir=None):
   """`factory(i)`: actor i's vector env (seed + 1000 i; `env_groups`
   groups of it, `IMPALAConfig.env_groups`). On a DM Lab level set
   ("dmlab:dmlab30"), actor i's envs continue the level cycle after actor
-  i - 1's, so the actors together run every level."""
+  i - 1's, so the actors together run every level. `dmlab` (a DM Lab
+  run's DMLabSettings) and `log_dir` (the env workers' logs): see
+  `dmlab_env_kwargs`."""
 
-  def factory(i):
+  def factory(i, **options):
     kwargs = (
       {"level_offset": i * settings.num_envs_per_actor}
       if dmlab_set_name(settings.env)
       else {}
+    )
+    kwargs.update(
+      dmlab_env_kwargs(settings, dmlab, log_dir, f"actor{i}_worker", **options)
     )
     return make_actor_env(
       settings.env,
@@ -333,12 +426,17 @@ def env_factory(settings, env_groups=1):
   return factory
 
 
-def probe_env(settings, values):
+def probe_env(settings, values, env_kwargs=None):
   """(builder, observation space) from one throwaway env (what DM Lab
-  says of `--env`'s level: a usage error)."""
+  says of `--env`'s level: a usage error); `env_kwargs`: more
+  make_actor_env kwargs (`dmlab_env_kwargs`)."""
   with config_flags.usage_of("env", settings.env):
     probe = make_actor_env(
-      settings.env, 1, settings.seed, settings.num_action_repeats
+      settings.env,
+      1,
+      settings.seed,
+      settings.num_action_repeats,
+      **(env_kwargs or {}),
     )
   num_actions = probe.action_space.num_categories
   obs_space = probe.observation_space
@@ -356,8 +454,9 @@ class Run:
   """A run directory's TensorBoard writer and checkpoints of a learner
   executor (weights, optimizer slots, update count) and the frame count."""
 
-  def __init__(self, settings, values, run_dir, learner_executor):
+  def __init__(self, settings, values, run_dir, learner_executor, dmlab=None):
     self.settings = settings
+    self.dmlab = dmlab  # DMLabSettings of a DM Lab run (its evaluation).
     self.dir = run_dir
     self.frames = tf.Variable(0, dtype=tf.int64, trainable=False)
     self.checkpoint = tf.train.Checkpoint(
@@ -458,21 +557,34 @@ class Run:
       )
     path = os.path.join(self.dir, "dmlab30_test_scores.json")
     report = evaluate_levels_in_fresh_process(
-      self.settings, saved_policy, episodes, path
+      self.settings, saved_policy, episodes, path, self.dmlab
     )
-    levels = report["levels"].values()
-    mean = float(np.mean([row["mean_return"] for row in levels]))
+    # Failed or skipped levels have no mean: rows with their error.
+    levels = [
+      row for row in report["levels"].values() if row["mean_return"] is not None
+    ]
+    mean = float(np.mean([row["mean_return"] for row in levels] or [np.nan]))
     with self.writer.as_default(step=frames):
       tf.summary.scalar("eval/episodic_return", mean)
-      tf.summary.scalar(
-        "eval/dmlab30/mean_capped_hns", report["mean_capped_hns"]
-      )
+      if report["mean_capped_hns"] is not None:
+        tf.summary.scalar(
+          "eval/dmlab30/mean_capped_hns", report["mean_capped_hns"]
+        )
+    bad = report.get("failed_levels", []) + report.get("skipped_levels", [])
     return (
       f"\n[impala] greedy return of the exported policy in a fresh "
       f"process: {mean:.1f} over {episodes * len(levels)} episodes "
       f"(the mean of {len(levels)} test levels' means)\n"
       f"[impala] DMLab-30 test levels, greedy, {episodes} episode(s) "
-      f"per level ({path}):\n" + dmlab30.format_report(report)
+      f"per level ({path}):\n"
+      + dmlab30.format_report(report)
+      + (
+        f"\n[impala] evaluation incomplete (complete: false): "
+        f"{len(report['failed_levels'])} level(s) failed, "
+        f"{len(report['skipped_levels'])} skipped: {bad}"
+        if bad
+        else ""
+      )
     )
 
 
@@ -499,15 +611,27 @@ def main(argv):
   values = configs.impala_values()
   check_flags(values)
   settings = configs.impala_settings(values)
+  dmlab = dmlab_settings.from_flags()
+  dmlab_preflight(settings, dmlab)  # Before any env starts.
   if in_cluster(settings.job_name):
-    return cluster_main(settings, values, wall_start)
+    return cluster_main(settings, values, wall_start, dmlab)
   configs.set_intra_op_threads(settings.intra_op_threads)
   run_dir = run_dir_path(settings)
+  log_dir = os.path.join(run_dir, "env_workers")
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
-  builder, obs_space = probe_env(settings, values)
+  builder, obs_space = probe_env(
+    settings, values, dmlab_env_kwargs(settings, dmlab, log_dir, "probe_worker")
+  )
+  factory = env_factory(settings, builder.config.env_groups, dmlab, log_dir)
+  if env_kind(settings.env) == "dmlab":
+    # All actors' levels load at once (DM Lab compiles maze maps at load).
+    envs = make_actor_envs(
+      factory, settings.num_actors, settings.num_envs_per_actor
+    )
+    factory = envs.__getitem__
   driver = ActorLearnerDriver(
     builder,
-    env_factory(settings, builder.config.env_groups),
+    factory,
     settings.num_actors,
     seed=settings.seed,
   )
@@ -518,7 +642,7 @@ def main(argv):
     f"{driver.learner_executor.stats.total_s:.1f} s; logdir {run_dir}",
     flush=True,
   )
-  run = Run(settings, values, run_dir, driver.learner_executor)
+  run = Run(settings, values, run_dir, driver.learner_executor, dmlab)
   if run.restore():
     driver.publish_weights()
   start = int(run.frames.numpy())
@@ -563,7 +687,7 @@ def main(argv):
 # --- cluster roles -----------------------------------------------------------
 
 
-def cluster_main(settings, values, wall_start):
+def cluster_main(settings, values, wall_start, dmlab=None):
   """--job_name=ps|learner|actor: one task of a distributed-TF cluster."""
   task = roles.task_from_flags(
     settings.job_name, settings.task, settings.cluster
@@ -582,23 +706,34 @@ def cluster_main(settings, values, wall_start):
   if task.job == "ps":
     roles.run_ps(task)
     return 0
-  builder, obs_space = probe_env(settings, values)
+  log_dir = os.path.join(run_dir_path(settings), "env_workers")
+  builder, obs_space = probe_env(
+    settings,
+    values,
+    dmlab_env_kwargs(settings, dmlab, log_dir, f"{task.job}{task.index}_probe"),
+  )
   if task.job == "actor":
-    env = env_factory(settings, builder.config.env_groups)(task.index)
+    env = env_factory(settings, builder.config.env_groups, dmlab, log_dir)(
+      task.index
+    )
     sys.exit(
       roles.run_actor(
         task, builder, env, seed=settings.seed + 1000 * task.index
       )
     )
-  return learner_main(settings, values, task, builder, obs_space, wall_start)
+  return learner_main(
+    settings, values, task, builder, obs_space, wall_start, dmlab
+  )
 
 
-def learner_main(settings, values, task, builder, obs_space, wall_start):
+def learner_main(
+  settings, values, task, builder, obs_space, wall_start, dmlab=None
+):
   roles.sigterm_as_interrupt()  # Kubernetes stops pods with SIGTERM.
   roles.connect(task)
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
   learner = roles.RemoteLearner(task, builder, obs_space)
-  run = Run(settings, values, run_dir_path(settings), learner.executor)
+  run = Run(settings, values, run_dir_path(settings), learner.executor, dmlab)
   run.restore()
   learner.publish()
   roles.log(
@@ -607,8 +742,9 @@ def learner_main(settings, values, task, builder, obs_space, wall_start):
     f"queue on {task.learner_device}; logdir {run.dir}",
   )
   start = int(run.frames.numpy())
+  # The actors' episodes, from counters on this task.
   progress = Progress(
-    settings, None, run.writer, run.manager, run.frames, repeats, start
+    settings, learner, run.writer, run.manager, run.frames, repeats, start
   )
   remaining = max(0, settings.total_environment_frames - start)
   t0 = time.time()

@@ -33,6 +33,8 @@ def test_dmlab30_training_logs_scores_per_level(tmp_path, fake_dmlab):
     "--eval_episodes=1",
     "--log_every_seconds=0",
     f"--logdir={logdir}",
+    # Two psychlab levels read it (the fake checks it is given).
+    f"--dataset_path={tmp_path}",
     timeout=600,
   )
   assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
