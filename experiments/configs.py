@@ -25,6 +25,7 @@ from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.agents.ppo import PPOConfig
+from ingraph_rl.agents.sac import SACConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.distributed.cluster import JOBS as CLUSTER_JOBS
@@ -192,10 +193,34 @@ class PPOSettings(RunSettings):
   log_every_seconds: float = field(5.0, "Progress line period.", minimum=0.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class SACSettings(RunSettings):
+  """experiments/sac.py's settings (CleanRL's names where it has them)."""
+
+  num_envs: int = field(1, "Environments stepped together (CleanRL: 1).")
+  total_timesteps: int = field(15_000, "Training budget in env steps.")
+  steps_per_call: int = field(
+    1000, "Vector steps per in-graph train call (at most 1000)."
+  )
+
+
 IMPALA_CLASSES = (IMPALASettings, IMPALAConfig)
 APEX_CLASSES = (ApexSettings, ApexConfig)
 DQN_CLASSES = (DQNSettings, DQNConfig)
+SAC_CLASSES = (SACSettings, SACConfig)
 PPO_CLASSES = (PPOSettings, PPOConfig)
+
+# The embedded default of experiments/sac.py: SAC on Pendulum-v1, 15k env
+# steps, 64x64 networks (the learning test's setup; flagfiles/
+# sac_halfcheetah.cfg and sac_hopper.cfg hold CleanRL's MuJoCo settings).
+SAC_PENDULUM = dict(
+  env="Pendulum-v1",
+  eval_episodes=10,
+  hidden_units=64,
+  learning_starts=1000,
+  batch_size=128,
+  policy_lr=1e-3,
+)
 
 # The embedded default of experiments/impala.py: IMPALA on CartPole-v1, 2
 # actors x 32 envs, 800k frames (IMPALASettings' defaults), and these
@@ -409,3 +434,19 @@ def ppo_config(values, action_space):
     num_updates=max(1, updates),
     seed=values["seed"],
   )
+
+
+def sac_values(preset=SAC_PENDULUM, flag_values=None):
+  kwargs = {} if flag_values is None else {"flag_values": flag_values}
+  return config_flags.resolve(SAC_CLASSES, preset, **kwargs)
+
+
+def sac_settings(values):
+  return config_flags.make(SACSettings, values)
+
+
+def sac_config(values, env):
+  """The SACConfig of a run on `env` (its action box), seeded --seed."""
+  fields = config_flags.flag_fields(SACConfig)
+  kwargs = {f.name: values[f.name] for f in fields}
+  return SACConfig.for_env(env, seed=values["seed"], **kwargs)
