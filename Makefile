@@ -50,8 +50,18 @@ lint: $(STAMP)
 # the suite is mostly single-threaded tracing, so 2 cores halve its time.
 TEST_WORKERS ?= 2
 
+# Beside the suite, niced, in the background: tests/test_install.py builds
+# the package as users do (isolated `pip install .` and `python -m build
+# --wheel` of a clean copy, into a fresh venv: minutes of pip and g++,
+# mostly disk). Its failure fails `test`; its output is in build/.
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+	@mkdir -p build
+	nice -n 10 $(PY) -m pytest -q -m install tests/test_install.py \
+	    > build/test_install.log 2>&1 & install=$$!; \
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope; status=$$?; \
+	if wait $$install; then grep -E "passed|failed" build/test_install.log \
+	    | tail -n 1; else cat build/test_install.log; status=1; fi; \
+	exit $$status
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q -m ""

@@ -1,7 +1,8 @@
 """Install ingraph_rl. The primary install path (Bazel is described in BUILD).
 
-`make venv` installs the exact pins of requirements.txt first; the ranges
-below are what the package supports.
+Versions are pinned in one place, requirements.txt: `make venv` installs
+exactly those pins, and the requirements below are derived from them
+(tools/build_backend.py reads the file).
 
 The build also compiles the C++ custom ops (ingraph_rl/ops/*.cc) into
 ingraph_rl/ops/_segment_tree_ops.so with g++ and TensorFlow's own flags
@@ -10,15 +11,18 @@ ingraph_rl/ops/_segment_tree_ops.so with g++ and TensorFlow's own flags
     g++ -std=c++17 -shared -fPIC -O2 ingraph_rl/ops/*.cc -o ... \
         <tf.sysconfig.get_compile_flags()> <tf.sysconfig.get_link_flags()>
 
-so it needs the TensorFlow it will run with, importable at build time:
-`pip install --no-build-isolation -e .` (what `make venv` runs) writes the
-library in place next to ingraph_rl/ops/*.py; a non-editable build puts it in
-the wheel. `python setup.py build_ops --inplace` rebuilds it alone (e.g. after
-editing a .cc or changing TensorFlow).
+so it needs the TensorFlow it will run with, importable at build time. An
+isolated build (`pip install .`, `python -m build --wheel`) gets the pinned
+tensorflow-cpu from the build backend (tools/build_backend.py), and the
+wheel requires the same minor series (TF's custom-op ABI holds within one);
+the wheel is platform-specific. `pip install --no-build-isolation -e .`
+(what `make venv` runs) uses the environment's TensorFlow and writes the
+library in place next to ingraph_rl/ops/*.py. `python setup.py build_ops
+--inplace` rebuilds it alone (e.g. after editing a .cc).
 
-INGRAPH_RL_BUILD_OPS: unset = build, and on failure warn and install anyway
-(the ops have a pure-TF fallback); 1 = a failed build fails the install;
-0 = don't build.
+INGRAPH_RL_BUILD_OPS: unset or 1 = build, and a failed build fails the
+install (a silent fallback would hide it: pip shows no build output);
+0 = don't build (ingraph_rl then runs the ops' pure-TF fallback).
 """
 
 import glob
@@ -36,18 +40,39 @@ except ImportError:  # setuptools < 64
   from distutils.command.build import build as _build
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "tools"))
+import build_backend  # noqa: E402 (tools/, also the PEP 517 backend)
+
+PINS = build_backend.read_pins()
 OPS_PACKAGE_DIR = os.path.join("ingraph_rl", "ops")
 OPS_LIBRARY = "_segment_tree_ops.so"  # The name BUILD and the loader use.
 
 _TF_FLAGS = (
   "import json, tensorflow as tf\n"
   "print(json.dumps([tf.sysconfig.get_compile_flags(), "
-  "tf.sysconfig.get_link_flags()]))\n"
+  "tf.sysconfig.get_link_flags(), tf.__version__]))\n"
 )
 
 
+def minor_series(name):
+  """'X.Y' of its pin."""
+  return ".".join(PINS[build_backend.canonical(name)].split(".")[:2])
+
+
+def series(name):
+  return f"{name}=={minor_series(name)}.*"
+
+
+def pinned(name):
+  return f"{name}=={PINS[build_backend.canonical(name)]}"
+
+
+def at_least(name):
+  return f"{name}>={PINS[build_backend.canonical(name)]}"
+
+
 def tf_flags(python=sys.executable):
-  """TensorFlow's (compile flags, link flags) for custom ops."""
+  """TensorFlow's (compile flags, link flags, version) for custom ops."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   out = subprocess.run(
     [python, "-c", _TF_FLAGS],
@@ -56,13 +81,22 @@ def tf_flags(python=sys.executable):
     capture_output=True,
     text=True,
   )
-  compile_flags, link_flags = json.loads(out.stdout.strip().splitlines()[-1])
-  return compile_flags, link_flags
+  return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def compile_ops(output, sources):
-  """g++ ... -o output; raises RuntimeError with the compiler's output."""
-  compile_flags, link_flags = tf_flags()
+  """g++ ... -o output; raises RuntimeError with the compiler's output, or
+  when the TensorFlow at hand is not of the series the package requires."""
+  compile_flags, link_flags, version = tf_flags()
+  required = minor_series(build_backend.TENSORFLOW)
+  if version.split(".")[:2] != required.split("."):
+    raise RuntimeError(
+      f"the custom ops would be built against TensorFlow {version}, but "
+      f"the package requires {series(build_backend.TENSORFLOW)} "
+      f"(requirements.txt): their ABI "
+      f"differs. Build in isolation (`pip install .`) or install that "
+      f"TensorFlow first"
+    )
   cxx = os.environ.get("CXX", "g++")
   tmp = output + ".tmp"  # Never leave a half-written library behind.
   cmd = (
@@ -85,6 +119,15 @@ def compile_ops(output, sources):
       f"{cxx} failed ({result.returncode}):\n{result.stderr[-6000:]}"
     )
   os.replace(tmp, output)
+
+
+def _build_ops_wanted():
+  mode = os.environ.get("INGRAPH_RL_BUILD_OPS", "")
+  if mode not in ("", "0", "1"):
+    raise ValueError(
+      f"INGRAPH_RL_BUILD_OPS: expected unset, 0 or 1, got {mode!r}"
+    )
+  return mode != "0"
 
 
 class build_ops(setuptools.Command):
@@ -113,28 +156,24 @@ class build_ops(setuptools.Command):
     return os.path.join(self.build_lib, OPS_PACKAGE_DIR, OPS_LIBRARY)
 
   def run(self):
-    mode = os.environ.get("INGRAPH_RL_BUILD_OPS", "")
     sources = self._sources()
-    if mode == "0" or not sources:
+    if not _build_ops_wanted() or not sources:
       return
     try:
       compile_ops(self._target(), sources)
     except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
-      if mode == "1":
-        raise
-      if os.path.exists(self._target()):  # Not a stale one either.
+      if os.path.exists(self._target()):  # Never a stale one.
         os.remove(self._target())
       detail = getattr(e, "stderr", None) or e
-      print(
-        f"WARNING: the custom ops were not built; ingraph_rl will use "
-        f"its pure-TF fallback. Set INGRAPH_RL_BUILD_OPS=1 to make this "
-        f"an error.\n{detail}",
-        file=sys.stderr,
-      )
+      raise RuntimeError(
+        f"the custom ops (ingraph_rl/ops/*.cc) were not built: {detail}\n"
+        f"Set INGRAPH_RL_BUILD_OPS=0 to install without them (ingraph_rl "
+        f"then uses their slower pure-TF fallback)"
+      ) from e
 
   # For setuptools' editable installs and wheels.
   def get_outputs(self):
-    if not self._sources() or os.environ.get("INGRAPH_RL_BUILD_OPS") == "0":
+    if not self._sources() or not _build_ops_wanted():
       return []
     return [self._target()]
 
@@ -156,6 +195,43 @@ class BinaryDistribution(setuptools.Distribution):
     return True
 
 
+# The TensorFlow family in the pinned minor series (the ops are compiled
+# against it); otherwise the ranges the package supports. tf-keras
+# (requirements-nodeps.txt), which TFP imports, cannot be listed: its own
+# requirements pull the full `tensorflow` beside tensorflow-cpu.
+REQUIRES = [
+  series("tensorflow-cpu"),
+  series("tensorflow-probability"),
+  series("tensorboard"),
+  "numpy>=1.26,<3",
+  "dm-tree>=0.1.8",
+  # bfloat16 numpy arrays (stored weights); TF itself depends on it.
+  "ml-dtypes>=0.5",
+  "gymnasium>=1.0,<2",
+  "absl-py>=2.0",
+]
+EXTRAS = {
+  # The exact pin: the CPU build comes from local wheels (requirements.txt).
+  "torch": [pinned("torch")],
+  "atari": ["ale-py>=0.10"],
+  # gymnasium's MuJoCo v5 environments (HalfCheetah, Hopper).
+  "mujoco": [at_least("mujoco"), at_least("imageio")],
+}
+# What `pytest tests/` imports beyond the library: every backend and
+# environment, cv2 and NumPy references, the process and benchmark helpers.
+EXTRAS["test"] = sorted(
+  set(EXTRAS["torch"] + EXTRAS["atari"] + EXTRAS["mujoco"])
+) + [
+  "pytest>=8",
+  "pytest-timeout",
+  "pytest-xdist",
+  "hypothesis>=6",
+  "pyyaml>=6",
+  "psutil",
+  "matplotlib",
+  "opencv-python-headless>=4.8",
+]
+
 setuptools.setup(
   name="ingraph_rl",
   version="0.1.0",
@@ -163,23 +239,8 @@ setuptools.setup(
   "TensorFlow graph",
   packages=setuptools.find_packages(include=["ingraph_rl", "ingraph_rl.*"]),
   python_requires=">=3.10",
-  install_requires=[
-    "tensorflow-cpu>=2.21,<2.22",
-    "tensorflow-probability>=0.25,<0.26",
-    "numpy>=1.26,<3",
-    "dm-tree>=0.1.8",
-    # bfloat16 numpy arrays (stored weights); TF itself depends on it.
-    "ml-dtypes>=0.5",
-    "gymnasium>=1.0,<2",
-    "absl-py>=2.0",
-    "tensorboard>=2.21,<2.22",
-  ],
-  extras_require={
-    # Ask for the CPU build explicitly (see requirements.txt).
-    "torch": ["torch==2.13.0"],
-    "atari": ["ale-py>=0.10", "opencv-python-headless>=4.8"],
-    "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "pyyaml>=6"],
-  },
+  install_requires=REQUIRES,
+  extras_require=EXTRAS,
   cmdclass={"build": build, "build_ops": build_ops},
   distclass=BinaryDistribution,
 )
