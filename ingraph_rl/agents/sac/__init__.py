@@ -8,7 +8,6 @@ from ingraph_rl.agents.sac.config import SACConfig
 from ingraph_rl.agents.sac.networks import (
   Actor,
   QFunction,
-  TargetTwinQ,
   Temperature,
   TwinQ,
 )
@@ -19,7 +18,6 @@ __all__ = [
   "SACAgent",
   "SACBuilder",
   "SACConfig",
-  "TargetTwinQ",
   "Temperature",
   "TwinQ",
 ]

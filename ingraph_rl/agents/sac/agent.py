@@ -14,15 +14,10 @@ import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.agents.sac.config import SACConfig
-from ingraph_rl.agents.sac.networks import (
-  Actor,
-  TargetTwinQ,
-  Temperature,
-  TwinQ,
-)
+from ingraph_rl.agents.sac.networks import Actor, Temperature, TwinQ
 from ingraph_rl.components.losses import SACLoss
 from ingraph_rl.components.memories import ReplayMemory
-from ingraph_rl.components.optimizers import Adam
+from ingraph_rl.components.optimizers import Adam, Synchronization
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
 from ingraph_rl.utils.lazy import torch
@@ -49,7 +44,8 @@ class SACAgent(Component):
       the actor on mean(alpha log pi - min Q) (the Qs held).
     update_alpha(states) -> {"alpha_loss", "alpha"} (with autotune): one
       Adam step of log alpha on mean(-alpha (log pi + target entropy)).
-    sync_targets() -> True: target <- tau Q + (1 - tau) target.
+    sync_targets() -> synced: every `target_network_frequency`-th call
+      target <- tau Q + (1 - tau) target (a `Synchronization`).
     copy_targets() -> True: target <- Q (the first update does it).
     update() -> {"qf_loss", "qf1_values", "actor_loss", "alpha",
       "alpha_loss", "actor_updated"}: one SAC update on a sampled batch,
@@ -83,7 +79,13 @@ class SACAgent(Component):
     self.env = env  # Not a component: stepped via numpy_function.
     self.actor = Actor(c.network, c.action_low, c.action_high, seed=c.seed)
     self.critic = TwinQ(c.network, scope="critic")
-    self.target_critic = TargetTwinQ(c.network, scope="target_critic")
+    self.target_critic = TwinQ(c.network, scope="target_critic")
+    # Polyak averaging every target_network_frequency updates; the hard
+    # copy starts the targets as the Qs (CleanRL's load_state_dict).
+    self.target_sync = Synchronization(
+      c.target_network_frequency, c.tau, scope="target_sync"
+    )
+    self.target_copy = Synchronization(1, 1.0, scope="target_copy")
     # CleanRL's autotune starts at log alpha 0.
     self.temperature = Temperature(
       1.0 if c.autotune else c.alpha, c.target_entropy
@@ -192,11 +194,15 @@ class SACAgent(Component):
 
   @api
   def sync_targets(self):
-    return self.target_critic.sync(self.critic.variables(), tau=self.config.tau)
+    return self.target_sync.sync(
+      self.target_critic.variables(), self.critic.variables()
+    )["synced"]
 
   @api
   def copy_targets(self):
-    return self.target_critic.sync(self.critic.variables())
+    return self.target_copy.sync(
+      self.target_critic.variables(), self.critic.variables()
+    )["synced"]
 
   @api
   def update(self):
@@ -300,11 +306,7 @@ class SACAgent(Component):
       updated, policy_steps, lambda: (tf.constant(0.0), tf.constant(0.0))
     )
     with tf.control_dependencies([actor_loss, alpha_loss]):
-      synced = tf.cond(
-        tf.equal(n % c.target_network_frequency, 0),
-        lambda: sync(),
-        lambda: tf.constant(False),
-      )
+      synced = sync()  # Its Synchronization counts to the frequency.
     with tf.control_dependencies([synced]):
       return {
         "qf_loss": tf.identity(q["qf_loss"]),
@@ -333,8 +335,7 @@ class SACAgent(Component):
           alpha_loss += float(alpha(batch["states"])["alpha_loss"].detach())
       actor_loss /= c.policy_frequency
       alpha_loss /= c.policy_frequency
-    if n % c.target_network_frequency == 0:
-      sync()
+    sync()  # Its Synchronization counts to the frequency.
     return {
       "qf_loss": q["qf_loss"].detach(),
       "qf1_values": q["qf1_values"].detach(),

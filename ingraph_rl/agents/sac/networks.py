@@ -1,10 +1,9 @@
-"""SAC's networks: the tanh-squashed Gaussian actor, twin Q-functions (and
-their target copy), and the entropy temperature."""
+"""SAC's networks: the tanh-squashed Gaussian actor, twin Q-functions and
+the entropy temperature."""
 
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.components.common import Synchronizable
 from ingraph_rl.components.distributions import SquashedGaussian
 from ingraph_rl.components.layers import Dense
 from ingraph_rl.components.networks import NeuralNetwork
@@ -101,10 +100,6 @@ class TwinQ(Component):
       "q1": self.q1.call(states, actions),
       "q2": self.q2.call(states, actions),
     }
-
-
-class TargetTwinQ(Synchronizable, TwinQ):
-  """A TwinQ whose weights follow another's through `sync(values, tau)`."""
 
 
 class Temperature(Component):

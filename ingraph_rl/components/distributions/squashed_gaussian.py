@@ -99,6 +99,13 @@ class SquashedGaussian(DiagGaussian):
       super()._tf_distribution(parameters), self._tf_bijector()
     )
 
+  def _tf_sample(self, d, seed):
+    # The base's draw (mean + std * noise, as the torch mirror's), squashed.
+    base = d.distribution
+    mean = base.mean()
+    noise = tf.random.stateless_normal(tf.shape(mean), seed, dtype=mean.dtype)
+    return self._tf_bijector().forward(mean + base.stddev() * noise)
+
   def _tf_deterministic(self, d):
     return self._tf_bijector().forward(d.distribution.mean())
 
