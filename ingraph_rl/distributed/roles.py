@@ -12,7 +12,11 @@ an agent: the builder makes the learner and actor roots.
   actor:   connects to the learner only (a sparse spec, so actors can join,
            die and rejoin without anyone waiting), and loops ONE fused graph
            call: read the published weights on the learner, load them, run
-           the env stepper, enqueue the rollouts into the learner's queue.
+           the env stepper, enqueue the rollouts into the learner's queue,
+           and add the unroll's episodes (count, return and length sums) to
+           a counter on the learner, which its progress reads
+           (`RemoteLearner.take_episodes`): the cluster's returns, as a
+           one-process run reports them.
 
 Failure handling: an actor whose learner goes away gets `UnavailableError`
 (or `CancelledError` when the learner closes the queue at the end) and
@@ -25,15 +29,66 @@ import os
 import signal
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from ingraph_rl.distributed.cluster import ClusterError, Task, task_from_flags
 from ingraph_rl.distributed.placement import PSExecutor
-from ingraph_rl.distributed.weights import PublishedWeights, weight_specs
+from ingraph_rl.distributed.weights import (
+  PublishedWeights,
+  shared_variable,
+  weight_specs,
+)
 
 EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
 QUEUE_NAME = "ingraph_rl/rollouts"
+EPISODE_STATS = ("episodes", "return_sum", "length_sum")
+
+
+class EpisodeCounters:
+  """The actors' finished episodes: [episodes, return sum, length sum] in
+  ONE float64 variable on the learner (counts exact below 2**53), so an
+  actor's add and the learner's read are one op each: a read never sees
+  half of an add (three scalars did: a window's return without its
+  length).
+
+    counters = EpisodeCounters(task.learner_device)
+    counters.assign_zeros()             # the learner, before any add
+    counters.add(stats)                 # an actor, in its graph call
+    counters.read()                     # [3] totals
+  """
+
+  NAME = "ingraph_rl/episodes"
+
+  def __init__(self, device):
+    self.device = device
+    self.read = tf.function(self._read, input_signature=[])
+    self.assign_zeros = tf.function(self._assign_zeros, input_signature=[])
+
+  def _handle(self):
+    return shared_variable(self.NAME, [len(EPISODE_STATS)], tf.float64)
+
+  def _read(self):
+    with tf.device(self.device):
+      return tf.raw_ops.ReadVariableOp(
+        resource=self._handle(), dtype=tf.float64
+      )
+
+  def _assign_zeros(self):
+    with tf.device(self.device):
+      tf.raw_ops.AssignVariableOp(
+        resource=self._handle(),
+        value=tf.zeros([len(EPISODE_STATS)], tf.float64),
+      )
+
+  def add(self, stats):
+    """Adds an unroll's {"episodes", "return_sum", "length_sum"} (inside
+    a tf.function)."""
+    value = tf.stack([tf.cast(stats[k], tf.float64) for k in EPISODE_STATS])
+    with tf.device(self.device):
+      tf.raw_ops.AssignAddVariableOp(resource=self._handle(), value=value)
+
 
 UNREACHABLE = (
   tf.errors.UnavailableError,
@@ -126,6 +181,18 @@ class RemoteLearner:
     self.executor = build_on_learner(task, root)
     with tf.device(task.learner_device):
       self.published = PublishedWeights(specs, task.learner_device)
+    # Before the first publish: no actor unrolls (and adds) before it.
+    self.episodes = EpisodeCounters(task.learner_device)
+    self.episodes.assign_zeros()
+    self._taken = np.zeros(len(EPISODE_STATS))
+
+  def take_episodes(self):
+    """(episodes, return sum, length sum, []) the actors finished since
+    the last call (the runners' `EpisodeTotals.take_episodes`, without
+    per-env groups)."""
+    now = self.episodes.read().numpy()
+    (episodes, returns, lengths), self._taken = now - self._taken, now
+    return int(episodes), float(returns), int(lengths), []
 
   @property
   def placement(self):
@@ -192,6 +259,7 @@ class RemoteActor:
     set_weights = self.executor.function("set_weights")
     unroll = self.executor.function("unroll")
     read = self.published.read
+    episodes = EpisodeCounters(task.learner_device)
 
     @tf.function
     def step():
@@ -200,6 +268,7 @@ class RemoteActor:
         tf.nest.flatten(set_weights(got["weights"]))
       ):
         stats = unroll()
+      episodes.add(stats)
       return dict(stats, weights_version=got["version"])
 
     self.step = step
