@@ -79,10 +79,16 @@ DM Lab ids step in env worker processes (one per env, `WorkerVectorEnv`),
 the raw phase too (the same N x envs_per_actor workers, stepped by N
 threads with random actions). By default (`--dmlab_fake`) the workers run
 the fake `deepmind_lab` (ingraph_rl.testing.fake_deepmind_lab, importable
-as `deepmind_lab` through a shim on their PYTHONPATH), which spends ~0.4
-ms of CPU per 96x72 frame: ~1.6 ms per agent step of 4 repeats.
-`ratios.dmlab_fake_actors_only_over_raw` is the best actors-only rate over
-the best raw rate (target >= 0.7).
+as `deepmind_lab` through a shim on their PYTHONPATH), which spends 0.34
+ms of CPU per 96x72 frame (~1.4 ms per agent step of 4 repeats),
+calibrated to the real module's raw rate in this layout (issue 39). The
+env workers, raw phase included, run with LP_NUM_THREADS=0 unless it is
+set (`WorkerVectorEnv`: real DM Lab's llvmpipe rasterizes on the calling
+thread). `ratios.dmlab_fake_actors_only_over_raw` is the best actors-only
+rate over the best raw rate (target >= 0.7);
+`dmlab_fake_actors_only_over_raw_actors_<N>_envs_<E>` the paired ratio of
+N actors x E envs (the real module's, measured on this machine with
+--nodmlab_fake at 2 x 2: 0.63, 0.62 with LP_NUM_THREADS=0).
 
 Writes benchmarks/results/impala_throughput.json (and .png without --quick).
 """
@@ -212,7 +218,7 @@ _PROFILE = flags.DEFINE_bool(
 _DMLAB_FAKE = flags.DEFINE_bool(
   "dmlab_fake",
   True,
-  "dmlab: ids step the fake deepmind_lab (~1.6 ms of "
+  "dmlab: ids step the fake deepmind_lab (~1.4 ms of "
   "CPU per 4-repeat step at 96x72), put on the env workers' PYTHONPATH "
   "under the real name; --nodmlab_fake uses an installed deepmind_lab.",
 )
@@ -225,9 +231,11 @@ DMLAB_TARGETS = {"actors_only": 0.7}
 DMLAB_FAKE_NOTE = (
   "the FAKE deepmind_lab (ingraph_rl.testing.fake_deepmind_lab via a "
   "deepmind_lab.py shim on the env workers' PYTHONPATH), not DeepMind "
-  "Lab: ~0.4 ms of CPU per rendered 96x72 frame, ~1.6 ms per 4-repeat "
-  "step; one env worker process per env (WorkerVectorEnv), for the raw "
-  "phase as for the actors"
+  "Lab: 0.34 ms of CPU per rendered 96x72 frame (calibrated to the real "
+  "module's raw frames/s at 2 actors x 2 envs with LP_NUM_THREADS=0, "
+  "issue 39), ~1.4 ms per 4-repeat step; one env worker process per env "
+  "(WorkerVectorEnv, LP_NUM_THREADS=0 unless set), for the raw phase as "
+  "for the actors"
 )
 
 
@@ -534,6 +542,10 @@ def main(argv):
       ratios["dmlab_fake_actors_only_over_raw"] = ratios[
         f"{s}_native_best_actors_only_over_best_raw"
       ]
+      for n in actor_counts:  # Per layout, as the real module was measured.
+        ratios[
+          f"dmlab_fake_actors_only_over_raw_actors_{n}_envs_{args['E']}"
+        ] = ratios[f"{s}_native_actors_{n}_actors_only_over_raw"]
     if len(modes) == 2:
       faster = {}
       for n in actor_counts:

@@ -37,11 +37,16 @@ It also fails where the real one fails, and costs what it costs:
   aborts the process at that frame of its first episode (0: at its first
   reset), after printing a fatal line to stderr.
 - Every rendered frame spends `frame_cpu_seconds()` of this thread's CPU
-  at 96 x 72 pixels, scaled by the pixel count, and every `step` call
-  `STEP_CPU_SECONDS` more (the Python/C boundary, observation copies):
-  calibrated so that 4 fake envs in 4 env workers on 2 cores step at
-  about the real module's rate (seekavoid_arena_01, LP_NUM_THREADS=0,
-  5,028 frames/s; one env alone ~3,450 frames/s). Env var
+  at 96 x 72 pixels, scaled by the pixel count (and every `step` call
+  `STEP_CPU_SECONDS` more, 0 now). Calibrated to the real module in the
+  benchmark's layout (benchmarks/impala_throughput.py, 2 actors x 2 envs,
+  one env worker per env, 2 cores): real seekavoid_arena_01 with
+  LP_NUM_THREADS=0 steps raw at 5,028 frames/s, ~0.40 ms of the 2 cores
+  per frame; the fake spent 0.46 ms per frame there at 0.4 ms of spin
+  (raw 4,354), so its spin is 0.34 ms. (One real env alone steps at
+  3,450 frames/s, 0.29 ms a frame: the real engine's frames cost more
+  CPU when several workers share the cores, which a fixed spin does not
+  model; see benchmarks/README.md.) Env var
   FAKE_DEEPMIND_LAB_FRAME_CPU_SECONDS overrides the per-frame cost.
 
 The "game": frames are pseudo-random from the episode seed and the actions;
@@ -80,8 +85,8 @@ ACTION_SPEC = (
 
 # CPU per rendered frame at REFERENCE_PIXELS (96 x 72), scaled by pixels,
 # and per `step` call (see the module docstring for the calibration).
-FRAME_CPU_SECONDS = 0.27e-3
-STEP_CPU_SECONDS = 0.05e-3
+FRAME_CPU_SECONDS = 0.34e-3
+STEP_CPU_SECONDS = 0.0
 REFERENCE_PIXELS = 96 * 72
 
 # Every observation the real engine lists (its kObservationNames), then the
