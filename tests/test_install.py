@@ -51,8 +51,14 @@ SPACES = {
 }
 PRIORITIES = np.array([0.5, 4.0, 1.0, 2.0], np.float32)
 ALPHA, BETA = 0.6, 0.4
-library = ops.load_segment_tree_ops()
-default_impl = segment_tree.DEFAULT_IMPL
+out = {
+  "package": ingraph_rl.__file__,
+  "library": ops.load_segment_tree_ops() and ops.LIBRARY_PATH,
+  "default_impl": segment_tree.DEFAULT_IMPL,
+}
+if out["library"] is None:  # The stderr says why.
+  print(json.dumps(out))
+  raise SystemExit()
 
 
 def run(impl):
@@ -60,31 +66,25 @@ def run(impl):
   ex = TFExecutor(PrioritizedReplay(4, alpha=ALPHA, seed=3), SPACES)
   ex.execute("insert", RECORDS.sample(4, seed=0))
   ex.execute("update_priorities", np.arange(4, dtype=np.int32), PRIORITIES)
-  out = ex.execute("sample", 32, np.float32(BETA))
+  sample = ex.execute("sample", 32, np.float32(BETA))
   ops_used = set()
   for api in ("insert", "update_priorities", "sample"):
     ops_used |= set(graph_op_types(ex.function(api)))
   sum_tree = ex.get_weights()["prioritized_replay/sum_tree"]
   return (
-    {k: np.asarray(out[k]).tolist() for k in ("indices", "weights")},
+    {k: np.asarray(sample[k]).tolist() for k in ("indices", "weights")},
     sorted(ops_used),
     np.asarray(sum_tree).tolist(),
   )
 
 
-custom, tf_path = run("custom_op"), run("tf")
+out["custom"], out["tf"] = run("custom_op"), run("tf")
 probs = PRIORITIES**ALPHA / np.sum(PRIORITIES**ALPHA)
-indices = np.array(custom[0]["indices"])
+indices = np.array(out["custom"][0]["indices"])
 weights = (4 * probs[indices]) ** -BETA / (4 * probs.min()) ** -BETA
-print(json.dumps({
-  "package": ingraph_rl.__file__,
-  "library": None if library is None else ops.LIBRARY_PATH,
-  "default_impl": default_impl,
-  "custom": custom,
-  "tf": tf_path,
-  "reference_weights": weights.tolist(),
-  "reference_leaves": (PRIORITIES**ALPHA).tolist(),
-}))
+out["reference_weights"] = weights.tolist()
+out["reference_leaves"] = (PRIORITIES**ALPHA).tolist()
+print(json.dumps(out))
 """
 
 
@@ -99,8 +99,9 @@ def _run(argv, cwd=None, env=None, timeout=900):
     timeout=timeout,
     check=False,
   )
+  shown = " ".join(str(a)[:200] for a in argv)  # Not all of CHECK.
   assert result.returncode == 0, (
-    f"{' '.join(map(str, argv))} failed ({result.returncode}):\n"
+    f"{shown} failed ({result.returncode}):\n"
     f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
   )
   return result
@@ -139,7 +140,7 @@ def check_installed(venv):
   result = _run([python, "-I", "-c", CHECK], cwd=venv, env=env)
   out = json.loads(result.stdout.strip().splitlines()[-1])
   assert out["package"].startswith(str(venv)), out["package"]
-  assert out["library"] is not None, result.stderr[-3000:]
+  assert out["library"] is not None, result.stderr[-3000:]  # Why not.
   assert "pure-TF fallback" not in result.stderr, result.stderr[-3000:]
   assert out["default_impl"] == "custom_op"
   (custom, custom_ops, custom_tree), (tf, tf_ops, tf_tree) = (
