@@ -362,8 +362,7 @@ def cluster_main(settings, values, wall_start):
   task.check_addresses(settings.allow_remote_hosts)
   configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
   if task.job == "ps":
-    roles.run_ps(task)
-    return 0
+    return roles.run_ps(task, settings.ps_linger_s)
   if not settings.logdir:
     raise ClusterError(
       "a cluster's tasks need one shared --logdir (checkpoints, logs)"

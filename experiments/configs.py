@@ -95,6 +95,12 @@ class ClusterSettings(RunSettings):
     '[...], "actor": [...]} or "ps=h:p;learner=h:p;actor=h:p,h:p"; '
     "default: TF_CONFIG (ours, or a Kubernetes TFJob's).",
   )
+  ps_linger_s: float = field(
+    60.0,
+    "A ps task exits once the learner it served has been gone this long "
+    "(its run ended; a restarted learner comes back well within it).",
+    minimum=0.0,
+  )
   allow_remote_hosts: bool = field(
     False,
     "Allow non-loopback cluster addresses (TF gRPC has no "

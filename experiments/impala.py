@@ -704,8 +704,7 @@ def cluster_main(settings, values, wall_start, dmlab=None):
     )
   configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
   if task.job == "ps":
-    roles.run_ps(task)
-    return 0
+    return roles.run_ps(task, settings.ps_linger_s)
   log_dir = os.path.join(run_dir_path(settings), "env_workers")
   builder, obs_space = probe_env(
     settings,

@@ -3,7 +3,12 @@
 resource ops with shared names; DESIGN.md section 6). Nothing here knows
 an agent: the builder makes the learner and actor roots.
 
-  ps:      serves variables (`tf.distribute.Server.join`).
+  ps:      serves variables (a `tf.distribute.Server`) until the
+           learner's run has ended: once the learner was reachable, its
+           address refusing connections for `linger_s` (a restarted
+           learner is back well within it) ends the ps too, so no ps
+           outlives the run it served (without a launcher, e.g. a
+           Kubernetes TFJob).
   learner: connects to the ps tasks, builds the learner with its variables
            sharded over them (on itself without ps tasks) and the rollout
            queue on itself (`RemoteLearner`); the caller restores its
@@ -27,6 +32,7 @@ restarts it, and it reconnects. A learner that loses a ps task exits with
 
 import os
 import signal
+import socket
 import time
 
 import numpy as np
@@ -131,8 +137,24 @@ def connect(task, timeout_s=60.0):
       time.sleep(1.0)
 
 
-def run_ps(task):
-  """Serves until killed."""
+# How long a ps waits for a learner that went away to come back.
+PS_LINGER_S = 60.0
+PS_POLL_S = 1.0
+
+
+def accepts_connections(address, timeout_s=1.0):
+  """True when something listens at "host:port"."""
+  host, port = address.rsplit(":", 1)
+  try:
+    with socket.create_connection((host, int(port)), timeout=timeout_s):
+      return True
+  except OSError:
+    return False
+
+
+def run_ps(task, linger_s=PS_LINGER_S):
+  """Serves until the learner's run has ended (the learner, once seen,
+  gone for `linger_s`) or killed; returns 0."""
   server = tf.distribute.Server(
     tf.train.ClusterSpec(
       {"ps": task.cluster["ps"], "learner": task.cluster["learner"]}
@@ -142,7 +164,21 @@ def run_ps(task):
     start=True,
   )
   log(task, f"serving at {task.address}")
-  server.join()
+  learner = task.cluster["learner"][0]
+  seen, gone_since = False, None
+  while True:
+    if accepts_connections(learner):
+      seen, gone_since = True, None
+    elif seen:
+      gone_since = gone_since or time.monotonic()
+      if time.monotonic() - gone_since >= linger_s:
+        log(
+          task,
+          f"the learner ({learner}) has been gone {linger_s:g} s: its "
+          f"run ended; {server.target} stops serving",
+        )
+        return 0
+    time.sleep(PS_POLL_S)
 
 
 def build_on_learner(task, root):
