@@ -242,7 +242,7 @@ class Progress:
     )
 
 
-def play_in_fresh_process(settings, saved_policy, episodes):
+def play_in_fresh_process(settings, saved_policy, episodes, dmlab=None):
   """Mean greedy return of the SavedModel, played by
   experiments/play_policy.py in a subprocess that cannot import ingraph_rl
   (for DM Lab: only its TF-free env layer, for the env workers)."""
@@ -263,6 +263,11 @@ def play_in_fresh_process(settings, saved_policy, episodes):
       f"--env={settings.env}",
       f"--episodes={episodes}",
       f"--seed={settings.seed + 10_000}",
+      *(
+        [f"--dataset_path={dmlab_settings.lab_config(dmlab)['datasetPath']}"]
+        if dmlab is not None and dmlab.dataset_path
+        else []
+      ),
     ],
     env=env,
     capture_output=True,
@@ -361,7 +366,7 @@ def dmlab_preflight(settings, dmlab):
     if set_name:
       dmlab_settings.plan_levels(levels, dmlab)
     else:
-      dmlab30.check_dataset(levels, dmlab.dataset_path)
+      dmlab30.check_dataset(levels, dmlab.dataset_path, skip_flag=None)
   except ValueError as e:
     raise app.UsageError(f"--env={settings.env}: {e}") from None
 
@@ -471,10 +476,10 @@ class Run:
       tf.summary.text("hyperparameters", config_flags.table(values), 0)
 
   def restore(self):
-    """Restores the latest checkpoint, if any; returns its path."""
-    latest = self.manager.latest_checkpoint
+    """Restores the newest checkpoint that reads, if any (see
+    `CheckpointSaver.restore`); returns its path."""
+    latest = self.manager.restore()
     if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
       print(
         f"[impala] resumed from {latest} at frame {int(self.frames.numpy())}",
         flush=True,
@@ -548,7 +553,9 @@ class Run:
     to print. On a DMLab-30 set: each of the 30 test levels."""
     episodes = self.settings.eval_episodes
     if not dmlab_set_name(self.settings.env):
-      mean = play_in_fresh_process(self.settings, saved_policy, episodes)
+      mean = play_in_fresh_process(
+        self.settings, saved_policy, episodes, self.dmlab
+      )
       with self.writer.as_default(step=frames):
         tf.summary.scalar("eval/episodic_return", mean)
       return (

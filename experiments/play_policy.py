@@ -49,7 +49,7 @@ def make_atari_env(env_id, seed):
   return reset, step
 
 
-def make_dmlab_env(env_id, seed):
+def make_dmlab_env(env_id, seed, dataset_path=None):
   try:
     from ingraph_rl.environments import make_vector_env
   except ImportError:
@@ -58,7 +58,9 @@ def make_dmlab_env(env_id, seed):
       0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     )
     from ingraph_rl.environments import make_vector_env
-  env = make_vector_env(env_id, 1, seed=seed)  # In a worker process.
+  # In a worker process; the psychlab dataset as the Lab's datasetPath.
+  config = {"datasetPath": dataset_path} if dataset_path else {}
+  env = make_vector_env(env_id, 1, seed=seed, config=config)
   first = [True]
 
   def reset():
@@ -102,11 +104,13 @@ ENV_MAKERS = (
 )
 
 
-def make_env(env_id, seed):
+def make_env(env_id, seed, dataset_path=None):
   """(reset() -> obs [1, ...] (a dict of them for Dict observations),
-  step(action [1]) -> (obs, reward, done))."""
+  step(action [1]) -> (obs, reward, done)); `dataset_path`: DM Lab's."""
   for matches, maker in ENV_MAKERS:
     if matches(env_id):
+      if maker is make_dmlab_env:
+        return maker(env_id, seed, dataset_path)
       return maker(env_id, seed)
   raise ValueError(f"no env maker for {env_id!r}")
 
@@ -117,6 +121,11 @@ def main():
   parser.add_argument("--env", default="CartPole-v1")
   parser.add_argument("--episodes", type=int, default=10)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+    "--dataset_path",
+    default=None,
+    help="DM Lab: the psychlab image dataset (the Lab's datasetPath)",
+  )
   parser.add_argument(
     "--sample",
     action="store_true",
@@ -129,7 +138,7 @@ def main():
   # Older exports take no previous reward and action: feed what it takes.
   inputs = set(act.structured_input_signature[1])
   key = "action" if args.sample else "greedy_action"
-  reset, step = make_env(args.env, args.seed)
+  reset, step = make_env(args.env, args.seed, args.dataset_path)
   returns = []
   for episode in range(args.episodes):
     obs, first, done, total = reset(), True, False, 0.0

@@ -206,7 +206,8 @@ def check_dataset(
 ):
   """`DatasetMissingError` when some of `levels` need the dataset and
   `dataset_path` is empty: it names those levels, the dataset, where to get
-  it and the flags that fix it. A `dataset_path` that is given must be a
+  it and the flags that fix it (`skip_flag` None: no skipping, e.g. a
+  single level). A `dataset_path` that is given must be a
   directory (or DM Lab's "dummy" placeholder images)."""
   need = [short_name(level) for level in levels if needs_dataset(level)]
   need = list(dict.fromkeys(need))
@@ -221,8 +222,13 @@ def check_dataset(
     raise DatasetMissingError(
       f"levels {need} need {DATASET}, which DM Lab reads from the Lab "
       f"setting datasetPath: download it as {DATASET_README} says and "
-      f"pass {flag}=<its directory>, or pass {skip_flag} to run the "
-      f"other levels (the report is then incomplete)"
+      f"pass {flag}=<its directory>"
+      + (
+        f", or pass {skip_flag} to run the other levels (the report is "
+        f"then incomplete)"
+        if skip_flag
+        else ""
+      )
     )
 
 

@@ -122,3 +122,39 @@ def test_dmlab30_without_the_dataset_skips_its_levels(tmp_path, fake_dmlab):
   assert test["skipped_levels"] == list(dmlab30.DATASET_LEVELS)
   assert "(cap 100, 28 of 30 levels, not the DMLab-30 figure)" in out.stdout
   assert "evaluation incomplete (complete: false)" in out.stdout
+
+
+# ~15 s: make test-all.
+@pytest.mark.slow
+def test_a_dataset_level_trains_and_plays_with_dataset_path(
+  tmp_path, fake_dmlab
+):
+  env = "--env=dmlab:contributed/dmlab30/psychlab_continuous_recognition"
+  out = fake_dmlab.run("impala", env, f"--logdir={tmp_path}/a", timeout=300)
+  assert out.returncode != 0
+  assert "--dataset_path=<its directory>" in out.stderr
+  assert "--skip_levels_without_dataset" not in out.stderr  # One level.
+  out = fake_dmlab.run(
+    "impala",
+    env,
+    f"--dataset_path={tmp_path}",
+    "--num_actors=1",
+    "--num_envs_per_actor=2",
+    "--torso=small",
+    "--unroll_length=10",
+    "--batch_size=2",
+    "--total_environment_frames=400",
+    "--eval_episodes=1",
+    f"--logdir={tmp_path}/b",
+    timeout=600,
+  )
+  assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+  # The fresh-process player got the dataset too.
+  assert "greedy return of the exported policy in a fresh process" in (
+    out.stdout
+  )
+  assert sorted(os.listdir(tmp_path / "b" / "env_workers")) == [
+    "actor0_worker0.log",
+    "actor0_worker1.log",
+    "probe_worker0.log",
+  ]
