@@ -90,7 +90,11 @@ class Distribution(Component):
   def _graph_fn_sample(self, parameters):
     # tfp takes a stateless seed: draw a fresh one from the generator.
     seed = self.rng.uniform_full_int([2], dtype=tf.int32)
-    return self._tf_distribution(parameters).sample(seed=seed)
+    return self._tf_sample(self._tf_distribution(parameters), seed)
+
+  def _tf_sample(self, d, seed):
+    """A draw of `d` with the stateless `seed`."""
+    return d.sample(seed=seed)
 
   @graph_fn(output_space=lambda c: c._sample_space())
   def _graph_fn_deterministic(self, parameters):

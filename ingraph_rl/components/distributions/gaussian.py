@@ -106,6 +106,14 @@ class _Gaussian(Distribution):
   def _torch_deterministic(self, d):
     return d.mean
 
+  def _tf_sample(self, d, seed):
+    # mean + std * noise, as the torch mirror draws: TFP's
+    # MultivariateNormalDiag.sample divides by the batch size and fails on
+    # an empty batch.
+    mean = d.mean()
+    noise = tf.random.stateless_normal(tf.shape(mean), seed, dtype=mean.dtype)
+    return mean + d.stddev() * noise
+
   def _torch_sample(self, d, generator):
     mean, std = self._torch_loc_scale(d)
     noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
@@ -159,7 +167,7 @@ class DiagGaussian(_Gaussian):
 
   def _torch_distribution(self, parameters):
     mean, log_std = self._torch_split(parameters)
-    return torch.distributions.Independent(
+    return _independent()(
       torch.distributions.Normal(mean, torch.exp(log_std), validate_args=False),
       1,
       validate_args=False,
@@ -167,3 +175,23 @@ class DiagGaussian(_Gaussian):
 
   def _torch_loc_scale(self, d):
     return d.base_dist.loc, d.base_dist.scale
+
+
+_INDEPENDENT = []
+
+
+def _independent():
+  """torch's `Independent` whose log_prob and entropy also take an empty
+  batch (torch's reshape to [0, -1] fails there); made once, on first use
+  (torch is imported lazily)."""
+  if not _INDEPENDENT:
+
+    class Independent(torch.distributions.Independent):
+      def log_prob(self, value):
+        return self.base_dist.log_prob(value).sum(-1)
+
+      def entropy(self):
+        return self.base_dist.entropy().sum(-1)
+
+    _INDEPENDENT.append(Independent)
+  return _INDEPENDENT[0]
