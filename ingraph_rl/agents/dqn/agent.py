@@ -75,6 +75,13 @@ class DQNAgent(Component):
   acts on weights one update older (Sample Factory's policy lag). The
   torch build steps the groups as one env.
 
+  `optimizer`: any optimizer with the callable form
+  (`components.optimizers`, e.g. `Evolutionary`) in place of Adam: `update`
+  then hands it `batch_loss` (the TD loss of the sampled batch, targets
+  computed once at the weights the update starts from), and its "grad_norm"
+  is 0 unless the optimizer reports one (TensorForce's interchangeable
+  optimizers). Not with prioritized replay.
+
   Truncated episodes are not terminal: the memory stores the true last
   observation (`final_obs`) as next state and the target bootstraps. With
   n_step > 1 no transition crosses an episode end: at an end the pending
@@ -100,6 +107,7 @@ class DQNAgent(Component):
     preprocessor=None,
     scope="dqn",
     observation_space=None,
+    optimizer=None,
   ):
     super().__init__(scope=scope)
     if not isinstance(config, DQNConfig):
@@ -144,8 +152,20 @@ class DQNAgent(Component):
         self.accumulator = self._make_accumulator(c, env)
     self._check_first_update(c, env)
     self.loss = DQNLoss(c.discount, c.n_step, c.double_q, c.huber_delta)
-    self.optimizer = Adam(
-      c.learning_rate, epsilon=c.adam_epsilon, clip_global_norm=c.clip_grad_norm
+    self.callable_update = optimizer is not None
+    if self.callable_update and c.prioritized:
+      raise BuildError(
+        "DQNAgent: a given optimizer (the callable form) does not support "
+        "prioritized replay"
+      )
+    self.optimizer = (
+      optimizer
+      if optimizer is not None
+      else Adam(
+        c.learning_rate,
+        epsilon=c.adam_epsilon,
+        clip_global_norm=c.clip_grad_norm,
+      )
     )
 
   def _env_groups(self, c, env):
@@ -255,7 +275,7 @@ class DQNAgent(Component):
 
   @classmethod
   def internal_apis(cls):
-    return super().internal_apis() | {"get_held_actions"}
+    return super().internal_apis() | {"get_held_actions", "batch_loss"}
 
   def _actions(self, states, explore, advance):
     q_values = self.online.call(self._preprocess(states))
@@ -324,6 +344,8 @@ class DQNAgent(Component):
     batch = self.memory.sample(c.batch_size)
     # FrameStackReplay returns the transitions themselves.
     records = batch if self.frame_stack else batch["records"]
+    if self.callable_update:
+      return self._minimize(records)
     q_values = self.online.call(self._preprocess(records["states"]))
     next_states = self._preprocess(records["next_states"])
     weights = (
@@ -361,6 +383,58 @@ class DQNAgent(Component):
       "grad_norm": stats["grad_norm"],
       "mean_q": self._graph_fn_mean(q_values),
     }
+
+  def _minimize(self, records):
+    """`update` with an optimizer of the callable form: the targets once,
+    then the optimizer evaluates `batch_loss` as often as it needs."""
+    next_states = self._preprocess(records["next_states"])
+    batch = {
+      key: records[key] for key in ("states", "actions", "rewards", "terminals")
+    }
+    batch["target_q"] = self.target.call(next_states)
+    batch["online_next_q"] = self.online.call(next_states)
+    if self.accumulator is not None or self.frame_stack:
+      batch["discounts"] = records["discounts"]
+    stats = self.optimizer.minimize(
+      inline(self.batch_loss), self.online.variables(), batch
+    )
+    grad_norm = (
+      stats["grad_norm"]
+      if "grad_norm" in self.optimizer.stats_spec({})
+      else self._graph_fn_zero(stats["loss"])
+    )
+    return {
+      "loss": stats["loss"],
+      "grad_norm": grad_norm,
+      "mean_q": stats["mean_q"],
+    }
+
+  @api
+  def batch_loss(self, batch):
+    """{"loss", "mean_q"} of a sampled batch at the current weights (the
+    targets are in the batch): what a callable-form optimizer evaluates."""
+    q_values = self.online.call(self._preprocess(batch["states"]))
+    out = self.loss.loss(
+      q_values,
+      batch["actions"],
+      batch["rewards"],
+      batch["terminals"],
+      batch["target_q"],
+      batch["online_next_q"],
+      self._graph_fn_ones(batch["rewards"]),
+      batch["discounts"]
+      if self.accumulator is not None or self.frame_stack
+      else None,
+    )
+    return {"loss": out["loss"], "mean_q": self._graph_fn_mean(q_values)}
+
+  @graph_fn
+  def _graph_fn_zero(self, like):
+    return tf.zeros_like(like)
+
+  @_graph_fn_zero.torch
+  def _graph_fn_zero(self, like):
+    return torch.zeros_like(like)
 
   @api
   def sync_target(self):

@@ -158,10 +158,12 @@ class DQNBuilder:
     self,
     observation_space: Optional[Space] = None,
     env: Optional[VectorEnv] = None,
+    optimizer: Optional[Component] = None,
   ) -> Root:
     """The `DQNAgent` root: TRAIN_APIS, and with `env` (any `VectorEnv`;
     with `env_groups` > 1 a `GroupedVectorEnv` of that many groups) also
-    LOOP_APIS; `observation_space` defaults to the env's."""
+    LOOP_APIS; `observation_space` defaults to the env's. `optimizer`: an
+    optimizer of the callable form in place of Adam (see `DQNAgent`)."""
     if observation_space is None:
       if env is None:
         raise ValueError("make_agent needs an observation space or an env")
@@ -171,6 +173,7 @@ class DQNBuilder:
       env,
       preprocessor=self._preprocessor(),
       observation_space=observation_space,
+      optimizer=optimizer,
     )
     apis = TRAIN_APIS + (LOOP_APIS if env is not None else ())
     return Root(

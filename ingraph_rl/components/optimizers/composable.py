@@ -43,7 +43,7 @@ import tree
 from tensorflow.python.framework import func_graph
 
 from ingraph_rl.core import Component, api, graph_fn
-from ingraph_rl.errors import BuildError
+from ingraph_rl.errors import AssemblyError, BuildError
 from ingraph_rl.executors import gradients
 
 
@@ -92,6 +92,17 @@ class ComposableOptimizer(Component):
   @api
   def prepare(self, variables):
     return self._prepare(variables)
+
+  @api
+  def get_iterations(self):
+    """int64: the updates (or inner steps) taken so far: a wrapper asks
+    its inner optimizer."""
+    inner = getattr(self, "inner", None)
+    if inner is None:
+      raise AssemblyError(
+        f"'{self.path}' ({type(self).__name__}) counts no iterations"
+      )
+    return inner.get_iterations()
 
   def _prepare(self, variables):
     return {}

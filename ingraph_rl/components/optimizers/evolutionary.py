@@ -9,6 +9,7 @@ from ingraph_rl.components.optimizers.composable import (
   ComposableOptimizer,
   float_paths,
 )
+from ingraph_rl.core import api, graph_fn
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.lazy import torch
 
@@ -56,6 +57,18 @@ class Evolutionary(ComposableOptimizer):
 
   def create_variables(self, input_spaces):
     self.draws = self.add_variable("draws", (), np.int64, trainable=False)
+
+  @api
+  def get_iterations(self):
+    return self._graph_fn_draws()
+
+  @graph_fn
+  def _graph_fn_draws(self):
+    return tf.identity(self.draws)
+
+  @_graph_fn_draws.torch
+  def _graph_fn_draws(self):
+    return self.draws.clone()
 
   def _weight(self, plus, minus, xp_sign):
     if self.shaping == "sign":
