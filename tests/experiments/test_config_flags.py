@@ -86,11 +86,12 @@ def test_a_name_declared_twice_is_refused():
 MODULE_FLAGS = r"""
 import importlib, json, sys
 from absl import flags
-from experiments import config_flags, configs
+from experiments import config_flags, configs, dmlab_settings
 name = sys.argv[1]
 module = importlib.import_module(f"experiments.{name}")
-classes = {"impala": configs.IMPALA_CLASSES, "dqn": configs.DQN_CLASSES,
-           "apex": configs.APEX_CLASSES}[name]
+# IMPALA also takes the DM Lab flags (--dataset_path, ...).
+classes = {"impala": configs.IMPALA_CLASSES + (dmlab_settings.DMLabSettings,),
+           "dqn": configs.DQN_CLASSES, "apex": configs.APEX_CLASSES}[name]
 declared = sorted(f.name for f in
                   flags.FLAGS.flags_by_module_dict()[f"experiments.{name}"])
 print(json.dumps({
