@@ -1,10 +1,12 @@
-"""Starts a whole IMPALA or Ape-X cluster as subprocesses on loopback.
+"""Starts a whole IMPALA, Ape-X or PPO cluster as subprocesses on loopback.
 
     python experiments/launch_local.py --num_ps=1 --num_actors=2 \
         --logdir=runs/cluster -- \
         --flagfile=experiments/flagfiles/impala_cartpole.cfg
     python experiments/launch_local.py --agent=apex --num_replay_shards=2 \
         --num_actors=2 --logdir=runs/apex_cluster
+    python experiments/launch_local.py --agent=ppo --num_actors=2 \
+        --logdir=runs/ppo_cluster -- --num_envs=4
 
 Every task is `python -m experiments.<agent> --job_name=<ps|learner|
 replay|actor> --task=<i> --cluster=<spec> --logdir=<logdir>` plus the
@@ -48,6 +50,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ingraph_rl.distributed.cluster import local_cluster  # noqa: E402
+
+# --agent -> the experiments module every task runs.
+MODULES = {"impala": "impala", "apex": "apex", "ppo": "ppo_cluster"}
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 LOG_TAIL_LINES = 25  # Of a crash-looping task, printed when it stops.
@@ -140,9 +145,10 @@ def parse_args(argv):
   parser.add_argument("--num_actors", type=int, default=2)
   parser.add_argument(
     "--agent",
-    choices=("impala", "apex"),
+    choices=tuple(MODULES),
     default="impala",
-    help="experiments/<agent>.py runs every task",
+    help="experiments/<agent>.py runs every task (ppo: "
+    "experiments/ppo_cluster.py, synchronous)",
   )
   parser.add_argument(
     "--num_replay_shards",
@@ -208,7 +214,7 @@ def main(argv=None):
       argv = [
         sys.executable,
         "-m",
-        f"experiments.{args.agent}",
+        f"experiments.{MODULES[args.agent]}",
         f"--job_name={job}",
         f"--task={i}",
         f"--cluster={json.dumps(cluster)}",

@@ -129,6 +129,8 @@ class PublishedWeights:
     signature = [{p: tf.TensorSpec(s, d) for p, (s, d) in self.specs.items()}]
     self.publish = tf.function(self._publish, input_signature=signature)
     self.read = tf.function(self._read, input_signature=[])
+    # The version alone: a synchronous actor polls it between fragments.
+    self.read_version = tf.function(self._read_version, input_signature=[])
 
   @classmethod
   def like(cls, weights, device, **kwargs):
@@ -163,6 +165,13 @@ class PublishedWeights:
         assign = tf.raw_ops.AssignVariableOp(resource=version, value=new)
       with tf.control_dependencies([assign]):
         return tf.identity(new)
+
+  def _read_version(self):
+    """The int64 version (FailedPrecondition before the first publish)."""
+    with tf.device(self.device):
+      return tf.raw_ops.ReadVariableOp(
+        resource=self._version_handle(), dtype=tf.int64
+      )
 
   def _read(self):
     """{"weights": {path: tensor}, "version": int64}; fails with
