@@ -30,6 +30,7 @@ Writes benchmarks/results/ppo_throughput.json (and ppo_throughput.png
 without --quick).
 """
 
+import os
 import time
 
 import numpy as np
@@ -413,6 +414,7 @@ def main(argv):
 
   rows, ratios, config_cases = [], {}, {}
   agents = {}
+  load_start = os.getloadavg()
   specs = {"pong": PONG, "halfcheetah": HALFCHEETAH}
   envs = [c for c in ("halfcheetah", "pong") if c in cases]
   if quick and "update" in cases and not envs:
@@ -501,9 +503,13 @@ def main(argv):
     "rotating which goes first; gc.collect() before each",
     "ratios": "median over reps of per-rep paired ratios",
     "threads": threads,
-    "machine_load": "2 cores shared with other work (other helpers' "
-    "tests and runs); wall ratios pair within a rep, the CPU ratios are "
-    "less sensitive to the load",
+    "machine_load": {
+      "note": "2 cores shared with other work (other helpers' tests and "
+      "runs); wall ratios pair within a rep, the CPU ratios are less "
+      "sensitive to the load",
+      "loadavg_1_5_15_min_at_start": [round(x, 2) for x in load_start],
+      "loadavg_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()],
+    },
     "targets (reported, not asserted)": {
       k: f">= {v:g}" for k, v in TARGETS.items()
     },
