@@ -6,6 +6,7 @@ benchmark interleaves, and a learner fed synthetic rollouts.
 
 import dataclasses
 import gc
+import os
 import threading
 import time
 import uuid
@@ -92,6 +93,26 @@ def window_rate(events, t0, t1):
   return count / (inside[-1][0] - inside[0][0]), len(inside)
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def workers_cpu_s(envs):
+  """CPU seconds (user + system) the env worker processes of `envs` have
+  used so far (envs without workers: 0), from /proc/<pid>/stat. With the
+  parent's, the CPU a step costs: what the phases' rates are on a 2-core
+  machine that nothing else uses."""
+  total = 0
+  for env in envs:
+    for pid in getattr(env, "pids", None) or []:
+      try:
+        with open(f"/proc/{pid}/stat") as f:
+          fields = f.read().rsplit(")", 1)[1].split()
+      except OSError:
+        continue
+      total += int(fields[11]) + int(fields[12])  # utime, stime.
+  return total / _CLOCK_TICKS
+
+
 class Harness:
   """One driver (N actors), its drain executor and the raw envs of one
   configuration; runs the phases."""
@@ -174,11 +195,14 @@ class Harness:
   def _window(self):
     time.sleep(self.args["warmup_s"])
     t0, cpu0 = time.perf_counter(), time.process_time()
+    workers0 = workers_cpu_s(self.driver.envs)
     step0 = [(tm.seconds, tm.calls) for tm in self.timers]
     time.sleep(self.args["duration"])
     t1 = time.perf_counter()
-    # This process's CPU seconds in the window (all threads).
+    # This process's CPU seconds in the window (all threads), and its env
+    # workers' (DM Lab's: the env's own CPU).
     self.window_cpu_s = time.process_time() - cpu0
+    self.window_workers_cpu_s = workers_cpu_s(self.driver.envs) - workers0
     step1 = [(tm.seconds, tm.calls) for tm in self.timers]
     env_s = sum(b[0] - a[0] for a, b in zip(step0, step1))
     calls = sum(b[1] - a[1] for a, b in zip(step0, step1))
@@ -239,6 +263,8 @@ class Harness:
       "env_step_s": env_s,
       "env_step_calls": calls,
       "window_s": t1 - t0,
+      "cpu_s_per_env_step": (self.window_cpu_s + self.window_workers_cpu_s)
+      / (sps * (t1 - t0)),
     }
 
   def end_to_end(self):
@@ -292,13 +318,19 @@ class Harness:
       t.start()
     time.sleep(self.args["warmup_s"])
     c0, t0, cpu0 = sum(counts), time.perf_counter(), time.process_time()
+    workers0 = workers_cpu_s(self.raw_envs)
     time.sleep(self.args["duration"])
     c1, t1 = sum(counts), time.perf_counter()
     self.window_cpu_s = time.process_time() - cpu0
+    workers_s = workers_cpu_s(self.raw_envs) - workers0
     stop.set()
     for t in threads:
       t.join()
-    return {"env_steps_per_s": (c1 - c0) / (t1 - t0), "window_s": t1 - t0}
+    return {
+      "env_steps_per_s": (c1 - c0) / (t1 - t0),
+      "window_s": t1 - t0,
+      "cpu_s_per_env_step": (self.window_cpu_s + workers_s) / max(c1 - c0, 1),
+    }
 
   def act_only_seconds(self, calls=ACT_CALLS):
     """Seconds per policy forward (actor 0's `act` tf.function, or the

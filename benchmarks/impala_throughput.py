@@ -88,7 +88,11 @@ thread). `ratios.dmlab_fake_actors_only_over_raw` is the best actors-only
 rate over the best raw rate (target >= 0.7);
 `dmlab_fake_actors_only_over_raw_actors_<N>_envs_<E>` the paired ratio of
 N actors x E envs (the real module's, measured on this machine with
---nodmlab_fake at 2 x 2: 0.63, 0.62 with LP_NUM_THREADS=0).
+--nodmlab_fake at 2 x 2: 0.63, 0.62 with LP_NUM_THREADS=0), and
+`dmlab_fake_cpu_actors_only_over_raw_actors_<N>_envs_<E>` the same from
+the CPU a step costs (this process and its env workers, /proc): what a
+2-core machine that nothing else uses would show, also when other work
+shares this one (then the wall-clock ratio is not the machine's).
 
 Writes benchmarks/results/impala_throughput.json (and .png without --quick).
 """
@@ -490,6 +494,23 @@ def main(argv):
       ratios[f"{r}_learner_only_over_raw"] = common.paired_ratio(
         common.column(lrec, "env_steps_per_s"), per["raw"]
       )
+      if kind == "dmlab":
+        # CPU (this process and the env workers) per env step: the ratio
+        # a 2-core machine that nothing else uses would show, also when
+        # other work shares this one.
+        cpu = {
+          p: common.Stat.of(common.column(rec[p], "cpu_s_per_env_step"))
+          for p in ("raw", "actors_only")
+        }
+        for p, stat in cpu.items():
+          rows.append(
+            common.Row(
+              f"{s}/{key}/{p}", "cpu per env step", "ms", stat.scaled(1e3)
+            )
+          )
+        ratios[f"{r}_cpu_actors_only_over_raw"] = (
+          cpu["raw"].median / cpu["actors_only"].median
+        )
       series[(s, mode, n)] = {
         p: common.Stat.of(v)
         for p, v in dict(per, end_to_end_trained=trained).items()
@@ -543,9 +564,13 @@ def main(argv):
         f"{s}_native_best_actors_only_over_best_raw"
       ]
       for n in actor_counts:  # Per layout, as the real module was measured.
-        ratios[
-          f"dmlab_fake_actors_only_over_raw_actors_{n}_envs_{args['E']}"
-        ] = ratios[f"{s}_native_actors_{n}_actors_only_over_raw"]
+        layout = f"actors_{n}_envs_{args['E']}"
+        ratios[f"dmlab_fake_actors_only_over_raw_{layout}"] = ratios[
+          f"{s}_native_actors_{n}_actors_only_over_raw"
+        ]
+        ratios[f"dmlab_fake_cpu_actors_only_over_raw_{layout}"] = ratios[
+          f"{s}_native_actors_{n}_cpu_actors_only_over_raw"
+        ]
     if len(modes) == 2:
       faster = {}
       for n in actor_counts:
