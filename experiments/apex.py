@@ -10,8 +10,9 @@ it runs the embedded CartPole preset (experiments/configs.py,
 APEX_CARTPOLE).
 
 Logs TensorBoard scalars with CleanRL's names under `--logdir` (default
-`runs/{env}__apex__{seed}__{time}`), plus `replay/shard_{i}/size` and
-`replay/shard_{i}/mean_priority` per shard; keeps checkpoints there (the
+`runs/{env}__apex__{seed}__{time}`), plus `replay/shard_{i}/size`,
+`replay/shard_{i}/mean_priority` and `replay/shard_{i}/rejected_rows` per
+shard; keeps checkpoints there (the
 learner's in `checkpoints/learner`, each shard's contents in
 `checkpoints/shard_{i}`: a rerun with the same `--logdir` resumes with
 the shards' data); ends with a greedy evaluation and the export of the
@@ -169,6 +170,10 @@ def write_shard_stats(index, stats):
   tf.summary.scalar(f"replay/shard_{index}/size", int(stats["size"]))
   tf.summary.scalar(
     f"replay/shard_{index}/mean_priority", float(stats["mean_priority"])
+  )
+  # Received rows the shard dropped as bad (see agents/apex/shard.py).
+  tf.summary.scalar(
+    f"replay/shard_{index}/rejected_rows", int(stats.get("rejected_rows", 0))
   )
 
 

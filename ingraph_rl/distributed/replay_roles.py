@@ -37,6 +37,7 @@ import time
 
 import tensorflow as tf
 
+from ingraph_rl.components.queues.row_checks import RejectionLog
 from ingraph_rl.distributed.roles import (
   EXIT_LEARNER_GONE,
   UNREACHABLE,
@@ -280,6 +281,9 @@ def run_replay_shard(
     ),
   )
   served, next_stats = 0, 0.0
+  rejections = RejectionLog(
+    f"replay shard {task.index}", root.component.rejection_causes
+  )
   backoff = IdleBackoff(IDLE_WAIT_S, IDLE_WAIT_MAX_S)
   wait_until = time.monotonic() + startup_wait_s
   code = 0
@@ -293,8 +297,10 @@ def run_replay_shard(
         time.sleep(0.5)  # The learner is still starting.
         continue
       served += 1
+      rejections.add(out["rejected_rows"], out["rejected_causes"])
       if time.monotonic() >= next_stats:
         stats = {k: v.numpy() for k, v in executor.execute("stats").items()}
+        stats["rejected_rows"] = rejections.total
         log(
           task,
           f"size {int(stats['size'])}  mean priority "

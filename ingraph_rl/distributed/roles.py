@@ -38,6 +38,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from ingraph_rl.components.queues.row_checks import RejectionLog
 from ingraph_rl.distributed.cluster import ClusterError, Task, task_from_flags
 from ingraph_rl.distributed.placement import PSExecutor
 from ingraph_rl.distributed.weights import (
@@ -249,6 +250,7 @@ class RemoteLearner:
     the remote context is unusable, and a restart resumes from the latest
     checkpoint."""
     executor, steps, interrupted = self.executor, 0, False
+    rejections = RejectionLog.of("learner", executor)
     deadline = None if max_seconds is None else time.time() + max_seconds
     try:
       if "prime" in executor.apis:
@@ -257,6 +259,7 @@ class RemoteLearner:
         deadline is None or time.time() < deadline
       ):
         out = executor.execute("update")
+        rejections.add_result(out)
         self.publish()
         steps += int(out["frames"])
         if on_update is not None:

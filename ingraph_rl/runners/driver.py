@@ -22,6 +22,7 @@ that no thread is left waiting for a batch that cannot fill.
 """
 
 import collections
+import re
 import threading
 import time
 import uuid
@@ -29,7 +30,41 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
+from ingraph_rl.components.queues.row_checks import RejectionLog
+
 _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
+
+
+class ActorFailedError(RuntimeError):
+  """An actor (or the inference server) failed, e.g. its env worker died
+  or stopped answering; the driver stopped, its envs closed. The message
+  is the failure's first line (`__cause__`: the error itself)."""
+
+  def __init__(self, who, error):
+    super().__init__(f"actor {who} failed: {_first_line(error)}")
+    self.who = who
+
+
+def _first_line(error):
+  """ "Type: message" of an error; for a TF error raised by Python code in
+  a graph (`tf.numpy_function`), the Python exception's line."""
+  message = getattr(error, "message", None) or str(error)
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  raised = [
+    line for line in lines if re.match(r"^[\w.]*(Error|Exception): ", line)
+  ]
+  if raised:  # "ingraph_rl.environments.workers.WorkerDiedError: ..."
+    name, rest = raised[-1].split(": ", 1)
+    return f"{name.rsplit('.', 1)[-1]}: {rest}"
+  return f"{type(error).__name__}: {lines[0] if lines else repr(error)}"
+
+
+def _raise_actor_error(errors):
+  if errors:
+    who, error = errors[0]
+    raise ActorFailedError(who, error) from error
+
+
 # The stepper's per-env unroll stats ([num_envs] each).
 PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env", "length_sum_per_env")
 
@@ -219,6 +254,7 @@ class ActorLearnerDriver:
     root = builder.make_learner(obs_space, self.queue_name)
     self.learner = root.component
     self.learner_executor = root.build()
+    self.learner_rejections = RejectionLog.of("learner", self.learner_executor)
     self.inference_executor = None
     actor_kwargs = {}
     if self.batched_inference:
@@ -330,10 +366,9 @@ class ActorLearnerDriver:
         self.learner_executor.execute("prime")
         self._primed = True
       out = self.learner_executor.execute("update")
+    self.learner_rejections.add_result(out)
     self.publish_weights()
-    if self.actor_errors:
-      index, error = self.actor_errors[0]
-      raise RuntimeError(f"actor {index} failed: {error!r}") from error
+    _raise_actor_error(self.actor_errors)
     return out
 
   def run(self, total_frames, on_update=None, poll_s=0.25, max_seconds=None):
@@ -363,10 +398,18 @@ class ActorLearnerDriver:
 
     if not self._threads:
       self.start()
-    run_learner(self.builder.name, step, keep_going, self.stop, poll_s)
-    if self.actor_errors:  # Where it closed the queues under the learner.
-      index, error = self.actor_errors[0]
-      raise RuntimeError(f"actor {index} failed: {error!r}") from error
+    # A failed actor sets _stop: the learner may be blocked on rollouts
+    # that will not come, so stop (closing the queue) instead of waiting.
+    run_learner(
+      self.builder.name,
+      step,
+      keep_going,
+      self.stop,
+      poll_s,
+      watch=lambda: not self._stop.is_set(),
+    )
+    # Where it closed the queues under the learner.
+    _raise_actor_error(self.actor_errors)
     return state["frames"]
 
   def stop(self, timeout_s=10.0):

@@ -41,6 +41,7 @@ import uuid
 
 import tensorflow as tf
 
+from ingraph_rl.components.queues.row_checks import RejectionLog
 from ingraph_rl.runners.driver import (
   DRAIN_S,
   EpisodeTotals,
@@ -255,6 +256,7 @@ class ReplayDriver:
     self.envs = [env_factory(i) for i in range(num_actors)]
     obs_space = self.envs[0].observation_space
     self.learner_executor = builder.make_learner(obs_space, self.names).build()
+    self.learner_rejections = RejectionLog.of("learner", self.learner_executor)
     self.shard_executors = [
       builder.make_shard(obs_space, self.names, i, new_generation()).build()
       for i in range(num_shards)
@@ -325,6 +327,7 @@ class ReplayDriver:
   def _shard_loop(self, index, executor, stats_every_s=2.0):
     next_stats = 0.0
     backoff = IdleBackoff(LOCAL_IDLE_WAIT_S, LOCAL_IDLE_WAIT_MAX_S)
+    rejections = RejectionLog.of(f"replay shard {index}", executor)
     while True:
       # After the stop, rounds go on until one inserts nothing: they take
       # the stopped actors' last rows.
@@ -332,11 +335,13 @@ class ReplayDriver:
       with self.shard_locks[index]:
         out = executor.execute("serve")
       self.inserted[index] += int(out["inserted"])
+      rejections.add(out["rejected_rows"], out["rejected_causes"])
       if stopping and not int(out["inserted"]):
         return
       if time.monotonic() >= next_stats:
         stats = executor.execute("stats")
         self.shard_stats[index] = {k: v.numpy() for k, v in stats.items()}
+        self.shard_stats[index]["rejected_rows"] = rejections.total
         next_stats = time.monotonic() + stats_every_s
       busy = int(out["inserted"]) or int(out["updated"]) or int(out["sampled"])
       wait = backoff.next_wait(busy)
@@ -382,6 +387,7 @@ class ReplayDriver:
     )
     with self.learner_lock:
       out = self.learner_executor.execute("update")
+    self.learner_rejections.add_result(out)
     self.samples_trained += int(out["frames"])
     if int(out["train_step"]) % self.config.publish_every == 0:
       self.publish_weights()

@@ -14,7 +14,11 @@ def unique_queue_name(prefix="test"):
 
 
 def queue_feeder(
-  record_space, capacity, queue_name, api_names=("enqueue_many",)
+  record_space,
+  capacity,
+  queue_name,
+  api_names=("enqueue_many",),
+  check_values=True,
 ):
   """A TFExecutor of a FIFOQueue of `record_space` named `queue_name`:
   `execute("enqueue_many", batch)` fills the learner's queue of that name
@@ -22,20 +26,26 @@ def queue_feeder(
   from ingraph_rl.components.queues import FIFOQueue
 
   return queue_executor(
-    FIFOQueue(record_space, capacity, shared_name=queue_name), api_names
+    FIFOQueue(record_space, capacity, shared_name=queue_name),
+    api_names,
+    check_values,
   )
 
 
-def queue_executor(queue, api_names=("enqueue_many",)):
+def queue_executor(queue, api_names=("enqueue_many",), check_values=True):
   """A TFExecutor of the FIFOQueue `queue` (as an agent's code makes it,
-  e.g. `apex.queues.sample_queue(...)`) with the APIs `api_names`."""
+  e.g. `apex.queues.sample_queue(...)`) with the APIs `api_names`.
+  `check_values=False` enqueues what it is given (NaN, out-of-range
+  ints): a faulty peer, for the receiving end's checks."""
   from ingraph_rl.executors.tensorflow import TFExecutor
   from ingraph_rl.spaces import IntBox
 
   spaces = {"batch": queue.record_space.with_batch_rank()}
   if "dequeue_many" in api_names:
     spaces["num_records"] = IntBox()
-  return TFExecutor(queue, spaces, api_names=list(api_names))
+  return TFExecutor(
+    queue, spaces, api_names=list(api_names), check_values=check_values
+  )
 
 
 def random_rollouts(config, seed, observation_size=4):

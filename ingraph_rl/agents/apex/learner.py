@@ -3,14 +3,25 @@ prioritized batch from the sample queue, computes the double-Q n-step loss
 with importance weights, queues the batch's new priorities back to the
 shard it came from, steps the optimizer and syncs the target network every
 `target_update_period` updates. It never holds a replay buffer.
+
+The sampled rows come from other processes and are checked row by row in
+the graph before anything is written (`RowChecks`): records within the
+record space, importance weights finite and >= 0, the shard index in range
+and the same on every row. Bad rows are DROPPED, alone: the update trains
+on the good rows of the batch and reports the bad ones ("rejected_rows",
+"rejected_causes": a mask, bit i for `rejection_causes[i]`); a batch with no
+good row is refused (SpaceError) with nothing written. Nothing is written
+either (weights, optimizer slots and step, priorities) when the TD errors,
+the loss or the gradients are not finite.
 """
 
 import tensorflow as tf
 
 from ingraph_rl.agents.apex import queues
 from ingraph_rl.components.optimizers import Adam
+from ingraph_rl.components.queues.row_checks import RowChecks, keep_rows
 from ingraph_rl.core import Component, api, graph_fn, inline
-from ingraph_rl.executors.checks import tf_check
+from ingraph_rl.executors.checks import tf_check, torch_check
 
 
 def make_optimizer(config):
@@ -25,18 +36,22 @@ class PrioritizedUpdate:
   """The update the learner and the complete agent share, for a Component
   with `config`, `q` (a `QLearning`) and `optimizer`: `_update_on(records,
   weights, write_back)` computes the double-Q TD of a prioritized batch,
-  has `write_back(priorities)` store its new priorities (the caller's
-  memory or queue), then, after that, steps the optimizer and syncs the
-  target every `target_update_period` updates. Returns {"loss", "mean_q",
-  "grad_norm", "train_step"}."""
+  checks that it is finite, steps the optimizer (which checks the loss and
+  the gradients before it writes), then has `write_back(priorities)` store
+  the new priorities (the caller's memory or queue) and syncs the target
+  every `target_update_period` updates. A non-finite update raises a
+  SpaceError and writes nothing. Returns {"loss", "mean_q", "grad_norm",
+  "train_step"}."""
 
   def _update_on(self, records, importance_weights, write_back):
     out = self.q.td(records, importance_weights)
-    written = write_back(out["priorities"])
-    loss = self._graph_fn_after(out["loss"], written)
+    loss = self._graph_fn_finite_td(out["loss"], out["priorities"])
     stats = self.optimizer.step(loss, self.q.online.variables())
+    # The priorities go out only once the step's checks passed.
+    written = write_back(self._graph_fn_after(out["priorities"], stats))
     step = self._graph_fn_sync_due(
-      stats["grad_norm"], inline(self.q.sync_target)
+      self._graph_fn_after(stats["grad_norm"], written),
+      inline(self.q.sync_target),
     )
     return {
       "loss": out["loss"],
@@ -44,6 +59,31 @@ class PrioritizedUpdate:
       "grad_norm": stats["grad_norm"],
       "train_step": step,
     }
+
+  _TD_REASON = "the batch's TD errors are not finite (diverged)"
+
+  @graph_fn
+  def _graph_fn_finite_td(self, loss, priorities):
+    ok = tf_check(
+      tf.reduce_all(tf.math.is_finite(priorities)),
+      self,
+      "update",
+      "priorities",
+      self._TD_REASON,
+    )
+    with tf.control_dependencies([ok]):
+      return tf.identity(loss)
+
+  @_graph_fn_finite_td.torch
+  def _graph_fn_finite_td(self, loss, priorities):
+    torch_check(
+      bool(priorities.isfinite().all()),
+      self,
+      "update",
+      "priorities",
+      self._TD_REASON,
+    )
+    return loss
 
   @graph_fn
   def _graph_fn_after(self, value, done):
@@ -96,20 +136,40 @@ class ApexLearner(PrioritizedUpdate, Component):
       queues.update_queue(c, names, i, scope=f"shard_{i}_updates")
       for i in range(names.num_shards)
     ]
+    self.row_checks = RowChecks(
+      queues.sample_row_space(record_space, names.num_shards),
+      [
+        (
+          "importance weight < 0",
+          lambda r: tf.math.is_nan(r["weight"]) | (r["weight"] >= 0),
+        ),
+        (
+          "shard differs from the batch's first row's",
+          lambda r: tf.equal(r["shard"], r["shard"][0]),
+        ),
+      ],
+    )
+    self.rejection_causes = self.row_checks.causes
 
   @api
   def update(self):
-    rows = self.samples.dequeue_many(self.config.train_batch_size)
+    received = self.samples.dequeue_many(self.config.train_batch_size)
+    checked = self._graph_fn_check_rows(received)
+    rows = checked["rows"]
     enqueues = [inline(q.enqueue_many) for q in self.update_queues]
     out = self._update_on(
       rows["records"],
       rows["weight"],
-      lambda priorities: self._graph_fn_write_back(rows, priorities, enqueues),
+      lambda priorities: self._graph_fn_write_back(
+        received, checked["ok"], priorities, enqueues
+      ),
     )
     return dict(
       out,
       shard=self._graph_fn_first(rows["shard"]),
       frames=self._graph_fn_batch_size(rows["weight"]),
+      rejected_rows=checked["rejected_rows"],
+      rejected_causes=checked["rejected_causes"],
     )
 
   @api
@@ -131,21 +191,39 @@ class ApexLearner(PrioritizedUpdate, Component):
     return sizes[0]
 
   @graph_fn
-  def _graph_fn_write_back(self, rows, priorities, enqueues):
-    # Refuse to send non-finite priorities: they would break the shard.
-    ok = tf_check(
-      tf.reduce_all(tf.math.is_finite(priorities)),
+  def _graph_fn_check_rows(self, rows):
+    ok, causes = self.row_checks.tf_check(rows)
+    some = tf_check(
+      tf.reduce_any(ok),
       self,
       "update",
-      "priorities",
-      "the batch's TD errors are not finite (diverged)",
+      "samples",
+      "every row of the dequeued batch breaks the sample row space "
+      f"(rules: {'; '.join(self.rejection_causes)}); nothing was trained "
+      "or written",
     )
-    with tf.control_dependencies([ok]):
-      row = {
-        "index": rows["index"],
-        "priority": priorities,
-        "generation": rows["generation"],
+    with tf.control_dependencies([some]):
+      return {
+        "rows": keep_rows(rows, ok),
+        "ok": tf.identity(ok),
+        "rejected_rows": tf.reduce_sum(tf.cast(~ok, tf.int32)),
+        "rejected_causes": tf.identity(causes),
       }
+
+  @graph_fn
+  def _graph_fn_write_back(self, rows, ok, priorities, enqueues):
+    # The queue moves whole batches: a rejected row goes back with
+    # generation 0, which no shard has, so the shard drops it.
+    n = tf.shape(ok)[0]
+    row = {
+      "index": tf.where(ok, rows["index"], 0),
+      "priority": tf.tensor_scatter_nd_update(
+        tf.ones([n]), tf.where(ok), priorities
+      ),
+      "generation": tf.where(ok, rows["generation"], tf.constant(0, tf.int64)),
+    }
+    # Row 0's shard is every good row's, in range (checked): no
+    # fall-through to the last branch.
     return tf.switch_case(
       rows["shard"][0], [lambda e=e: e(row) for e in enqueues]
     )

@@ -20,7 +20,8 @@ are raw TF queues with shared names: the same code connects
 threads in one process and processes of a cluster (where a queue lives on
 the device of the task named above). A shard that restarts empty gets a
 new generation, so the priorities the learner returns for its old rows are
-dropped, not written onto new data.
+dropped, not written onto new data (generation 0, which no shard has,
+marks the rows the learner rejected).
 """
 
 import dataclasses

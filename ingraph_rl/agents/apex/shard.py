@@ -4,6 +4,15 @@ inserts the actors' queued transitions with their initial priorities, and,
 once the shard holds `learning_starts` transitions and the learner's
 sample queue has room for `serve_batches` batches, samples them onto it
 (one stratified sample, each batch spanning all of the priority mass).
+
+What arrives on the two queues comes from other processes and is checked
+row by row in the graph before anything is written (`RowChecks`): records
+within the record space (actions in range, finite floats), priorities
+finite and > 0, update indices below the memory's size. A bad row is
+DROPPED, alone: the good rows of the same dequeue are applied, the bad
+ones are counted ("rejected_rows"; "rejected_causes": a mask, bit i for
+`rejection_causes[i]`) and never written. So no received row
+makes `serve` fail part-way: its priority updates and inserts both apply.
 """
 
 import numpy as np
@@ -11,7 +20,15 @@ import tensorflow as tf
 
 from ingraph_rl.agents.apex import queues
 from ingraph_rl.components.memories import PrioritizedReplay
+from ingraph_rl.components.queues.row_checks import RowChecks, keep_rows
 from ingraph_rl.core import Component, api, graph_fn, inline
+
+
+def _positive_or_nan(rows):
+  # NaN has its own rule. (Not `~(p <= 0)`: grappler rewrites that to
+  # `p > 0`, false for NaN.)
+  p = rows["priority"]
+  return tf.math.is_nan(p) | (p > 0)
 
 
 class ShardMemory(PrioritizedReplay):
@@ -32,11 +49,13 @@ class ShardMemory(PrioritizedReplay):
 class ReplayShard(Component):
   """APIs (fixed dict results):
     serve() -> {"inserted", "updated", "dropped_updates", "sampled",
-      "size"}: one round of work (see the module docstring); "sampled" is
-      the number of rows put on the sample queue (0 or serve_batches
-      batches);
+      "size", "rejected_rows", "rejected_causes"}: one round of work
+      (see the module docstring); "sampled" is the number of rows put on
+      the sample queue (0 or serve_batches batches);
       "dropped_updates" counts rows of another generation (sampled before
-      this shard restarted) that were not applied.
+      this shard restarted) that were not applied; "rejected_rows" the
+      received rows dropped as bad, "rejected_causes" int64 the rules they
+      broke (bit i: rejection_causes[i]).
     stats() -> {"size", "mean_priority"}: the mean priority (not raised
       to alpha) of the stored transitions; O(capacity), call it rarely.
     get_generation() -> int64: this shard's generation.
@@ -67,6 +86,29 @@ class ReplayShard(Component):
     )
     self.updates = queues.update_queue(c, names, index, scope="updates")
     self.samples = queues.sample_queue(record_space, c, names)
+    size = lambda: self.memory.size  # noqa: E731 - read in the graph.
+    self.update_checks = RowChecks(
+      queues.update_row_space(),
+      [
+        ("priority <= 0", _positive_or_nan),
+        # Rows of another generation are dropped, not rejected.
+        (
+          "index beyond the stored transitions",
+          lambda r: (
+            (r["generation"] != self.generation) | (r["index"] < size())
+          ),
+        ),
+      ],
+      prefix="update",
+    )
+    self.insert_checks = RowChecks(
+      queues.insert_row_space(record_space),
+      [("priority <= 0", _positive_or_nan)],
+      prefix="insert",
+    )
+    self.rejection_causes = (
+      self.update_checks.causes + self.insert_checks.causes
+    )
 
   def stored(self):
     """The number of stored transitions, read eagerly from the variable
@@ -124,9 +166,12 @@ class ReplayShard(Component):
     # say is there.
     pending_updates = updates_size()
 
+    no_causes = tf.constant(0, tf.int64)
+
     def apply_updates():
       ups = dequeue_updates(pending_updates)
-      mine = tf.equal(ups["generation"], self.generation)
+      ok, causes = self.update_checks.tf_check(ups)
+      mine = ok & tf.equal(ups["generation"], self.generation)
       done = update_priorities(
         tf.boolean_mask(ups["index"], mine),
         tf.boolean_mask(ups["priority"], mine),
@@ -134,22 +179,36 @@ class ReplayShard(Component):
       with tf.control_dependencies(tf.nest.flatten(done)):
         return (
           tf.reduce_sum(tf.cast(mine, tf.int32)),
-          tf.reduce_sum(tf.cast(~mine, tf.int32)),
+          tf.reduce_sum(tf.cast(ok & ~mine, tf.int32)),
+          tf.reduce_sum(tf.cast(~ok, tf.int32)),
+          tf.identity(causes),
         )
 
-    updated, dropped = tf.cond(
-      pending_updates > 0, apply_updates, lambda: (zero, zero)
+    updated, dropped, bad_updates, update_causes = tf.cond(
+      pending_updates > 0,
+      apply_updates,
+      lambda: (zero, zero, zero, no_causes),
     )
     with tf.control_dependencies([updated]):
       pending = tf.minimum(inserts_size(), c.max_inserts_per_serve)
 
     def insert_rows():
       rows = dequeue_inserts(pending)
-      done = insert(rows["records"], rows["priority"])
-      with tf.control_dependencies(tf.nest.flatten(done)):
-        return tf.shape(rows["priority"])[0]
+      ok, causes = self.insert_checks.tf_check(rows)
+      good = keep_rows(rows, ok)
+      count = tf.shape(good["priority"])[0]
 
-    inserted = tf.cond(pending > 0, insert_rows, lambda: zero)
+      def write():
+        done = insert(good["records"], good["priority"])
+        with tf.control_dependencies(tf.nest.flatten(done)):
+          return tf.identity(count)
+
+      written = tf.cond(count > 0, write, lambda: zero)
+      return written, tf.reduce_sum(tf.cast(~ok, tf.int32)), causes
+
+    inserted, bad_inserts, insert_causes = tf.cond(
+      pending > 0, insert_rows, lambda: (zero, zero, no_causes)
+    )
     with tf.control_dependencies([inserted]):
       size = tf.identity(self.memory.size)
       room = c.prefetch_batches * c.train_batch_size - samples_size()
@@ -183,6 +242,12 @@ class ReplayShard(Component):
       "dropped_updates": dropped,
       "sampled": sampled,
       "size": size,
+      "rejected_rows": bad_updates + bad_inserts,
+      # The insert rules' bits follow the update rules'.
+      "rejected_causes": tf.bitwise.bitwise_or(
+        update_causes,
+        insert_causes * (1 << len(self.update_checks.causes)),
+      ),
     }
 
   def _strided(self, x):

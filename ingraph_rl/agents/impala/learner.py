@@ -1,6 +1,15 @@
 """The IMPALA learner: dequeue a batch of rollouts, V-trace loss, RMSProp
 step, in ONE graph call; the next batch is prefetched into a staging area
-while the current one trains."""
+while the current one trains.
+
+The rollouts come from the actors' processes and are checked row by row in
+the graph (`RowChecks`: actions in range, finite floats) before the update
+uses them. A bad rollout is DROPPED, alone: the update trains on the
+batch's good rollouts and reports the bad ones ("rejected_rows",
+"rejected_causes": a mask, bit i for `rejection_causes[i]`); a batch with no
+good rollout is refused (SpaceError) with nothing written, as is a
+non-finite loss or gradient (the optimizer's check).
+"""
 
 import numpy as np
 import tensorflow as tf
@@ -10,7 +19,9 @@ from ingraph_rl.components.losses import IMPALALoss
 from ingraph_rl.components.optimizers import RMSProp
 from ingraph_rl.components.preprocessing import RewardClipping
 from ingraph_rl.components.queues import FIFOQueue, StagingArea
+from ingraph_rl.components.queues.row_checks import RowChecks, keep_rows
 from ingraph_rl.core import Component, api, graph_fn
+from ingraph_rl.executors.checks import tf_check
 from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox
 
 
@@ -20,11 +31,13 @@ class IMPALALearner(Component):
       the first `update`). Returns the staged count.
     update() -> {"loss", "pg_loss", "baseline_loss", "entropy_loss",
       "mean_vs", "mean_pg_advantage", "mean_entropy", "mean_rho",
-      "grad_norm", "train_step", "frames"}: takes `batch_size` rollouts
+      "grad_norm", "train_step", "frames", "rejected_rows",
+      "rejected_causes"}: takes `batch_size` rollouts
       (from the staging area, restaging the next ones from the queue; or
       straight from the queue), runs the network over the T + 1 steps from
       each rollout's initial state, and applies one RMSProp step to the
-      V-trace loss. "frames" is the number of env steps trained on (B * T).
+      V-trace loss. "frames" is the number of env steps trained on (B * T);
+      "rejected_rows" the rollouts dropped as bad (module docstring).
     update_from_batch(rollouts) -> the same as `update`, on a given batch
       of rollouts (`IMPALABuilder.record_space(...).with_batch_rank()`)
       instead of one from the queue: for a learner fed from outside (an
@@ -74,6 +87,8 @@ class IMPALALearner(Component):
     self.queue = FIFOQueue(
       self.record_space, c.queue_capacity, shared_name=queue_name
     )
+    self.row_checks = RowChecks(self.record_space)
+    self.rejection_causes = self.row_checks.causes
     self.staging = (
       StagingArea(self.record_space.with_batch_rank())
       if c.use_staging
@@ -110,7 +125,10 @@ class IMPALALearner(Component):
       self.staging.put(self.queue.dequeue_many(c.batch_size))
     else:
       batch = self.queue.dequeue_many(c.batch_size)
-    return self._update(batch)
+    checked = self._graph_fn_check_rows(batch)
+    return self._graph_fn_with_rejections(
+      self._update(checked["rows"]), checked
+    )
 
   @api
   def update_from_batch(self, rollouts):
@@ -176,6 +194,32 @@ class IMPALALearner(Component):
     return self.queue.close(cancel_pending_enqueues=True)
 
   # --- graph functions ----------------------------------------------------
+
+  @graph_fn
+  def _graph_fn_check_rows(self, batch):
+    ok, causes = self.row_checks.tf_check(batch)
+    some = tf_check(
+      tf.reduce_any(ok),
+      self,
+      "update",
+      "rollouts",
+      "every rollout of the dequeued batch breaks the record space "
+      f"(rules: {'; '.join(self.rejection_causes)}); nothing was trained "
+      "or written",
+    )
+    with tf.control_dependencies([some]):
+      return {
+        "rows": keep_rows(batch, ok),
+        "rejected_rows": tf.reduce_sum(tf.cast(~ok, tf.int32)),
+        "rejected_causes": tf.identity(causes),
+      }
+
+  @graph_fn
+  def _graph_fn_with_rejections(self, results, checked):
+    out = dict(results)
+    out["rejected_rows"] = checked["rejected_rows"]
+    out["rejected_causes"] = checked["rejected_causes"]
+    return out
 
   @graph_fn
   def _graph_fn_num_rows(self, batch):

@@ -49,7 +49,7 @@ from ingraph_rl.components.optimizers.composable import ComposableOptimizer
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.core.variables import to_torch_layout
 from ingraph_rl.errors import BuildError
-from ingraph_rl.executors.checks import in_build_pass
+from ingraph_rl.executors.checks import in_build_pass, tf_check, torch_check
 from ingraph_rl.executors.gradients import (
   tf_gradients,
   tf_local_gradients,
@@ -58,6 +58,11 @@ from ingraph_rl.executors.gradients import (
 )
 from ingraph_rl.spaces import Dict
 from ingraph_rl.utils.lazy import torch
+
+NON_FINITE = (
+  "the loss or its gradients are not finite (NaN or inf); no weight, "
+  "slot or step count was written"
+)
 
 
 class Optimizer(ComposableOptimizer):
@@ -163,10 +168,17 @@ class Optimizer(ComposableOptimizer):
     norm = tf.linalg.global_norm(grads)
     if self.clip_global_norm is not None:
       grads, _ = tf.clip_by_global_norm(grads, self.clip_global_norm, norm)
-    # Every write waits for the loss and the gradients: a check that fails
-    # while they are computed (e.g. sampling from an empty memory) leaves
-    # the step count, the slots and the variables as they were.
-    with tf.control_dependencies([loss, norm]):
+    # Every write waits for the loss and the gradients, and for them to be
+    # finite: a check that fails while they are computed (e.g. sampling
+    # from an empty memory) or a non-finite update leaves the step count,
+    # the slots and the variables as they were.
+    finite = tf.reduce_all(
+      [tf.reduce_all(tf.math.is_finite(loss))]
+      + [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+    )
+    ok = tf_check(finite, self, "step", "loss", NON_FINITE)
+    with tf.control_dependencies([loss, norm, ok]):
+      norm = tf.identity(norm)  # Callers that wait for it wait for `ok`.
       step = self.iterations.assign_add(1)
       for i, grad in zip(used, grads):
         self._tf_apply(
@@ -216,6 +228,14 @@ class Optimizer(ComposableOptimizer):
       # The build runs this body twice on sample losses; updating between
       # the two would invalidate the second pass's autograd graph.
       return {"grad_norm": norm.detach()}
+    torch_check(
+      bool(torch.isfinite(loss).all())
+      and all(bool(torch.isfinite(g).all()) for g in grads),
+      self,
+      "step",
+      "loss",
+      NON_FINITE,
+    )
     with torch.no_grad():
       self.iterations += 1
       step = int(self.iterations)
