@@ -548,7 +548,24 @@ class IntBox(BoxSpace):
     )
 
   def _bound(self, b: Bound) -> typing.Any:
-    return None if b is None else super()._bound(np.asarray(b, np.int64))
+    if b is None:
+      return None
+    try:
+      arr = np.asarray(b)
+      with np.errstate(invalid="ignore"):  # inf, NaN: caught below.
+        ints = arr.astype(np.int64) if arr.dtype.kind in "biuf" else None
+    except (OverflowError, ValueError, TypeError):
+      ints = None
+    # inf, NaN, 2.5, 2**70 or a string: no integer bound (NumPy would
+    # raise OverflowError, or round 2.5 down).
+    if ints is None or not np.array_equal(ints, arr):
+      raise SpaceError(
+        f"IntBox bounds must be integers within int64, got "
+        f"{_clip_repr(b)}",
+        expected="an int or an array of ints (high is exclusive)",
+        received=_clip_repr(b),
+      )
+    return super()._bound(ints)
 
   def _kwargs(self) -> dict[str, typing.Any]:
     return dict(

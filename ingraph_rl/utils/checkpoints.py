@@ -33,20 +33,40 @@ gaps remain, which `CheckpointSaver` closes:
   the manager never deletes them (they are not in its list). Here they are
   removed when the saver is made.
 
+On restore, a checkpoint that fails to read (a truncated or flipped data
+file, a missing index) is reported in one line (which, and why), moved
+aside as `ckpt-N.corrupt/` (never deleted: the user can inspect it), and
+the next newest is tried; the run says which one it fell back to. With
+checkpoints but none that reads, `restore` raises `CheckpointError` rather
+than starting over, also on later runs while a `ckpt-N.corrupt` is there.
+
 One saver (one process) per directory.
 """
 
 import os
 import re
 import shutil
+import sys
 import threading
 
 import tensorflow as tf
+
+from ingraph_rl.errors import IngraphError
 
 # What a save of prefix "ckpt" leaves: `ckpt-N.index`, `ckpt-N.data-*`, the
 # merge's scratch dir `ckpt-N_temp`, and BundleWriter's `*.tempstate*`.
 _FILE = re.compile(r"^(ckpt-\d+)(\.index|\.data-\d+-of-\d+|_temp)$")
 _TEMP = re.compile(r"(\.tempstate\d*|^checkpoint\.tmp[0-9a-f]+)$")
+
+
+_CORRUPT = re.compile(r"^ckpt-\d+\.corrupt(\.\d+)?$")
+# What reading a checkpoint that does not read raises (IndexError: a
+# truncated data file, "Read less bytes than requested").
+_UNREADABLE = (tf.errors.OpError, IndexError)
+
+
+class CheckpointError(IngraphError):
+  """No checkpoint of a directory that has checkpoints could be read."""
 
 
 def _local(path):
@@ -83,6 +103,7 @@ class CheckpointSaver:
       raise ValueError(f"max_to_keep must be >= 2, got {max_to_keep}")
     self.checkpoint = checkpoint
     self.directory = directory
+    self.max_to_keep = max_to_keep
     self._lock = threading.Lock()
     if _local(directory):
       os.makedirs(directory, exist_ok=True)
@@ -96,13 +117,90 @@ class CheckpointSaver:
     """The prefix of the newest complete checkpoint, or None."""
     return self.manager.latest_checkpoint
 
-  def restore(self):
-    """Restores the latest checkpoint, if any, and returns its prefix (None
-    when there is none). Every object of `checkpoint` must be in it."""
-    path = self.latest_checkpoint
-    if path is not None:
+  def restore(self, log=None):
+    """Restores the newest checkpoint that reads and returns its prefix
+    (None when the directory has none). Every object of `checkpoint` must
+    be in it. One that does not read is reported through `log` (one line;
+    default: stderr), moved aside as `ckpt-N.corrupt` and the next one
+    tried; when none reads, raises CheckpointError."""
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    kept = list(self.manager.checkpoints)
+    failed = []
+    for path in reversed(kept):
+      try:
+        _read_all(path)
+      except _UNREADABLE as e:
+        why = f"{type(e).__name__}: {_first_line(e)}"
+        aside = self._move_aside(path)
+        log(f"checkpoint {path} does not read ({why}); moved aside to {aside}")
+        failed.append(f"{os.path.basename(path)} ({why})")
+        kept.remove(path)
+        continue
       self.checkpoint.restore(path).assert_existing_objects_matched()
-    return path
+      if failed:
+        self._forget_moved(kept)
+        log(f"restored the newest checkpoint that reads instead: {path}")
+      return path
+    corrupt = sorted(n for n in _listdir(self.directory) if _CORRUPT.match(n))
+    if failed or corrupt:
+      if failed:
+        self._forget_moved(kept)
+      raise CheckpointError(
+        f"no checkpoint in {self.directory} reads"
+        + (f": {'; '.join(failed)}" if failed else "")
+        + f"; the unreadable ones are kept aside there ({', '.join(corrupt)})."
+        " Not starting over in a directory that had checkpoints: use another"
+        " directory (e.g. --logdir), or move the .corrupt ones away"
+      )
+    return None
+
+  def _move_aside(self, prefix):
+    """Moves the files of the checkpoint at `prefix` into a new directory
+    `ckpt-N.corrupt` (`.corrupt.K` if taken); returns its path."""
+    head, base = os.path.split(prefix)
+    aside, k = f"{prefix}.corrupt", 0
+    while os.path.exists(aside):
+      k += 1
+      aside = f"{prefix}.corrupt.{k}"
+    os.makedirs(aside)
+    for name in os.listdir(head):
+      match = _FILE.match(name)
+      if match and match.group(1) == base:
+        os.replace(os.path.join(head, name), os.path.join(aside, name))
+    _fsync_dir(head)
+    return aside
+
+  def _forget_moved(self, kept):
+    """Points the state file at the checkpoints `kept` (oldest first),
+    with their timestamps (the manager tracks only those newer than the
+    last preserved one), atomically; reloads the manager. With none kept,
+    the state file goes (it would name files that are aside)."""
+    state = tf.train.get_checkpoint_state(self.directory)
+    path = os.path.join(self.directory, "checkpoint")
+    if not kept:
+      os.remove(path)
+    else:
+      # Relative names, as the manager writes them.
+      names = [os.path.basename(p) for p in kept]
+      stamps = dict(
+        zip(
+          (os.path.basename(p) for p in state.all_model_checkpoint_paths),
+          state.all_model_checkpoint_timestamps,
+        )
+      )
+      tf.compat.v1.train.update_checkpoint_state(
+        self.directory,
+        names[-1],
+        all_model_checkpoint_paths=names,
+        all_model_checkpoint_timestamps=[stamps[n] for n in names],
+        last_preserved_timestamp=state.last_preserved_timestamp,
+      )
+      if _local(self.directory):
+        _fsync(path)
+    _fsync_dir(self.directory)
+    self.manager = tf.train.CheckpointManager(
+      self.checkpoint, self.directory, max_to_keep=self.max_to_keep
+    )
 
   def save(self, checkpoint_number):
     """Writes checkpoint `ckpt-{checkpoint_number}` and makes it the latest
@@ -176,3 +274,23 @@ class CheckpointSaver:
         shutil.rmtree(path, ignore_errors=True)
       else:
         os.remove(path)
+
+
+def _first_line(error):
+  text = str(getattr(error, "message", None) or error).strip()
+  return text.splitlines()[0][:200] if text else "no message"
+
+
+def _listdir(directory):
+  return os.listdir(directory) if os.path.isdir(directory) else []
+
+
+def _read_all(prefix):
+  """Reads every tensor of the checkpoint at `prefix` (checking each
+  one's checksum) without touching any object: a restore that fails
+  part-way leaves restorations pending on the objects, which a later
+  restore from another checkpoint then trips over. Costs one more read
+  of the checkpoint, one tensor at a time."""
+  reader = tf.train.load_checkpoint(prefix)
+  for name in reader.get_variable_to_dtype_map():
+    reader.get_tensor(name)

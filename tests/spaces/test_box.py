@@ -842,3 +842,28 @@ def test_value_checks():
     Dict(a=FloatBox(), b=IntBox(2), add_batch_rank=True).check_values(
       {"a": np.zeros(2, np.float32), "b": np.array([0, 2], np.int32)}
     )
+
+
+@pytest.mark.parametrize(
+  "bounds",
+  [
+    dict(high=float("inf")),
+    dict(high=float("-inf")),
+    dict(low=float("nan"), high=3),
+    dict(high=2.5),
+    dict(high=2**70),
+    dict(high=[1, float("inf")], shape=(2,)),
+    dict(high="4"),
+  ],
+  ids=["inf", "-inf", "nan_low", "fraction", "beyond_int64", "array", "str"],
+)
+def test_int_box_refuses_non_integer_bounds(bounds):
+  """A SpaceError naming the bound, not NumPy's OverflowError (inf) or a
+  silent rounding (2.5 -> 2)."""
+  with pytest.raises(SpaceError, match="IntBox bounds must be integers"):
+    IntBox(**bounds)
+
+
+def test_int_box_takes_integral_floats_and_numpy_ints():
+  assert IntBox(high=3.0).high == 3
+  assert IntBox(high=np.int64(5), low=np.int8(1)).num_categories == 4
