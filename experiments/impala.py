@@ -67,7 +67,7 @@ from ingraph_rl.distributed.cluster import in_cluster
 from ingraph_rl.environments import dmlab30, dmlab_level_name, dmlab_set_name
 from ingraph_rl.environments.load_progress import LoadProgress
 from ingraph_rl.export import export_policy
-from ingraph_rl.runners.driver import ActorLearnerDriver
+from ingraph_rl.runners.driver import ActorFailedError, ActorLearnerDriver
 from ingraph_rl.runners.environments import (
   check_dmlab_trainable,
   env_kind,
@@ -679,6 +679,17 @@ def main(argv):
   except KeyboardInterrupt:
     interrupted = True
     print("[impala] interrupted: saving a checkpoint", flush=True)
+  except ActorFailedError as e:
+    # E.g. an env worker died or stopped answering (--env_step_timeout_s):
+    # the driver stopped and closed its envs; keep what was learned.
+    run.manager.save(checkpoint_number=int(run.frames.numpy()))
+    print(
+      f"[impala] stopped: {e}\n[impala] saved "
+      f"{run.manager.latest_checkpoint}: a rerun with the same --logdir "
+      "resumes",
+      flush=True,
+    )
+    return 1
   run.finish(
     builder,
     obs_space,

@@ -1,0 +1,66 @@
+"""IMPALA stops cleanly when an env worker stops answering (issue 40):
+SIGSTOP of one env worker process becomes a `WorkerDiedError` after
+--env_step_timeout_s, the run saves a checkpoint, says which worker and
+exits 1 (it hung before: the learner waited for rollouts forever), and no
+env worker is left. A real run with env worker processes."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from ingraph_rl.testing.fresh_process import ROOT
+
+
+@pytest.mark.slow  # ~40 s: the run trains a few seconds first.
+def test_a_stopped_env_worker_stops_the_run_with_a_checkpoint(tmp_path):
+  run = subprocess.Popen(
+    [
+      sys.executable,
+      "-m",
+      "experiments.impala",
+      "--env_processes",
+      "--num_actors=1",
+      "--num_envs_per_actor=2",
+      "--env_step_timeout_s=3",
+      "--total_environment_frames=100000000",
+      "--log_every_seconds=1",
+      "--eval_episodes=0",
+      f"--logdir={tmp_path}/run",
+    ],
+    cwd=ROOT,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
+  try:
+    lines = []
+    for line in run.stdout:
+      lines.append(line)
+      if line.startswith("[impala] frames"):
+        break
+    workers = [
+      p
+      for p in psutil.Process(run.pid).children()
+      if "worker_main" in " ".join(p.cmdline())
+    ]
+    assert len(workers) == 2, lines
+    stopped = workers[1]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    out = "".join(lines) + run.communicate(timeout=120)[0]
+    assert run.returncode == 1, out[-3000:]
+    assert time.monotonic() - t0 < 60
+    m = re.search(r"\[impala\] stopped: actor 0 failed: (.*)", out)
+    assert m, out[-3000:]
+    assert f"pid {stopped.pid}" in m[1]
+    assert "did not answer within 3 s while stepping" in m[1]
+    assert re.search(r"\[impala\] saved \S+ckpt-\d+: a rerun", out)
+    assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
+  finally:
+    run.kill()
