@@ -65,36 +65,6 @@ def _raise_actor_error(errors):
     raise ActorFailedError(who, error) from error
 
 
-class ActorFailedError(RuntimeError):
-  """An actor (or the inference server) failed, e.g. its env worker died
-  or stopped answering; the driver stopped, its envs closed. The message
-  is the failure's first line (`__cause__`: the error itself)."""
-
-  def __init__(self, who, error):
-    super().__init__(f"actor {who} failed: {_first_line(error)}")
-    self.who = who
-
-
-def _first_line(error):
-  """ "Type: message" of an error; for a TF error raised by Python code in
-  a graph (`tf.numpy_function`), the Python exception's line."""
-  message = getattr(error, "message", None) or str(error)
-  lines = [line.strip() for line in message.splitlines() if line.strip()]
-  raised = [
-    line for line in lines if re.match(r"^[\w.]*(Error|Exception): ", line)
-  ]
-  if raised:  # "ingraph_rl.environments.workers.WorkerDiedError: ..."
-    name, rest = raised[-1].split(": ", 1)
-    return f"{name.rsplit('.', 1)[-1]}: {rest}"
-  return f"{type(error).__name__}: {lines[0] if lines else repr(error)}"
-
-
-def _raise_actor_error(errors):
-  if errors:
-    who, error = errors[0]
-    raise ActorFailedError(who, error) from error
-
-
 # The stepper's per-env unroll stats ([num_envs] each).
 PER_ENV_STATS = ("episodes_per_env", "return_sum_per_env", "length_sum_per_env")
 
