@@ -27,7 +27,9 @@ Failure handling: an actor whose learner goes away gets `UnavailableError`
 (or `CancelledError` when the learner closes the queue at the end) and
 exits with a message and exit code `EXIT_LEARNER_GONE`; the local launcher
 restarts it, and it reconnects. A learner that loses a ps task exits with
-`EXIT_PS_GONE`; restarted, it restores from its latest checkpoint.
+`EXIT_PS_GONE`; restarted, it restores from its latest checkpoint. An actor
+whose env worker died or stopped answering (`--env_step_timeout_s`) says
+so and exits with `EXIT_ENV_FAILED`; restarted, it makes fresh envs.
 """
 
 import os
@@ -49,6 +51,8 @@ from ingraph_rl.distributed.weights import (
 
 EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
+EXIT_ENV_FAILED = 5
+EXIT_ENV_FAILED = 5
 QUEUE_NAME = "ingraph_rl/rollouts"
 EPISODE_STATS = ("episodes", "return_sum", "length_sum")
 
@@ -348,15 +352,19 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
     while max_unrolls is None or progress.calls < max_unrolls:
       try:
         stats = actor.step()
-      except UNREACHABLE:
+      except UNREACHABLE as e:
         # Before the first unroll the learner may still be starting (or
         # not have published weights yet): wait for it a while.
-        if progress.calls or time.monotonic() > wait_until:
+        if progress.calls or time.monotonic() > wait_until or env_failure(e):
           raise
         time.sleep(0.5)
         continue
       progress.add(stats, int(stats["weights_version"]))
   except UNREACHABLE as e:
+    failure = env_failure(e)
+    if failure:
+      log(task, f"{failure}; exiting so the launcher can restart this actor")
+      return EXIT_ENV_FAILED
     log(
       task,
       f"the learner is gone ({type(e).__name__}); exiting so the "
@@ -366,6 +374,28 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
   finally:
     env.close()
   return 0
+
+
+def env_failure(error):
+  """The line of a `WorkerDiedError` (an env worker died or stopped
+  answering) that a TF error carries from the actor's env step, or None
+  (then it is the learner or the network)."""
+  message = getattr(error, "message", None) or str(error)
+  for line in reversed(message.splitlines()):
+    if "WorkerDiedError: " in line:
+      return "WorkerDiedError: " + line.split("WorkerDiedError: ", 1)[1]
+  return None
+
+
+def env_failure(error):
+  """The line of a `WorkerDiedError` (an env worker died or stopped
+  answering) that a TF error carries from the actor's env step, or None
+  (then it is the learner or the network)."""
+  message = getattr(error, "message", None) or str(error)
+  for line in reversed(message.splitlines()):
+    if "WorkerDiedError: " in line:
+      return "WorkerDiedError: " + line.split("WorkerDiedError: ", 1)[1]
+  return None
 
 
 def exit_code_for_learner_error(error):
