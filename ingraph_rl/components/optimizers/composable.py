@@ -203,6 +203,33 @@ def tf_output_spec(fn, arguments):
   return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), out)
 
 
+def loss_spec_of(problem):
+  """TensorSpecs of the loss outputs (torch: from one evaluation)."""
+  if problem.spec is not None:
+    return problem.spec
+  from ingraph_rl.executors.torch_spaces import numpy_dtype
+
+  return {
+    k: tf.TensorSpec(tuple(v.shape), numpy_dtype(v.dtype))
+    for k, v in problem.loss().items()
+  }
+
+
+def torch_zero_stats(spec):
+  """Zeros of a nest of TensorSpecs as torch tensors (open dims as 0)."""
+  import torch
+
+  from ingraph_rl.executors.torch_spaces import torch_dtype
+
+  return tf.nest.map_structure(
+    lambda s: torch.zeros(
+      [d or 0 for d in s.shape.as_list()],
+      dtype=torch_dtype(s.dtype.as_numpy_dtype),
+    ),
+    spec,
+  )
+
+
 def tf_zeros(spec):
   """Zeros of a nest of TensorSpecs (open dims as 0): a loop's first
   carry of stats."""

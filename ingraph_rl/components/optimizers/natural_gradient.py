@@ -22,7 +22,7 @@ class NaturalGradient(ComposableOptimizer):
   batch's old policy to the current one: at the start of the update the
   two agree and the Hessian is the Fisher matrix), then steps by
   x * sqrt(max_kl / (0.5 x^T (F + damping I) x)), so that the quadratic
-  model of the KL of the step is `max_kl` (no step if x^T F x <= 0).
+  model of the KL of the step is `max_kl` (no step unless x^T F x > 0).
 
   Own stats: "cg_steps" (int32) and "quadratic_kl" (float32, the model's
   KL of the step taken: max_kl, or 0).
@@ -72,11 +72,13 @@ class NaturalGradient(ComposableOptimizer):
       fvp, [-g for g in grads], self.cg_iterations
     )
     shs = 0.5 * solvers.dot(x, fvp(x))
+    # No step unless the curvature is positive (NaN from an empty batch
+    # included: where, not a product, keeps the weights finite).
     ok = shs > 0.0
-    scale = tf.where(ok, tf.sqrt(self.max_kl / tf.where(ok, shs, 1.0)), 0.0)
+    scale = tf.sqrt(self.max_kl / tf.where(ok, shs, 1.0))
     for p, xi in zip(params, x):
-      p.assign_add(scale * xi)
-    quad = tf.cast(scale * scale * shs, tf.float32)
+      p.assign_add(tf.where(ok, scale * xi, tf.zeros_like(xi)))
+    quad = tf.cast(tf.where(ok, scale * scale * shs, 0.0), tf.float32)
     return self.merge_stats(outputs, {"cg_steps": steps, "quadratic_kl": quad})
 
   def torch_update(self, problem, settings):
@@ -97,10 +99,13 @@ class NaturalGradient(ComposableOptimizer):
       fvp, [-g.detach() for g in grads], self.cg_iterations
     )
     shs = 0.5 * solvers.dot(x, fvp(x))
-    scale = torch.sqrt(self.max_kl / shs) if bool(shs > 0) else torch.zeros(())
+    ok = bool(shs > 0)
+    scale = torch.sqrt(self.max_kl / shs) if ok else torch.zeros(())
     with torch.no_grad():
       for p, xi in zip(params, x):
-        p.add_(scale * xi)
+        if ok:
+          p.add_(scale * xi)
+    shs = shs if ok else torch.zeros(())
     outputs = {k: v.detach() for k, v in outputs.items()}
     return self.merge_stats(
       outputs,

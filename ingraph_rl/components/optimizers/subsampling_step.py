@@ -8,8 +8,10 @@ import tree
 from ingraph_rl.components.optimizers import hash_random
 from ingraph_rl.components.optimizers.composable import (
   ComposableOptimizer,
+  loss_spec_of,
   tf_loop,
   tf_zeros,
+  torch_zero_stats,
 )
 from ingraph_rl.errors import BuildError
 from ingraph_rl.utils.lazy import torch
@@ -75,8 +77,8 @@ class SubsamplingStep(ComposableOptimizer):
   def torch_update(self, problem, settings):
     n = int(tree.flatten(problem.arguments)[0].shape[0])
     k = min(self.num_minibatches, n)
-    if k == 0:
-      raise BuildError(f"'{self.path}': an empty batch has no minibatches")
+    if k == 0:  # As in TF: no step, zero stats.
+      return torch_zero_stats(self.stats_spec(loss_spec_of(problem)))
     with torch.no_grad():
       self.draws += 1
     perm = hash_random.torch_permutation(self.seed, self.draws - 1, n).long()

@@ -368,3 +368,18 @@ def test_loss_outputs_may_not_reuse_stats_names():
 
   with pytest.raises(BuildError, match="grad_norm"):
     ComponentTest(Clash(Adam(0.1)), SPACES)
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_an_empty_batch_takes_no_step(backend):
+  opt = MultiStep(SubsamplingStep(GradientDescent(0.25), 3), 2)
+  t = ComponentTest(KLStop(opt), {"x": FloatBox(add_batch_rank=True)}, backend)
+  out = t.test("update", np.zeros(0, np.float32))
+  assert int(out["steps"]) == 2
+  np.testing.assert_array_equal(out["loss"], 0.0)  # Zero stats.
+  w = t.get_weights()
+  assert w["kl_stop/w"] == 0.0
+  assert (
+    int(w["kl_stop/multi_step/subsampling_step/gradient_descent/iterations"])
+    == 0
+  )
