@@ -52,7 +52,6 @@ from ingraph_rl.distributed.weights import (
 EXIT_LEARNER_GONE = 3
 EXIT_PS_GONE = 4
 EXIT_ENV_FAILED = 5
-EXIT_ENV_FAILED = 5
 QUEUE_NAME = "ingraph_rl/rollouts"
 EPISODE_STATS = ("episodes", "return_sum", "length_sum")
 
@@ -374,17 +373,6 @@ def run_actor(task, builder, env, seed, max_unrolls=None, startup_wait_s=120.0):
   finally:
     env.close()
   return 0
-
-
-def env_failure(error):
-  """The line of a `WorkerDiedError` (an env worker died or stopped
-  answering) that a TF error carries from the actor's env step, or None
-  (then it is the learner or the network)."""
-  message = getattr(error, "message", None) or str(error)
-  for line in reversed(message.splitlines()):
-    if "WorkerDiedError: " in line:
-      return "WorkerDiedError: " + line.split("WorkerDiedError: ", 1)[1]
-  return None
 
 
 def env_failure(error):
