@@ -38,7 +38,7 @@ from ingraph_rl.agents.ppo.agent import PPOAgent, stored_observation_space
 from ingraph_rl.agents.ppo.config import PPOConfig
 from ingraph_rl.environments import VectorEnv
 from ingraph_rl.runners.builder import Root, weights_space_of
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, Space
+from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox, IntBox, Space
 
 TRAIN_APIS = (
   "get_actions",
@@ -51,9 +51,17 @@ TRAIN_APIS = (
 LOOP_APIS = ("reset_env", "rollout")
 
 
-def _step_space(space: Space) -> Space:
+def _with_shape(space: Space, shape: Tuple[int, ...]) -> BoxSpace:
+  """A box leaf of `space`'s kind and dtype with this `shape`."""
+  box = cast(BoxSpace, space)
+  return type(box)(shape=shape, dtype=box.dtype)
+
+
+def _step_space(space: Space) -> BoxSpace:
   """A [T, ...] record leaf's space of one step."""
-  return type(space)(shape=tuple(space.shape[1:]), dtype=space.dtype)
+  return _with_shape(
+    space, tuple(int(d or 0) for d in cast(BoxSpace, space).shape[1:])
+  )
 
 
 class PPOBuilder:
@@ -84,7 +92,7 @@ class PPOBuilder:
     T = self.config.num_steps
     obs = stored_observation_space(observation_space, self.config)
     return Dict(
-      observations=type(obs)(shape=(T,) + tuple(obs.shape), dtype=obs.dtype),
+      observations=_with_shape(obs, (T,) + tuple(obs.shape)),
       actions=self.action_space(T),
       log_probs=FloatBox((T,)),
       values=FloatBox((T,)),
