@@ -37,9 +37,10 @@ import numpy as np
 from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
+from benchmarks.numpy_gae import numpy_gae
 
 NAME = "ppo_throughput"
-CASES = ("pong", "halfcheetah", "update")
+CASES = ("pong", "halfcheetah", "update", "trpo")
 
 _QUICK = flags.DEFINE_bool(
   "quick", False, "Smoke run (< 60 s): HalfCheetah and its update only."
@@ -63,6 +64,7 @@ TARGETS = {
   "pong_env_frames_per_s_over_cleanrl_style_torch": 1.5,
   "halfcheetah_steps_per_s_over_cleanrl_style_torch": 2.0,
   "update_one_call_over_python_minibatch_loop": 1.5,
+  "trpo_update_one_call_over_python_cg_loop": 2.0,
 }
 PARTS = ("update", "act", "env")
 FRAMESKIP = 4  # Pong: env frames per env step (both sides).
@@ -225,21 +227,6 @@ class RawEnv:
 # --- the update alone ------------------------------------------------------
 
 
-def numpy_gae(rewards, values, dones, bootstrap, gamma, lam):
-  """GAE(lambda) of batch-major [B, T] arrays, CleanRL's backward loop
-  (`dones[t]`: the episode ended at step t, so step t does not bootstrap)."""
-  advantages = np.zeros_like(rewards)
-  last = np.zeros(rewards.shape[0], np.float32)
-  steps = rewards.shape[1]
-  for t in reversed(range(steps)):
-    next_values = bootstrap if t == steps - 1 else values[:, t + 1]
-    live = 1.0 - dones[:, t].astype(np.float32)
-    delta = rewards[:, t] + gamma * next_values * live - values[:, t]
-    last = delta + gamma * lam * live * last
-    advantages[:, t] = last
-  return advantages, advantages + values
-
-
 class PythonMinibatchLoop:
   """The same update driven from Python: GAE in NumPy, then for each epoch
   a NumPy shuffle and one call of the agent's `minibatch_step` tf.function
@@ -397,6 +384,66 @@ def update_rows(name, records):
   }
 
 
+def trpo_case(reps):
+  """TRPO's update on Hopper-v5 (1 env x 2048 steps, CleanRL's continuous
+  settings for the shared fields; TRPOConfig's defaults: max_kl 0.01, 10
+  CG iterations, damping 0.1, 10 line-search halvings, value 5 epochs x
+  32 minibatches) as one graph call, against `PythonLoopTRPO` on the same
+  batch. Returns (rows, ratios, config)."""
+  from benchmarks.trpo_python_loop import PythonLoopTRPO
+  from ingraph_rl.agents.ppo.trpo_builder import TRPOBuilder
+  from ingraph_rl.agents.ppo.trpo_config import TRPOConfig
+  from ingraph_rl.environments import make_vector_env
+
+  env = make_vector_env("Hopper-v5", 1, SEED)
+  config = TRPOConfig(
+    action_dim=int(np.prod(env.action_space.shape)),
+    num_steps=2048,
+    num_minibatches=32,
+    normalize_observations=True,
+    normalize_rewards=True,
+    seed=SEED,
+  )
+  executor = TRPOBuilder(config).make_agent(env=env).build()
+  executor.execute("reset_env", SEED)
+  batch = executor.execute("rollout")["batch"]
+  batch_np = {k: v.numpy() for k, v in batch.items()}
+  loop = PythonLoopTRPO(config, env.observation_space, seed=SEED)
+  calls = []
+
+  def one_call():
+    executor.execute("update", batch)["policy_loss"].numpy()
+
+  def python_loop():
+    calls.append(loop.update(batch_np)["graph_calls"])
+
+  records = common.interleave(
+    {"one_call": one_call, "python_cg_loop": python_loop}, reps
+  )
+  env.close()
+  wall = {v: common.column(r, "wall_s") for v, r in records.items()}
+  rows = [
+    common.Row(
+      f"trpo/hopper/{v}", "update", "ms", common.Stat.of(w).scaled(1e3)
+    )
+    for v, w in wall.items()
+  ]
+  ratios = {
+    "trpo_update_one_call_over_python_cg_loop": common.paired_ratio(
+      wall["python_cg_loop"], wall["one_call"]
+    )
+  }
+  config_out = {
+    "env": "Hopper-v5, 1 env x 2048 steps (one rollout's batch, fixed)",
+    "trpo": f"max_kl {config.max_kl}, {config.cg_iterations} CG iterations, "
+    f"damping {config.cg_damping}, {config.line_search_steps} halvings at "
+    f"accept ratio {config.accept_ratio}; value {config.value_epochs} "
+    f"epochs x {config.num_minibatches} minibatches (Adam)",
+    "python_cg_loop graph calls per update (seen)": sorted(set(calls)),
+  }
+  return rows, ratios, config_out
+
+
 def main(argv):
   del argv
   import torch
@@ -474,6 +521,12 @@ def main(argv):
         f"of {c.minibatch_size(agents[name].env.num_envs)}",
       }
 
+  if "trpo" in cases:
+    r, q, cfg = trpo_case(1 if quick else max(reps, 3))
+    rows += r
+    ratios.update(q)
+    config_cases["trpo/hopper"] = cfg
+
   config = {
     "reps": reps,
     "warmup_reps": 1,
@@ -492,6 +545,12 @@ def main(argv):
       "update python_minibatch_loop": "the same update from Python: GAE in "
       "NumPy, NumPy shuffles, one call of the agent's minibatch_step "
       "tf.function per minibatch",
+      "trpo one_call": "TRPOBuilder(...).make_agent(env=env): "
+      "execute('update', batch) on a fixed batch",
+      "trpo python_cg_loop": "benchmarks/trpo_python_loop.PythonLoopTRPO: "
+      "GAE in NumPy, the gradient, each CG Fisher-vector product, each "
+      "line-search trial and each value minibatch one graph call, the "
+      "vector algebra in NumPy",
     },
     "cpu_split": "CPU = process time (all threads) per env step. Peer: "
     "timed around its act (policy forward and storage), env (envs.step "

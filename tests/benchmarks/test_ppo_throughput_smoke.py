@@ -5,7 +5,7 @@ results)."""
 import numpy as np
 import pytest
 
-from benchmarks.ppo_throughput import numpy_gae
+from benchmarks.numpy_gae import numpy_gae
 
 
 # ~40 s (two agents built, a rollout and updates each): `make test-all`.
