@@ -92,8 +92,11 @@ class LogStd(Component):
 
 class ActorCritic(Component):
   """`call(observations [B, ...])` -> {"parameters": the distribution's
-  ([B, A] logits, or [B, 2 d] mean and log std), "values": [B]}.
-  uint8 observations (frames) are scaled to [0, 1] first."""
+  ([B, A] logits, or [B, 2 d] mean and log std), "values": [B]};
+  `values(observations)`; `policy_variables()` / `value_variables()`: the
+  two parts' variables (a shared torso counts as the policy's), for
+  optimizers that move them apart (TRPO). uint8 observations (frames) are
+  scaled to [0, 1] first."""
 
   def __init__(self, config, frames=False, scope="actor_critic"):
     super().__init__(scope=scope)
@@ -136,6 +139,35 @@ class ActorCritic(Component):
   @api
   def values(self, observations):
     return self.call(observations)["values"]
+
+  @api
+  def policy_variables(self):
+    """The policy's variables (torso, head, log std) by relative path: what
+    a policy-only optimizer moves (TRPO's natural gradient)."""
+    parts = {
+      "policy_torso": self.policy_torso.variables(),
+      "policy_head": self.policy_head.variables(),
+    }
+    if self.log_std is not None:
+      parts["log_std"] = self.log_std.variables()
+    return self._graph_fn_merge(parts)
+
+  @api
+  def value_variables(self):
+    """The value function's own variables (its torso unless shared, its
+    head) by relative path."""
+    parts = {"value_head": self.value_head.variables()}
+    if self.value_torso is not None:
+      parts["value_torso"] = self.value_torso.variables()
+    return self._graph_fn_merge(parts)
+
+  @graph_fn(neutral=True)
+  def _graph_fn_merge(self, parts):
+    return {
+      f"{scope}/{path}": v
+      for scope, variables in parts.items()
+      for path, v in variables.items()
+    }
 
   @graph_fn
   def _graph_fn_squeeze(self, values):

@@ -197,3 +197,30 @@ def test_bad_batch_is_refused_without_state_change():
   assert int(agent.execute("get_train_step")) == step
   for path, value in numpy_tree(agent.execute("get_weights")).items():
     np.testing.assert_array_equal(value, before[path])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("continuous", [False, True])
+def test_actor_critic_variables_split_into_policy_and_value(shared, continuous):
+  """policy_variables and value_variables partition the network's
+  variables (TRPO moves them with different optimizers)."""
+  from ingraph_rl.agents.ppo import ActorCritic
+  from ingraph_rl.executors.tensorflow import TFExecutor
+  from ingraph_rl.spaces import FloatBox
+
+  config = PPOConfig(
+    num_actions=None if continuous else 3,
+    action_dim=2 if continuous else None,
+    shared_torso=shared,
+  )
+  ex = TFExecutor(
+    ActorCritic(config),
+    {"observations": FloatBox((4,), add_batch_rank=True)},
+    api_names=["call", "variables", "policy_variables", "value_variables"],
+  )
+  every = set(ex.execute("variables"))
+  policy = set(ex.execute("policy_variables"))
+  value = set(ex.execute("value_variables"))
+  assert policy | value == every and not policy & value
+  assert ("log_std/log_std" in policy) == continuous
+  assert any(p.startswith("value_torso/") for p in value) == (not shared)
