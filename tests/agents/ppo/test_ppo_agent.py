@@ -199,8 +199,7 @@ def test_bad_batch_is_refused_without_state_change():
     np.testing.assert_array_equal(value, before[path])
 
 
-@pytest.mark.parametrize("shared", [False, True])
-@pytest.mark.parametrize("continuous", [False, True])
+@pytest.mark.parametrize("shared,continuous", [(False, True), (True, False)])
 def test_actor_critic_variables_split_into_policy_and_value(shared, continuous):
   """policy_variables and value_variables partition the network's
   variables (TRPO moves them with different optimizers)."""
@@ -224,3 +223,53 @@ def test_actor_critic_variables_split_into_policy_and_value(shared, continuous):
   assert policy | value == every and not policy & value
   assert ("log_std/log_std" in policy) == continuous
   assert any(p.startswith("value_torso/") for p in value) == (not shared)
+
+
+@pytest.mark.slow  # ~30 s on a loaded 2-core machine (two builds).
+def test_minibatch_step_is_one_step_of_update():
+  """With one epoch of one minibatch, `update` is GAE plus ONE Adam step on
+  the whole batch: `minibatch_step` on the same samples (advantages from
+  the NumPy reference of GAE) leaves the same weights. What the Python
+  minibatch loop of benchmarks/ppo_throughput.py drives."""
+  from tests.agents.ppo.test_gae_and_loss import numpy_gae
+
+  env = make_vector_env("CartPole-v1", num_envs=2, seed=0)
+  config = PPOConfig(
+    num_actions=2, num_steps=16, num_minibatches=1, update_epochs=1
+  )
+  builder = PPOBuilder(config)
+  a = builder.make_agent(env=env).build()
+  b = builder.make_agent(env=env).build()  # Same seed: same weights.
+  a.execute("reset_env", 0)
+  batch = numpy_tree(a.execute("rollout")["batch"])
+  adv, ret = numpy_gae(
+    batch["rewards"],
+    batch["values"],
+    batch["dones"],
+    batch["bootstrap_value"],
+    config.gamma,
+    config.gae_lambda,
+  )
+
+  def flat(x):
+    return np.asarray(x).reshape((-1,) + np.shape(x)[2:])
+
+  a.execute("update", batch)
+  b.execute(
+    "minibatch_step",
+    flat(batch["observations"]),
+    flat(batch["actions"]),
+    flat(batch["log_probs"]),
+    flat(batch["values"]),
+    flat(adv).astype(np.float32),
+    flat(ret).astype(np.float32),
+  )
+  wa, wb = (
+    numpy_tree(a.execute("get_weights")),
+    numpy_tree(b.execute("get_weights")),
+  )
+  for path in wa:
+    np.testing.assert_allclose(wa[path], wb[path], rtol=1e-5, atol=1e-6)
+  assert (
+    int(a.execute("get_train_step")) == int(b.execute("get_train_step")) == 1
+  )
