@@ -105,10 +105,21 @@ def test_quick_dmlab_run_uses_the_fake_in_env_workers(run_quick):
   cfg = doc["config"]["envs"]["dmlab_seekavoid_arena_01"]
   assert cfg["kind"] == "dmlab" and cfg["frames_per_env_step"] == 4
   assert "FAKE deepmind_lab" in cfg["deepmind_lab"]
-  assert "1.6 ms" in cfg["deepmind_lab"]
+  assert "0.34 ms of CPU per rendered 96x72 frame" in cfg["deepmind_lab"]
+  assert "LP_NUM_THREADS=0" in cfg["deepmind_lab"]
   cases = {r["case"] for r in doc["results"]}
   for phase in ("raw", "actors_only", "end_to_end"):
     assert f"dmlab_seekavoid_arena_01/native/actors_1/{phase}" in cases
+  # The layout's ratios, on wall clock and on CPU per step.
+  layout = doc["ratios"]["dmlab_fake_actors_only_over_raw_actors_1_envs_2"]
+  assert (
+    layout
+    == doc["ratios"][
+      "dmlab_seekavoid_arena_01_native_actors_1_actors_only_over_raw"
+    ]
+  )
+  cpu = doc["ratios"]["dmlab_fake_cpu_actors_only_over_raw_actors_1_envs_2"]
+  assert 0 < cpu < 1.5  # The actors add TF's CPU to the env's.
   ratio = doc["ratios"]["dmlab_fake_actors_only_over_raw"]
   assert isinstance(ratio, float) and ratio > 0
   assert (
