@@ -145,7 +145,8 @@ class PythonLoopTRPO:
     flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in fields.items()}
     if c.norm_adv:
       a = flat["advantages"]
-      flat["advantages"] = (a - a.mean()) / (a.std() + 1e-8)
+      # Bessel's std, as the agent's.
+      flat["advantages"] = (a - a.mean()) / (a.std(ddof=1) + 1e-8)
     samples = {k: tf.constant(v) for k, v in flat.items()}
 
     # The natural-gradient step: CG on (F + damping I) x = -g.
