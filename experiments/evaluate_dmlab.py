@@ -61,6 +61,7 @@ if not __package__:
 
 from experiments import config_flags, dmlab_settings  # noqa: E402
 from ingraph_rl.environments import (  # noqa: E402
+  DMLAB_LOAD_TIMEOUT_S,
   WorkerSpec,
   WorkerVectorEnv,
   dmlab30,
@@ -200,6 +201,7 @@ def load_levels(levels, env_kwargs, log_dir):
         ],
         log_dir=log_dir,
         log_name=f"{level}_worker",
+        start_timeout_s=DMLAB_LOAD_TIMEOUT_S,
       )
     except Exception as e:  # The level's own failure: reported, not fatal.
       with lock:

@@ -29,6 +29,11 @@ from ingraph_rl.environments.workers import (
   split_specs,
 )
 
+# How long DM Lab workers may take to load their levels: maze levels
+# compile their map at load (20-120 s each on 2 cores, longer when 30 load
+# at once).
+DMLAB_LOAD_TIMEOUT_S = 3600.0
+
 
 def is_atari_id(env_id):
   """True for "atari:<rom>" and gymnasium's "ALE/<Game>-v5" ids."""
@@ -101,7 +106,10 @@ def make_vector_env(
           kwargs=dict(spec.kwargs, level_offset=offset + first)
         )
         first += spec.num_envs
-    return WorkerVectorEnv.from_specs(specs, **(worker_options or {}))
+    options = dict(worker_options or {})
+    if dmlab:
+      options.setdefault("start_timeout_s", DMLAB_LOAD_TIMEOUT_S)
+    return WorkerVectorEnv.from_specs(specs, **options)
   if envs_per_worker is not None or worker_options is not None:
     raise ValueError("envs_per_worker and worker_options need processes=True")
   if dmlab:
@@ -159,6 +167,7 @@ def _hold_out_config(levels, kwargs):
 
 
 __all__ = [
+  "DMLAB_LOAD_TIMEOUT_S",
   "VectorEnv",
   "StepResult",
   "GymnasiumVectorEnv",

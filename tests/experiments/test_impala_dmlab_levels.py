@@ -12,31 +12,43 @@ import re
 import time
 
 import pytest
+from absl import app
 
 from experiments import configs, dmlab_settings, impala
 from ingraph_rl.environments import dmlab30
 
 
 def test_refused_before_any_env_starts(tmp_path, fake_dmlab):
-  for env, expected in (
-    (
-      "dmlab:dmlab30",
-      "levels ['psychlab_arbitrary_visuomotor_mapping', "
-      "'psychlab_continuous_recognition'] need the Brady, Konkle & Oliva "
-      "(2008) image dataset",
-    ),
-    (
-      "dmlab:contributed/dmlab30/rooms_exploit_deferred_effects_test",
-      "This level must only be used during evaluation",
-    ),
+  # The dataset levels of DMLab-30, from the command line.
+  logdir = tmp_path / "run"
+  out = fake_dmlab.run(
+    "impala", "--env=dmlab:dmlab30", f"--logdir={logdir}", timeout=300
+  )
+  assert out.returncode != 0
+  assert (
+    "levels ['psychlab_arbitrary_visuomotor_mapping', "
+    "'psychlab_continuous_recognition'] need the Brady, Konkle & Oliva "
+    "(2008) image dataset" in out.stderr
+  ), out.stderr[-2000:]
+  assert "data/brady_konkle_oliva2008/README.md" in out.stderr
+  assert not (logdir / "env_workers").exists()  # No env worker started.
+  # Training on a hold-out level: DM Lab's reason, before any env.
+  for env in (
+    "dmlab:contributed/dmlab30/rooms_exploit_deferred_effects_test",
+    "dmlab:dmlab30_test",
   ):
-    logdir = tmp_path / env.replace("/", "_")
-    out = fake_dmlab.run(
-      "impala", f"--env={env}", f"--logdir={logdir}", timeout=300
-    )
-    assert out.returncode != 0
-    assert expected in out.stderr, out.stderr[-2000:]
-    assert not (logdir / "env_workers").exists()  # No env worker started.
+    settings = dataclasses.replace(configs.IMPALASettings(), env=env)
+    with pytest.raises(
+      app.UsageError, match="must only be used during evaluation"
+    ):
+      impala.dmlab_preflight(settings, dmlab_settings.DMLabSettings())
+  # With the dataset (or skipping its levels) DMLab-30 passes.
+  settings = dataclasses.replace(configs.IMPALASettings(), env="dmlab:dmlab30")
+  for dmlab in (
+    dmlab_settings.DMLabSettings(dataset_path=str(tmp_path)),
+    dmlab_settings.DMLabSettings(skip_levels_without_dataset=True),
+  ):
+    impala.dmlab_preflight(settings, dmlab)
 
 
 def test_actor_levels_load_at_once(tmp_path, monkeypatch, capsys, fake_dmlab):
