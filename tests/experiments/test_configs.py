@@ -80,6 +80,8 @@ PRESETS = {
   "impala": configs.IMPALA_CARTPOLE,
   "dqn": configs.DQN_CARTPOLE,
   "apex": configs.APEX_CARTPOLE,
+  "ppo": configs.PPO_CARTPOLE,
+  "sac": configs.SAC_PENDULUM,
 }
 
 
