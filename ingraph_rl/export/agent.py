@@ -18,6 +18,16 @@ the same way (a single tensor is named by `SINGLE_OUTPUT_NAMES`, e.g.
 `train_step`, else "output"). Batch and time dims stay open
 (-1), as in the executor's input signatures.
 
+Inputs are checked in the exported graph, so the checks hold for a user
+with only TensorFlow: every input's rank and fixed dims first (an
+InvalidArgumentError whose message says `[ingraph_rl check] component ...,
+API method <signature>, argument <input>: signature <name>: input shape:
+expected [None, 4] (float32), received [2, 3] [end]`; nothing inside runs
+before), then the API's own argument and value checks; `get_initial_state`
+refuses a negative `batch_size`. A wrong dtype never reaches the graph:
+TensorFlow's own call refuses it (naming the input's position, expected
+and received dtype).
+
 What is exported, and why:
   - DQN (`DQNBuilder(config).make_agent(...).build()`): `action`
     (get_actions: preprocessing, Q-network,
@@ -80,6 +90,7 @@ from absl import logging
 
 import ingraph_rl
 from ingraph_rl.errors import ExportError
+from ingraph_rl.executors.checks import check_message
 from ingraph_rl.executors.tf_spaces import tensor_spec
 
 FORMAT_VERSION = 1
@@ -208,17 +219,33 @@ def flat_outputs(out, single_name="output"):
 
 
 def signature_function(
-  fn, arg_specs, name, single_output="output", jit_compile=None
+  fn,
+  arg_specs,
+  name,
+  single_output="output",
+  jit_compile=None,
+  component="export",
 ):
   """A tf.function with one named, flat input per leaf of `arg_specs`
   ({argument: TensorSpec nest}, in `fn`'s argument order) that calls `fn`
   with the nests rebuilt and returns its result flattened (a lone tensor
-  as `single_output`)."""
+  as `single_output`). Before `fn` runs, every input's rank and known
+  dims are checked in the graph (`component`: whose signature, for the
+  message)."""
   flat = _flat_specs(arg_specs)
   counts = [len(tree.flatten(s)) for s in arg_specs.values()]
   specs = list(arg_specs.values())
 
   def body(*leaves):
+    # The inputs' shapes are checked first, in the graph, so that a plain
+    # TF user gets our message, not a raw error from inside (dtypes are
+    # checked by TF's own call, before the graph runs).
+    if not jit_compile:  # XLA compiles asserts (and strings) away.
+      checks = [
+        _shape_check(component, name, n, s, x)
+        for (n, s), x in zip(flat, leaves)
+      ]
+      leaves = _guarded(checks, leaves)
     args, start = [], 0
     for spec, n in zip(specs, counts):
       args.append(tree.unflatten_as(spec, list(leaves[start : start + n])))
@@ -231,6 +258,100 @@ def signature_function(
     autograph=False,
     jit_compile=jit_compile,
     input_signature=[tf.TensorSpec(s.shape, s.dtype, name=n) for n, s in flat],
+  )
+
+
+def _check_text(component, signature, argument, reason, received):
+  """The message of a failed signature input check (`checks.check_message`
+  with "received ..." from the graph): a string tensor."""
+  before, after = check_message(component, signature, argument, "\0").split(
+    "\0"
+  )
+  return tf.strings.join(
+    [before, f"signature `{signature}`: {reason}, received ", received, after]
+  )
+
+
+def _dims_text(shape):
+  return tf.strings.join(
+    [
+      "[",
+      tf.strings.reduce_join(tf.strings.as_string(shape), separator=", "),
+      "]",
+    ]
+  )
+
+
+_SHAPE_CHECKS = {}
+
+
+def _runtime_shape_check(x, want):
+  """(ok, tf.shape(x)): whether `x` has rank len(want) and the dims of
+  `want` that are not None, computed where nothing can be folded to the
+  signature's declared shape (grappler assumes it; a loaded signature
+  takes inputs of any shape): in a function that is never inlined, traced
+  for any shape."""
+  key = (x.dtype, tuple(want))
+  if key not in _SHAPE_CHECKS:
+    rank = len(want)
+    known = [i for i, d in enumerate(want) if d is not None]
+
+    def check(t):
+      shape = tf.shape(t)
+      ok = tf.equal(tf.size(shape), rank)
+      if known:
+        padded = tf.concat([shape, tf.zeros([rank], tf.int32)], 0)[:rank]
+        got = tf.gather(padded, known)
+        ok &= tf.reduce_all(tf.equal(got, [want[i] for i in known]))
+      return ok, shape
+
+    _SHAPE_CHECKS[key] = tf.function(
+      check,
+      autograph=False,
+      input_signature=[tf.TensorSpec(None, x.dtype)],
+      experimental_attributes={"_noinline": True},
+    )
+  return _SHAPE_CHECKS[key](x)
+
+
+_GUARD = None
+
+
+def _guarded(checks, leaves):
+  """`leaves`, passed through a function that is never inlined and that
+  first runs the asserts `checks` ((ok, message) pairs): nothing that
+  reads its outputs can run unless every check passed. (Control
+  dependencies on identities are not enough: once grappler inlines the
+  signature's inner function, ops of it ran beside a failing check.)"""
+  global _GUARD
+  if _GUARD is None:
+
+    def guard(oks, messages, *xs):
+      first_false = tf.argmin(tf.cast(oks, tf.int32))
+      ok = tf.debugging.Assert(
+        tf.reduce_all(oks), [tf.gather(messages, first_false)]
+      )
+      with tf.control_dependencies([ok]):
+        return [tf.identity(x) for x in xs]
+
+    _GUARD = tf.function(
+      guard, autograph=False, experimental_attributes={"_noinline": True}
+    )
+  if not checks:
+    return list(leaves)
+  oks = tf.stack([ok for ok, _ in checks])
+  messages = tf.stack([m for _, m in checks])
+  return _GUARD(oks, messages, *leaves)
+
+
+def _shape_check(component, signature, argument, spec, x):
+  """(ok, message): whether `x` has `spec`'s rank and its known dims."""
+  want = spec.shape.as_list()
+  ok, shape = _runtime_shape_check(x, want)
+  expected = "[" + ", ".join("None" if d is None else str(d) for d in want)
+  reason = f"input shape: expected {expected}] ({spec.dtype.name})"
+  return ok, _check_text(
+    component, signature, argument, reason, _dims_text(shape)
   )
 
 
@@ -254,6 +375,7 @@ def api_signature(executor, api_name, name=None):
     name or api_name,
     SINGLE_OUTPUT_NAMES.get(api_name, "output"),
     jit_compile=executor.jit_compile or None,
+    component=executor.root.path,
   )
 
 
@@ -319,6 +441,21 @@ def initial_state_function(state_space):
     input_signature=[tf.TensorSpec([], tf.int32, name="batch_size")],
   )
   def get_initial_state(batch_size):
+    (batch_size,) = _guarded(
+      [
+        (
+          batch_size >= 0,
+          _check_text(
+            "export",
+            "get_initial_state",
+            "batch_size",
+            "expected >= 0",
+            tf.strings.as_string(batch_size),
+          ),
+        )
+      ],
+      [batch_size],
+    )
     return {
       name: tf.zeros([batch_size] + spec.shape[1:].as_list(), spec.dtype)
       for name, spec in leaves
