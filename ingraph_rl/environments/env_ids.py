@@ -47,7 +47,8 @@ def check_env_id(env_id):
     if importlib.util.find_spec("deepmind_lab") is None:
       raise EnvironmentNotAvailableError(
         f"{env_id!r} needs deepmind_lab, which is not installed (it is "
-        "not on PyPI: build it from https://github.com/deepmind/lab)",
+        "not on PyPI: build it with Bazel from "
+        "https://github.com/deepmind/lab, see docs/users/build.md there)",
         name="deepmind_lab",
       )
     return
