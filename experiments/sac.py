@@ -31,12 +31,13 @@ import sys
 import time
 
 import tensorflow as tf
-from absl import app, logging
+from absl import logging
 
 from experiments import config_flags, configs
 from ingraph_rl.agents.sac import SACBuilder
 from ingraph_rl.environments import make_vector_env
 from ingraph_rl.export import export_agent
+from ingraph_rl.spaces import FloatBox
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
 
@@ -99,10 +100,17 @@ def main(argv):
   del argv
   wall_start = time.time()
   values = configs.sac_values()
+  box = type("Box", (), {"action_space": FloatBox((1,), -1.0, 1.0)})()
+  config_flags.check_flags(
+    configs.SAC_CLASSES,
+    values,
+    configs=[lambda: configs.sac_config(values, box)],
+  )
   settings = configs.sac_settings(values)
   configs.set_intra_op_threads(settings.intra_op_threads)
   run_dir = configs.run_directory(settings, "sac")
-  env = make_vector_env(settings.env, settings.num_envs, settings.seed)
+  with config_flags.usage_of("env", settings.env):
+    env = make_vector_env(settings.env, settings.num_envs, settings.seed)
   config = configs.sac_config(values, env)
   executor = SACBuilder(config).make_agent(env=env).build()
   logging.info(
@@ -181,4 +189,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -20,6 +20,7 @@ from ingraph_rl.components.memories import ReplayMemory
 from ingraph_rl.components.optimizers import Adam, Synchronization
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
+from ingraph_rl.executors.checks import tf_draw, torch_draw
 from ingraph_rl.utils.lazy import torch
 
 # What `update` and `train` report (fixed keys); see SACAgent.
@@ -274,7 +275,9 @@ class SACAgent(Component):
   @graph_fn
   def _graph_fn_learn(self, batch, critic, actor, alpha, sync, copy):
     c = self.config
-    first = tf.equal(self.updates.read_value(), 0)
+    # After the batch (and its checks: an empty memory changes nothing).
+    with tf.control_dependencies(tf.nest.flatten(batch)):
+      first = tf.equal(self.updates.read_value(), 0)
     # The targets start as copies of the Qs (CleanRL's load_state_dict).
     copied = tf.cond(first, lambda: copy(), lambda: tf.constant(False))
     with tf.control_dependencies([copied]):
@@ -388,7 +391,12 @@ class SACAgent(Component):
     dim = len(self.low)
 
     def random_actions():
-      return self.rng.uniform([n, dim], self.low, self.high, dtype=tf.float32)
+      return tf_draw(
+        self.rng,
+        lambda seed: tf.random.stateless_uniform(
+          [n, dim], seed, self.low, self.high, dtype=tf.float32
+        ),
+      )
 
     def learn():
       out = update()
@@ -457,7 +465,9 @@ class SACAgent(Component):
     for _ in range(int(num_steps)):
       obs = self.last_obs.clone()
       if int(self.env_steps) < c.learning_starts:
-        u = torch.rand((n, len(self.low)), generator=self.rng)
+        u = torch_draw(
+          self.rng, lambda g: torch.rand((n, len(self.low)), generator=g)
+        )
         actions = low + (high - low) * u
       else:
         actions = act(obs)["actions"].detach()

@@ -8,6 +8,7 @@ import tensorflow_probability as tfp
 from ingraph_rl.components.distributions.gaussian import DiagGaussian
 from ingraph_rl.core import api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
+from ingraph_rl.executors.checks import tf_draw, torch_draw
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.utils.lazy import torch
 
@@ -28,7 +29,8 @@ class SquashedGaussian(DiagGaussian):
   is atanh), and
     sample_with_log_prob(parameters) -> {"actions", "log_prob"}: one
       reparameterized draw (gradients reach the parameters) and its log
-      prob from the pre-squash value, never through atanh;
+      prob from the pre-squash value, never through atanh; the generator
+      advances only if the calling API succeeds (`checks.tf_draw`);
     squash(parameters, noise) -> {"actions", "log_prob"}: the same for a
       given standard-normal `noise` (deterministic; for tests).
   No `entropy` and `kl`: the squashed Gaussian has no closed form.
@@ -123,7 +125,13 @@ class SquashedGaussian(DiagGaussian):
   @graph_fn
   def _graph_fn_sample_with_log_prob(self, parameters):
     mean, _ = self._tf_split(parameters)
-    noise = self.rng.normal(tf.shape(mean), dtype=mean.dtype)
+    # The generator advances only if the whole call succeeds.
+    noise = tf_draw(
+      self.rng,
+      lambda seed: tf.random.stateless_normal(
+        tf.shape(mean), seed, dtype=mean.dtype
+      ),
+    )
     return self._tf_squash(parameters, noise)
 
   @graph_fn
@@ -174,7 +182,9 @@ class SquashedGaussian(DiagGaussian):
   @_graph_fn_sample_with_log_prob.torch
   def _graph_fn_sample_with_log_prob(self, parameters):
     mean, _ = self._torch_split(parameters)
-    noise = torch.randn(mean.shape, generator=self.rng, dtype=mean.dtype)
+    noise = torch_draw(
+      self.rng, lambda g: torch.randn(mean.shape, generator=g, dtype=mean.dtype)
+    )
     return self._torch_squash(parameters, noise)
 
   @_graph_fn_squash.torch
