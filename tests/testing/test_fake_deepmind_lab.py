@@ -161,8 +161,8 @@ sys.stdout.write("--- specs\n"); sys.stdout.flush()
 out["specs"] = [s["name"] for s in held.observation_spec()]
 sys.stdout.write("--- maze\n"); sys.stdout.flush()
 maze = lab(d + "explore_goal_locations_small")
-t = time.monotonic(); maze.reset(seed=3); out["first_reset_s"] = time.monotonic() - t
-t = time.monotonic(); maze.reset(seed=4); out["second_reset_s"] = time.monotonic() - t
+for key, seed in (("first_reset_s", 3), ("second_reset_s", 4)):
+  t = time.monotonic(); maze.reset(seed=seed); out[key] = time.monotonic() - t
 sys.stdout.write("--- language\n"); sys.stdout.flush()
 lab(d + "language_select_described_object").reset(seed=2)
 print(json.dumps(out))
@@ -177,8 +177,9 @@ def test_refuses_and_prints_what_the_real_module_does(monkeypatch):
   res = json.loads(stdout.strip().splitlines()[-1])
   # DM Lab's test_only.lua: at Lab(...), unless allowHoldOutLevels.
   assert res["hold_out"].startswith("Failed to init environment - ")
-  assert "test_only.lua:33: This level must only be used during evaluation" in (
-    res["hold_out"]
+  assert (
+    "test_only.lua:33: This level must only be used during evaluation"
+    in (res["hold_out"])
   )
   assert '"allowHoldOutLevels" = "true" explicitly' in res["hold_out"]
   # brady_konkle_oliva2008.lua: at reset, unless datasetPath.
