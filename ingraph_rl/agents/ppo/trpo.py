@@ -23,6 +23,7 @@ from ingraph_rl.components.optimizers import (
   SubsamplingStep,
 )
 from ingraph_rl.core import api, graph_fn, inline
+from ingraph_rl.executors.checks import tf_check, torch_check
 from ingraph_rl.spaces import Dict
 from ingraph_rl.utils.lazy import torch
 
@@ -38,6 +39,8 @@ STATS = (
   "frames",
 )
 
+
+EMPTY = "an empty batch: TRPO's update needs at least one sample"
 
 # The actor-critic's sub-components of each (shared_torso is refused).
 POLICY_PARTS = ("policy_torso/", "policy_head/", "log_std/")
@@ -67,7 +70,8 @@ class TRPOAgent(PPOAgent):
 
   "policy_loss" and "entropy" are the batch's before the step,
   "value_loss" the last minibatch's, "train_step" the TRPO updates so far
-  (also `get_train_step()`).
+  (also `get_train_step()`). An empty batch is refused (a SpaceError,
+  nothing changed).
   No `minibatch_step` (PPO's).
   """
 
@@ -168,6 +172,12 @@ class TRPOAgent(PPOAgent):
 
   @graph_fn
   def _graph_fn_normalize(self, samples):
+    # Everything the update writes depends on the samples, so on this.
+    ok = tf_check(
+      tf.size(samples["returns"]) > 0, self, "update", "batch", EMPTY
+    )
+    with tf.control_dependencies([ok]):
+      samples = {k: tf.identity(v) for k, v in samples.items()}
     adv = samples["advantages"]
     if self.config.norm_adv:  # Bessel's std, as PPO's loss and torch's.
       n = tf.cast(tf.size(adv), tf.float32)
@@ -177,6 +187,7 @@ class TRPOAgent(PPOAgent):
 
   @_graph_fn_normalize.torch
   def _graph_fn_normalize(self, samples):
+    torch_check(samples["returns"].numel() > 0, self, "update", "batch", EMPTY)
     adv = samples["advantages"]
     if self.config.norm_adv:
       adv = (adv - adv.mean()) / (adv.std() + 1e-8)

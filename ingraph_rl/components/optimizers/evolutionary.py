@@ -80,7 +80,7 @@ class Evolutionary(ComposableOptimizer):
     sizes = [int(np.prod(p.shape)) for p in params]
     before = [p.read_value() for p in params]
     outputs = problem.loss()
-    draw = self.draws.assign_add(1) - 1
+    draw = self.draws.read_value()  # Advanced after the update (below).
 
     def noise(s):
       flat = hash_random.tf_normal(
@@ -113,9 +113,11 @@ class Evolutionary(ComposableOptimizer):
       parallel_iterations=1,
     )
     scale = self.learning_rate / self.num_samples
-    for p, b, t in zip(params, before, total):
-      p.assign(b + scale * t)
-    perturbed = spread / (2.0 * self.num_samples)
+    writes = [p.assign(b + scale * t) for p, b, t in zip(params, before, total)]
+    with tf.control_dependencies(writes):
+      writes.append(self.draws.assign_add(1))
+    with tf.control_dependencies(writes):
+      perturbed = spread / (2.0 * self.num_samples)
     return self.merge_stats(outputs, {"perturbed_loss": perturbed})
 
   def torch_update(self, problem, settings):
@@ -124,8 +126,7 @@ class Evolutionary(ComposableOptimizer):
     with torch.no_grad():
       before = [p.detach().clone() for p in params]
       outputs = {k: v.detach() for k, v in problem.loss().items()}
-      self.draws += 1
-      draw = self.draws - 1
+      draw = self.draws.clone()
       total = [torch.zeros_like(b) for b in before]
       spread = torch.tensor(0.0)
       for s in range(self.num_samples):
@@ -145,5 +146,6 @@ class Evolutionary(ComposableOptimizer):
       scale = self.learning_rate / self.num_samples
       for p, b, t in zip(params, before, total):
         p.copy_(b + scale * t)
+      self.draws += 1
     perturbed = spread / (2.0 * self.num_samples)
     return self.merge_stats(outputs, {"perturbed_loss": perturbed})

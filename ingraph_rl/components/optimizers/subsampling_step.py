@@ -56,7 +56,9 @@ class SubsamplingStep(ComposableOptimizer):
     leaves = tf.nest.flatten(problem.arguments)
     n = tf.shape(leaves[0], out_type=tf.int32)[0]
     k = tf.minimum(self.num_minibatches, n)
-    draw = self.draws.assign_add(1) - 1
+    # The draw counter advances after the epoch, depending on its stats:
+    # a check that fails in the loss (a refused batch) leaves it as it was.
+    draw = self.draws.read_value()
     perm = hash_random.tf_permutation(self.seed, draw, n)
     spec = self.stats_spec(problem.spec)
 
@@ -72,18 +74,24 @@ class SubsamplingStep(ComposableOptimizer):
     _, stats = tf_loop(
       lambda j, stats: j < k, body, (tf.constant(0), tf_zeros(spec)), spec
     )
-    return stats
+    with tf.control_dependencies(tf.nest.flatten(stats)):
+      advanced = self.draws.assign_add(1)
+    with tf.control_dependencies([advanced]):
+      return tf.nest.map_structure(tf.identity, stats)
 
   def torch_update(self, problem, settings):
     n = int(tree.flatten(problem.arguments)[0].shape[0])
     k = min(self.num_minibatches, n)
-    if k == 0:  # As in TF: no step, zero stats.
-      return torch_zero_stats(self.stats_spec(loss_spec_of(problem)))
-    with torch.no_grad():
-      self.draws += 1
-    perm = hash_random.torch_permutation(self.seed, self.draws - 1, n).long()
+    if k == 0:  # As in TF: no step, zero stats, the counter advanced.
+      stats = torch_zero_stats(self.stats_spec(loss_spec_of(problem)))
+      with torch.no_grad():
+        self.draws += 1
+      return stats
+    perm = hash_random.torch_permutation(self.seed, self.draws, n).long()
     for j in range(k):
       idx = perm[j * n // k : (j + 1) * n // k]
       minibatch = tree.map_structure(lambda x, i=idx: x[i], problem.arguments)
       stats = self.inner.torch_update(problem.on(minibatch), settings["inner"])
+    with torch.no_grad():
+      self.draws += 1
     return stats
