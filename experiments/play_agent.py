@@ -1,6 +1,7 @@
-"""Plays an exported complete agent (export.export_agent, e.g. PPO's) with
-plain TensorFlow + gymnasium, deterministically (`explore=False`: the
-argmax, or a Gaussian policy's mean clipped to the action bounds).
+"""Plays an exported complete agent (export.export_agent, e.g. PPO's or
+SAC's) with plain TensorFlow + gymnasium, deterministically (`explore=
+False`: the argmax, a Gaussian policy's mean clipped to the action bounds,
+SAC's squashed mean).
 
     python experiments/play_agent.py --saved_model=runs/.../saved_agent \
         --env=CartPole-v1 --episodes=20
@@ -58,15 +59,16 @@ def main():
   args = parser.parse_args()
   agent = tf.saved_model.load(args.saved_model)
   act = agent.signatures["action"]
-  dtype = act.structured_input_signature[1]["observations"].dtype
+  inputs = act.structured_input_signature[1]
+  # PPO's agent names its observations so, SAC's (and DQN's) `states`.
+  name = "observations" if "observations" in inputs else "states"
+  dtype = inputs[name].dtype
   reset, step = make_env(args.env, args.seed)
   returns = []
   for episode in range(args.episodes):
     obs, done, total = reset(), False, 0.0
     while not done:
-      out = act(
-        observations=tf.constant(obs, dtype), explore=tf.constant(False)
-      )
+      out = act(**{name: tf.constant(obs, dtype)}, explore=tf.constant(False))
       obs, reward, done = step(out["actions"].numpy())
       total += reward
     returns.append(total)

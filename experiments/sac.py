@@ -17,12 +17,13 @@ Logs TensorBoard scalars with CleanRL's names under `--logdir` (default
 `runs/{env}__sac__{seed}__{time}`): losses/qf1_values, losses/qf_loss,
 losses/actor_loss, losses/alpha, losses/alpha_loss (means over a train
 call's updates; the actor's over its own steps), charts/episodic_return
-(the mean of the episodes that ended in a call), charts/SPS. Checkpoints
+(the mean of the episodes that ended in a call; charts/episodic_return_
+last100 that of the last 100), charts/SPS. Checkpoints
 there hold the whole agent, replay memory included; a rerun with the same
 `--logdir` resumes. At the end the complete agent is exported as one
 SavedModel (`saved_agent`) and its deterministic policy (`explore=False`)
 is played in a fresh process that does not import ingraph_rl
-(experiments/play_continuous.py). The last line states that return.
+(experiments/play_agent.py). The last line states that return.
 """
 
 import os
@@ -45,13 +46,13 @@ from ingraph_rl.utils.episode_stats import RecentEpisodes
 FLAG_HOLDERS = config_flags.define_flags(*configs.SAC_CLASSES)
 
 PLAYER = os.path.join(
-  os.path.dirname(os.path.abspath(__file__)), "play_continuous.py"
+  os.path.dirname(os.path.abspath(__file__)), "play_agent.py"
 )
 
 
 def evaluate_in_fresh_process(saved_agent, env_id, episodes, seed):
   """Mean return of the exported agent's deterministic policy, played by
-  experiments/play_continuous.py in a new python (`-I`: no ingraph_rl)."""
+  experiments/play_agent.py in a new python (`-I`: no ingraph_rl)."""
   out = subprocess.run(
     [
       sys.executable,
@@ -68,18 +69,19 @@ def evaluate_in_fresh_process(saved_agent, env_id, episodes, seed):
   )
   if out.returncode != 0:
     raise RuntimeError(
-      f"play_continuous.py failed ({out.returncode}):\n{out.stderr[-3000:]}"
+      f"play_agent.py failed ({out.returncode}):\n{out.stderr[-3000:]}"
     )
   last = out.stdout.strip().splitlines()[-1]
   return float(last.split()[-1])
 
 
-def write_scalars(writer, stats, env_steps, sps):
+def write_scalars(writer, stats, env_steps, sps, recent):
   with writer.as_default(step=env_steps):
     if stats["episodes"]:
       tf.summary.scalar(
         "charts/episodic_return", stats["return_sum"] / stats["episodes"]
       )
+      tf.summary.scalar("charts/episodic_return_last100", recent.mean)
       tf.summary.scalar(
         "charts/episodic_length", stats["length_sum"] / stats["episodes"]
       )
@@ -148,7 +150,7 @@ def main(argv):
     env_steps = int(stats["env_steps"])
     sps = done / max(time.time() - t0, 1e-9)
     recent.add(stats["return_sum"], stats["episodes"])
-    write_scalars(writer, stats, env_steps, sps)
+    write_scalars(writer, stats, env_steps, sps, recent)
     logging.info(
       "env steps %d  SPS %.0f  episodes %d  last100 return %.1f  alpha %.3f",
       env_steps,

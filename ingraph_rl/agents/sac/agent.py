@@ -20,7 +20,6 @@ from ingraph_rl.components.memories import ReplayMemory
 from ingraph_rl.components.optimizers import Adam, Synchronization
 from ingraph_rl.core import Component, api, graph_fn, inline
 from ingraph_rl.environments import in_graph
-from ingraph_rl.executors.checks import tf_draw, torch_draw
 from ingraph_rl.utils.lazy import torch
 
 # What `update` and `train` report (fixed keys); see SACAgent.
@@ -391,12 +390,9 @@ class SACAgent(Component):
     dim = len(self.low)
 
     def random_actions():
-      return tf_draw(
-        self.rng,
-        lambda seed: tf.random.stateless_uniform(
-          [n, dim], seed, self.low, self.high, dtype=tf.float32
-        ),
-      )
+      # Straight from the generator: a deferred draw (checks.tf_draw)
+      # would repeat one seed until the call ends.
+      return self.rng.uniform([n, dim], self.low, self.high, dtype=tf.float32)
 
     def learn():
       out = update()
@@ -465,9 +461,7 @@ class SACAgent(Component):
     for _ in range(int(num_steps)):
       obs = self.last_obs.clone()
       if int(self.env_steps) < c.learning_starts:
-        u = torch_draw(
-          self.rng, lambda g: torch.rand((n, len(self.low)), generator=g)
-        )
+        u = torch.rand((n, len(self.low)), generator=self.rng)
         actions = low + (high - low) * u
       else:
         actions = act(obs)["actions"].detach()
