@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from experiments import configs
@@ -24,7 +25,7 @@ def run(logdir, total, extra=()):
     "--learning_starts=200",
     "--batch_size=32",
     "--hidden_units=16",
-    "--eval_episodes=2",
+    "--eval_episodes=1",
     f"--logdir={logdir}",
     *extra,
   ]
@@ -35,6 +36,7 @@ def run(logdir, total, extra=()):
   return out
 
 
+@pytest.mark.slow  # Two runs, each a build, an export and a fresh process.
 def test_runs_logs_exports_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 400)
