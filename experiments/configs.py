@@ -25,6 +25,7 @@ from ingraph_rl.agents.apex import ApexConfig
 from ingraph_rl.agents.dqn import DQNConfig
 from ingraph_rl.agents.impala import IMPALAConfig
 from ingraph_rl.agents.ppo import PPOConfig
+from ingraph_rl.agents.ppo.trpo_config import TRPOConfig
 from ingraph_rl.agents.sac import SACConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
@@ -190,7 +191,7 @@ class ApexSettings(ClusterSettings):
 
 @dataclasses.dataclass(frozen=True)
 class PPOSettings(RunSettings):
-  """experiments/ppo.py's settings (CleanRL's names)."""
+  """experiments/ppo.py's and trpo.py's settings (CleanRL's names)."""
 
   num_envs: int = field(4, "Environments stepped together.", minimum=1)
   total_timesteps: int = field(
@@ -215,6 +216,7 @@ APEX_CLASSES = (ApexSettings, ApexConfig)
 DQN_CLASSES = (DQNSettings, DQNConfig)
 SAC_CLASSES = (SACSettings, SACConfig)
 PPO_CLASSES = (PPOSettings, PPOConfig)
+TRPO_CLASSES = (PPOSettings, TRPOConfig)
 
 # The embedded default of experiments/sac.py: SAC on Pendulum-v1, 15k env
 # steps, 64x64 networks (the learning test's setup; flagfiles/
@@ -251,6 +253,11 @@ DQN_CARTPOLE = dict(learning_rate=2.5e-4)
 # it reaches greedy 500 within 60 s here, benchmarks/learning.py's
 # ppo_cartpole; flagfiles/ppo_cartpole.cfg writes it all out).
 PPO_CARTPOLE = dict(num_envs=8, total_timesteps=200_000, learning_rate=1e-3)
+
+# The embedded default of experiments/trpo.py: TRPO on CartPole-v1, 8 envs
+# x 128 steps per update, TRPOConfig's defaults (baselines' max KL 0.01,
+# 10 CG iterations, damping 0.1); flagfiles/trpo_cartpole.cfg writes it out.
+TRPO_CARTPOLE = dict(num_envs=8, total_timesteps=200_000)
 
 # The embedded default of experiments/apex.py: Ape-X on CartPole-v1, 2
 # actors x 4 envs, 2 shards, 200k env steps (ApexSettings' defaults), and
@@ -339,9 +346,13 @@ def apex_values(preset=APEX_CARTPOLE, flag_values=None):
   return config_flags.resolve(APEX_CLASSES, preset, **kwargs)
 
 
-def ppo_values(preset=PPO_CARTPOLE, flag_values=None):
+def ppo_values(preset=PPO_CARTPOLE, flag_values=None, classes=PPO_CLASSES):
   kwargs = {} if flag_values is None else {"flag_values": flag_values}
-  return config_flags.resolve(PPO_CLASSES, preset, **kwargs)
+  return config_flags.resolve(classes, preset, **kwargs)
+
+
+def trpo_values(preset=TRPO_CARTPOLE, flag_values=None):
+  return ppo_values(preset, flag_values, TRPO_CLASSES)
 
 
 FLAGFILES = pathlib.Path(__file__).resolve().parent / "flagfiles"
@@ -425,15 +436,16 @@ def ppo_settings(values):
   return config_flags.make(PPOSettings, values)
 
 
-def ppo_config(values, action_space):
-  """The PPOConfig of a run: the env's action count (or Box dims), the
-  seed, and the updates the budget holds (what anneal_lr anneals over)."""
+def ppo_config(values, action_space, cls=PPOConfig):
+  """The PPOConfig (or TRPOConfig) of a run: the env's action count (or
+  Box dims), the seed, and the updates the budget holds (what anneal_lr
+  anneals over)."""
   continuous = getattr(action_space, "num_categories", None) is None
   updates = values["total_timesteps"] // max(
     1, values["num_envs"] * values["num_steps"]
   )
   return config_flags.make(
-    PPOConfig,
+    cls,
     values,
     num_actions=None if continuous else action_space.num_categories,
     action_dim=int(action_space.shape[0]) if continuous else None,

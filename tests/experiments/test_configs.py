@@ -81,6 +81,7 @@ PRESETS = {
   "dqn": configs.DQN_CARTPOLE,
   "apex": configs.APEX_CARTPOLE,
   "ppo": configs.PPO_CARTPOLE,
+  "trpo": configs.TRPO_CARTPOLE,
   "sac": configs.SAC_PENDULUM,
 }
 
