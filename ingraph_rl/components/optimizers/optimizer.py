@@ -172,10 +172,9 @@ class Optimizer(ComposableOptimizer):
     # finite: a check that fails while they are computed (e.g. sampling
     # from an empty memory) or a non-finite update leaves the step count,
     # the slots and the variables as they were.
-    finite = tf.reduce_all(
-      [tf.reduce_all(tf.math.is_finite(loss))]
-      + [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
-    )
+    # The global norm is finite exactly when every gradient is (short of
+    # an overflow, which is divergence too): one test, not one per variable.
+    finite = tf.reduce_all(tf.math.is_finite(loss)) & tf.math.is_finite(norm)
     ok = tf_check(finite, self, "step", "loss", NON_FINITE)
     with tf.control_dependencies([loss, norm, ok]):
       norm = tf.identity(norm)  # Callers that wait for it wait for `ok`.
@@ -229,8 +228,7 @@ class Optimizer(ComposableOptimizer):
       # the two would invalidate the second pass's autograd graph.
       return {"grad_norm": norm.detach()}
     torch_check(
-      bool(torch.isfinite(loss).all())
-      and all(bool(torch.isfinite(g).all()) for g in grads),
+      bool(torch.isfinite(loss).all()) and bool(torch.isfinite(norm)),
       self,
       "step",
       "loss",
