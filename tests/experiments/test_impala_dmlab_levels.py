@@ -14,7 +14,7 @@ import time
 import pytest
 from absl import app
 
-from experiments import configs, dmlab_settings, impala
+from experiments import configs, dmlab_settings, impala_envs
 from ingraph_rl.environments import dmlab30
 
 
@@ -41,14 +41,14 @@ def test_refused_before_any_env_starts(tmp_path, fake_dmlab):
     with pytest.raises(
       app.UsageError, match="must only be used during evaluation"
     ):
-      impala.dmlab_preflight(settings, dmlab_settings.DMLabSettings())
+      impala_envs.dmlab_preflight(settings, dmlab_settings.DMLabSettings())
   # With the dataset (or skipping its levels) DMLab-30 passes.
   settings = dataclasses.replace(configs.IMPALASettings(), env="dmlab:dmlab30")
   for dmlab in (
     dmlab_settings.DMLabSettings(dataset_path=str(tmp_path)),
     dmlab_settings.DMLabSettings(skip_levels_without_dataset=True),
   ):
-    impala.dmlab_preflight(settings, dmlab)
+    impala_envs.dmlab_preflight(settings, dmlab)
 
 
 def test_actor_levels_load_at_once(tmp_path, monkeypatch, capsys, fake_dmlab):
@@ -63,9 +63,9 @@ def test_actor_levels_load_at_once(tmp_path, monkeypatch, capsys, fake_dmlab):
 
   def build(load_s, log_dir):
     monkeypatch.setenv("FAKE_DEEPMIND_LAB_MAZE_LOAD_SECONDS", str(load_s))
-    factory = impala.env_factory(settings, 1, dmlab, str(log_dir))
+    factory = impala_envs.env_factory(settings, 1, dmlab, str(log_dir))
     start = time.monotonic()
-    envs = impala.make_actor_envs(factory, 2, 2)
+    envs = impala_envs.make_actor_envs(factory, 2, 2)
     took = time.monotonic() - start
     levels = [env.levels for env in envs]
     for env in envs:
