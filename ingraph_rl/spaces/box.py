@@ -560,8 +560,7 @@ class IntBox(BoxSpace):
     # raise OverflowError, or round 2.5 down).
     if ints is None or not np.array_equal(ints, arr):
       raise SpaceError(
-        f"IntBox bounds must be integers within int64, got "
-        f"{_clip_repr(b)}",
+        f"IntBox bounds must be integers within int64, got {_clip_repr(b)}",
         expected="an int or an array of ints (high is exclusive)",
         received=_clip_repr(b),
       )

@@ -25,13 +25,15 @@ def good(b=2):
               prev_reward=tf.zeros([b]), prev_action=tf.zeros([b], tf.int64),
               **state)
 
+def act(**changes):
+  return sig["action"](**dict(good(), **changes))
+
 cases = {
-  "obs_shape": lambda: sig["action"](**dict(good(), observation=tf.zeros([2, 3]))),
-  "obs_rank": lambda: sig["action"](**dict(good(), observation=tf.zeros([4]))),
-  "obs_dtype": lambda: sig["action"](
-      **dict(good(), observation=tf.zeros([2, 4], tf.float64))),
-  "state_shape": lambda: sig["action"](**dict(good(), state_h=tf.zeros([2, 7]))),
-  "first_rank": lambda: sig["action"](**dict(good(), first=tf.ones([2, 1], tf.bool))),
+  "obs_shape": lambda: act(observation=tf.zeros([2, 3])),
+  "obs_rank": lambda: act(observation=tf.zeros([4])),
+  "obs_dtype": lambda: act(observation=tf.zeros([2, 4], tf.float64)),
+  "state_shape": lambda: act(state_h=tf.zeros([2, 7])),
+  "first_rank": lambda: act(first=tf.ones([2, 1], tf.bool)),
   "batch_size": lambda: sig["get_initial_state"](batch_size=tf.constant(-1)),
 }
 out = {}

@@ -117,13 +117,12 @@ class SACBuilder:
 
 def check_action_space(config: SACConfig, space: object) -> None:
   """The env's actions must be the config's box."""
+  shape = (config.action_dim,)
   ok = (
     isinstance(space, FloatBox)
     and space.shape == (config.action_dim,)
-    and np.allclose(np.broadcast_to(space.low, space.shape), config.action_low)
-    and np.allclose(
-      np.broadcast_to(space.high, space.shape), config.action_high
-    )
+    and np.allclose(np.broadcast_to(space.low, shape), config.action_low)
+    and np.allclose(np.broadcast_to(space.high, shape), config.action_high)
   )
   if not ok:
     raise BuildError(
