@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from experiments import configs
@@ -32,6 +33,9 @@ def run(logdir, total, extra=()):
   return out
 
 
+# PPO's twin of this test runs experiments/on_policy.py in the default
+# run; TRPO's (~25 s alone) waits for `make test-all`.
+@pytest.mark.slow
 def test_runs_logs_exports_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 256)

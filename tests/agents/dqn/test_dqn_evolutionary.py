@@ -12,6 +12,9 @@ from ingraph_rl.environments import GymnasiumVectorEnv
 from ingraph_rl.errors import BuildError
 
 
+# DQN's own learning test stays in the default run; this one, another
+# optimizer on the same agent, waits for `make test-all` (~27 s alone).
+@pytest.mark.slow
 @pytest.mark.timeout(900)  # A loaded machine (see the docstring).
 def test_evolutionary_dqn_improves_its_greedy_return_on_cartpole():
   """The greedy return (20 episodes) after 16,000 env steps of training
