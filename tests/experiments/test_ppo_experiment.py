@@ -11,25 +11,11 @@ import tensorflow as tf
 from experiments import configs
 from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.tensorboard import scalar_tags
+from tests.experiments import on_policy_run
 
 
 def run(logdir, total, extra=()):
-  cmd = [
-    sys.executable,
-    "-m",
-    "experiments.ppo",
-    f"--total_timesteps={total}",
-    "--num_envs=2",
-    "--num_steps=64",
-    "--eval_episodes=2",
-    f"--logdir={logdir}",
-    *extra,
-  ]
-  out = subprocess.run(
-    cmd, cwd=ROOT, capture_output=True, text=True, timeout=600
-  )
-  assert out.returncode == 0, out.stderr[-3000:]
-  return out
+  return on_policy_run.run("experiments.ppo", logdir, total, extra)
 
 
 def test_runs_logs_exports_and_resumes(tmp_path):
