@@ -19,6 +19,7 @@ from ingraph_rl.agents.ppo.trpo_builder import TRPOBuilder
 from ingraph_rl.agents.ppo.trpo_config import TRPOConfig
 from ingraph_rl.spaces import FloatBox
 from ingraph_rl.testing.fuzz import VALID, Target, numpy_of, sample
+from tests.fuzz.actor_critic_checks import check_actor_critic
 
 OBS = FloatBox((3,))
 T, VALUE_EPOCHS, MINIBATCHES, NUM_ACTIONS, ACTION_DIM = 4, 2, 2, 3, 2
@@ -89,26 +90,9 @@ class TRPOTarget(Target):
         self.fuzzer.inconsistent(api, f"value loss {out['value_loss']}")
     elif api == "get_train_step" and int(out) != self.updates:
       self.fuzzer.inconsistent(api, f"train step {out} != {self.updates}")
-    elif api == "get_actions":
-      a = out["actions"]
-      if len(a) != len(args[0]):
-        self.fuzzer.inconsistent(api, f"{len(a)} actions")
-      if not self.continuous and np.any((a < 0) | (a >= NUM_ACTIONS)):
-        self.fuzzer.inconsistent(api, f"actions {a}")
-    elif api == "get_weights":
-      state = self.fuzzer.state
-      for path, value in out.items():
-        if not np.array_equal(value, state[f"var:trpo/model/{path}"]):
-          self.fuzzer.inconsistent(api, f"weight {path} differs")
-    state = self.fuzzer.state
-    steps = [v for k, v in state.items() if k.endswith("adam/iterations")]
-    if int(steps[0]) != self.adam_steps:
-      self.fuzzer.inconsistent(api, f"Adam steps {steps} != model")
-    for k, v in state.items():
-      if k.startswith("var:") and v.dtype.kind == "f":
-        if not np.all(np.isfinite(v)):
-          self.fuzzer.inconsistent(api, f"non-finite values in {k}")
-          return
+    check_actor_critic(
+      self, api, args, out, "trpo", NUM_ACTIONS, self.adam_steps
+    )
 
 
 @pytest.mark.parametrize("kind", ["categorical", "gaussian"])
