@@ -248,7 +248,9 @@ def test_without_deepmind_lab_workers_raise_the_install_hint(monkeypatch):
   assert isinstance(info.value, ImportError)
   assert info.value.name == "deepmind_lab"
   message = str(info.value)
-  assert "env worker 0" in message and "dmlab:" + ARENA in message
+  # Both workers fail; whichever answers first is named.
+  assert re.search(r"env worker [01] ", message), message
+  assert "dmlab:" + ARENA in message
   for hint in ("github.com/deepmind/lab", "bazel", "pip install"):
     assert hint in message, hint
 
