@@ -50,7 +50,11 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from ingraph_rl.environments.env_ids import check_env_id
-from ingraph_rl.errors import BuildError, EnvironmentNotAvailableError
+from ingraph_rl.errors import (
+  BuildError,
+  CheckpointError,
+  EnvironmentNotAvailableError,
+)
 from ingraph_rl.utils.config_fields import (
   CHOICES,
   FLAG,
@@ -308,17 +312,27 @@ def usage_of(flag, value):
 def run(main, argv=None):
   """`app.run(main)`, where a UsageError prints one line, `error: --flag=
   value: what to change`, to stderr and exits 2 (with --verbosity=1 or
-  more: the traceback too). Other errors are bugs: their traceback, as
-  usual."""
+  more: the traceback too); so does a CheckpointError (a --logdir whose
+  checkpoints all fail to read). Other errors are bugs: their traceback,
+  as usual."""
 
   def checked_main(args):
     try:
       return main(args)
-    except UsageError as e:
+    except (UsageError, CheckpointError) as e:
       if absl_logging.get_verbosity() >= absl_logging.DEBUG:
         raise
-      sys.stderr.write(f"error: {e}\n")
+      sys.stderr.write(f"error: {_as_usage_error(e)}\n")
       sys.stderr.flush()
       sys.exit(USAGE_EXIT_CODE)
 
   app.run(checked_main, argv=argv)
+
+
+def _as_usage_error(error):
+  """A CheckpointError (no checkpoint the run's --logdir holds reads) is
+  bad input on --logdir, not a bug."""
+  if isinstance(error, UsageError):
+    return error
+  logdir = flags.FLAGS["logdir"].value if "logdir" in flags.FLAGS else ""
+  return UsageError("logdir", logdir, str(error))

@@ -76,6 +76,11 @@ class EnvironmentNotAvailableError(IngraphError, ImportError):
   imported; the message says how to install it."""
 
 
+class CheckpointError(IngraphError):
+  """No checkpoint of a directory that has checkpoints could be read (see
+  `utils.checkpoints.CheckpointSaver.restore`)."""
+
+
 class ExportError(IngraphError):
   """An agent cannot be exported as asked (e.g. an API steps an environment
   through `tf.numpy_function`), or a SavedModel cannot be loaded by this

@@ -51,7 +51,7 @@ import threading
 
 import tensorflow as tf
 
-from ingraph_rl.errors import IngraphError
+from ingraph_rl.errors import CheckpointError
 
 # What a save of prefix "ckpt" leaves: `ckpt-N.index`, `ckpt-N.data-*`, the
 # merge's scratch dir `ckpt-N_temp`, and BundleWriter's `*.tempstate*`.
@@ -63,10 +63,6 @@ _CORRUPT = re.compile(r"^ckpt-\d+\.corrupt(\.\d+)?$")
 # What reading a checkpoint that does not read raises (IndexError: a
 # truncated data file, "Read less bytes than requested").
 _UNREADABLE = (tf.errors.OpError, IndexError)
-
-
-class CheckpointError(IngraphError):
-  """No checkpoint of a directory that has checkpoints could be read."""
 
 
 def _local(path):

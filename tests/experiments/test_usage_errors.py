@@ -129,6 +129,16 @@ def test_impala_usage_errors(tmp_path, fake_dmlab):
   check_usage_errors("impala", cases, fake_dmlab.env)
 
 
+def unreadable_checkpoints(tmp_path):
+  """A --logdir whose only checkpoint an earlier run found unreadable and
+  moved aside (`ckpt-800.corrupt`): the run must not start over there."""
+  logdir = tmp_path / "corrupt_run"
+  aside = logdir / "checkpoints" / "ckpt-800.corrupt"
+  aside.mkdir(parents=True)
+  (aside / "ckpt-800.index").write_bytes(b"not a checkpoint")
+  return [([f"--logdir={logdir}"], "logdir")]
+
+
 def test_dqn_usage_errors(tmp_path):
   cases = [
     (["--batch_size=0"], "batch_size"),
@@ -138,6 +148,7 @@ def test_dqn_usage_errors(tmp_path):
     (["--learning_rate=0"], "learning_rate"),
     (["--env=NoSuchEnv-v0"], "env"),
     *bad_logdirs(tmp_path),
+    *unreadable_checkpoints(tmp_path),
   ]
   check_usage_errors("dqn", cases)
 
