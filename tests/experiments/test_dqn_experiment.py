@@ -38,6 +38,11 @@ SUMMARY = re.compile(
   r"episodes\); wall time ([\d.]+) s \(training ([\d.]+) "
   r"s\)$"
 )
+# experiments/progress.py's plain line (issue 40 item 8), and absl's log
+# prefix (`I1127 21:10:32.127323 140524870686400 dqn.py:150] `), which
+# progress lines must not carry.
+PROGRESS = re.compile(r"^\[dqn\] env steps +(\d+)  SPS .*  wall [\d.]+$")
+ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] ")
 
 
 @pytest.mark.slow  # ~10 s; benchmarks/learning.py runs this path too.
@@ -77,6 +82,15 @@ def test_runs_logs_checkpoints_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 2000)
   assert "dqn: 2000 env steps" in out.stdout
+  # One plain progress line per train call, on stdout, the last at 2000.
+  progress = [PROGRESS.match(x) for x in out.stdout.splitlines()]
+  steps = [int(m[1]) for m in progress if m]
+  assert steps and steps[-1] == 2000 and steps == sorted(steps), out.stdout
+  assert not [
+    x
+    for x in (out.stdout + out.stderr).splitlines()
+    if ABSL_PREFIX.match(x) and "env steps" in x
+  ]
   assert f"logs and checkpoints: {logdir}" in out.stdout
   assert {
     "charts/episodic_return",
