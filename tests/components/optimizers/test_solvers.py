@@ -15,6 +15,7 @@ from ingraph_rl.components.optimizers import (
   NaturalGradient,
   OptimizedStep,
   SubsamplingStep,
+  hash_random,
   solvers,
 )
 from ingraph_rl.core import Component, api, graph_fn, inline
@@ -391,6 +392,44 @@ def test_evolutionary_improves_a_quadratic_and_matches_torch(shaping):
   np.testing.assert_allclose(w[1], w[0], rtol=1e-5)
   assert _quadratic_loss(w[0]) < 0.1 * start
   assert int(tests[0].get_weights()["bumpy/evolutionary/draws"]) == 30
+
+
+def _numpy_evolutionary(w, lr, num_samples, noise_std, shaping, seed, draw):
+  """One antithetic update by its definition: the mean over samples of
+  c_i * e_i, c_i = (L(w - s e_i) - L(w + s e_i)) / (2 s) (an estimate of
+  -grad L) or its sign, times the learning rate; noise e_i of this draw."""
+  total = np.zeros_like(w)
+  for i in range(num_samples):
+    e = hash_random.tf_normal(seed, draw, w.size, i).numpy().astype(np.float32)
+    plus = _quadratic_loss(w + noise_std * e)
+    minus = _quadratic_loss(w - noise_std * e)
+    c = (minus - plus) / (2 * noise_std)
+    total += (np.sign(c) if shaping == "sign" else c) * e
+  return w + lr * total / num_samples
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+@pytest.mark.parametrize("shaping", ["sign", "difference"])
+def test_evolutionary_steps_are_the_antithetic_estimate_as_numpy(
+  backend, shaping
+):
+  """Three updates (draws 0, 1, 2: fresh noise each) against the
+  definition: the step goes down the loss (minus - plus), scaled by
+  1 / (2 noise_std) for "difference"."""
+  lr, n, std, seed = 0.05, 3, 0.1, 7
+  opt = Evolutionary(
+    lr, num_samples=n, noise_std=std, shaping=shaping, seed=seed
+  )
+  t = ComponentTest(
+    Quadratic(opt), {"x": FloatBox(add_batch_rank=True)}, backend
+  )
+  w = t.get_weights()["bumpy/w"].astype(np.float64)
+  for draw in range(3):
+    t.test("update", np.zeros(2, np.float32))
+    w = _numpy_evolutionary(w, lr, n, std, shaping, seed, draw)
+    np.testing.assert_allclose(
+      t.get_weights()["bumpy/w"], w, rtol=1e-5, atol=1e-6
+    )
 
 
 COMPOSED = {
