@@ -62,6 +62,17 @@ def test_scalars_checkpoints_and_resume_with_the_shards_data(tmp_path):
   out = run(logdir, 4000)
   steps = int(re.search(r"apex: (\d+) env steps, (\d+) updates", out.stdout)[1])
   assert 4000 <= steps < 4000 + 2 * 100 + 1
+  # experiments/progress.py's plain lines (issue 40 item 8), not absl's
+  # prefixed INFO lines.
+  progress = re.findall(
+    r"^\[apex\] env steps +(\d+)  SPS .*  wall [\d.]+$", out.stdout, re.M
+  )
+  assert progress and int(progress[-1]) <= steps, out.stdout[-2000:]
+  assert not re.search(
+    r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+:\d+\] .*env steps",
+    out.stdout + out.stderr,
+    re.M,
+  )
   tags = scalar_tags(logdir)
   for tag in (
     "charts/episodic_return",
@@ -71,6 +82,7 @@ def test_scalars_checkpoints_and_resume_with_the_shards_data(tmp_path):
     "losses/q_values",
     "replay/shard_0/size",
     "replay/shard_1/mean_priority",
+    "replay/shard_1/rejected_rows",
     "eval/episodic_return",
   ):
     assert tag in tags, tag
@@ -83,6 +95,12 @@ def test_scalars_checkpoints_and_resume_with_the_shards_data(tmp_path):
   sizes = {part: shard_size(paths[part]) for part in ("shard_0", "shard_1")}
   # Both shards were fed; together they hold (about) every transition.
   assert all(s > 500 for s in sizes.values()), sizes
+  # No faulty peer here: no received row was dropped.
+  assert all(
+    v == 0
+    for i in (0, 1)
+    for _, v in scalars(logdir, f"replay/shard_{i}/rejected_rows")
+  )
   # The complete agent's SavedModel acts greedily with the learner's
   # weights: the same actions as the learner's last checkpoint's Q-values.
   saved = pathlib.Path(logdir) / "saved_agent"
