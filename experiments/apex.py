@@ -54,6 +54,7 @@ from ingraph_rl.environments import (
 from ingraph_rl.environments.observation_key import SelectedObservation
 from ingraph_rl.errors import SpaceError
 from ingraph_rl.export import export_agent
+from ingraph_rl.runners.driver import ActorFailedError
 from ingraph_rl.runners.environments import make_actor_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
@@ -335,11 +336,23 @@ def main(argv):
     checkpoints.save,
   )
   start = time.time()
-  env_steps = driver.run(
-    settings.total_env_steps,
-    on_update=progress,
-    max_seconds=settings.max_train_seconds,
-  )
+  try:
+    env_steps = driver.run(
+      settings.total_env_steps,
+      on_update=progress,
+      max_seconds=settings.max_train_seconds,
+    )
+  except ActorFailedError as e:
+    # E.g. an env worker died or stopped answering (--env_step_timeout_s):
+    # the driver stopped and closed its envs; keep what was learned.
+    checkpoints.save(int(driver.learner_executor.execute("get_train_step")))
+    print(
+      f"[apex] stopped: {e}\n[apex] saved "
+      f"{checkpoints.learner.latest_checkpoint} and the shards': a rerun "
+      "with the same --logdir resumes",
+      flush=True,
+    )
+    return 1
   train_s = time.time() - start
   checkpoints.save(int(driver.learner_executor.execute("get_train_step")))
   report(

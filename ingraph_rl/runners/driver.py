@@ -36,12 +36,13 @@ _CLOSED = (tf.errors.CancelledError, tf.errors.OutOfRangeError)
 
 
 class ActorFailedError(RuntimeError):
-  """An actor (or the inference server) failed, e.g. its env worker died
-  or stopped answering; the driver stopped, its envs closed. The message
-  is the failure's first line (`__cause__`: the error itself)."""
+  """An actor (or the inference server, or a replay shard: `role`)
+  failed, e.g. its env worker died or stopped answering; the driver
+  stopped, its envs closed. The message is the failure's first line
+  (`__cause__`: the error itself)."""
 
-  def __init__(self, who, error):
-    super().__init__(f"actor {who} failed: {_first_line(error)}")
+  def __init__(self, who, error, role="actor"):
+    super().__init__(f"{role} {who} failed: {_first_line(error)}")
     self.who = who
 
 

@@ -44,6 +44,7 @@ import tensorflow as tf
 from ingraph_rl.components.queues.row_checks import RejectionLog
 from ingraph_rl.runners.driver import (
   DRAIN_S,
+  ActorFailedError,
   EpisodeTotals,
   join_all,
   join_and_close,
@@ -391,9 +392,7 @@ class ReplayDriver:
     self.samples_trained += int(out["frames"])
     if int(out["train_step"]) % self.config.publish_every == 0:
       self.publish_weights()
-    if self.errors:
-      name, error = self.errors[0]
-      raise RuntimeError(f"{name} failed: {error!r}") from error
+    self._raise_thread_error()
     return out
 
   def request_stop(self):
@@ -426,10 +425,18 @@ class ReplayDriver:
     run_learner(
       self.builder.name, step, keep_going, self.stop, poll_s, keep_going
     )
+    self._raise_thread_error()
+    return self.totals.env_steps
+
+  def _raise_thread_error(self):
+    """The first failed thread's error as an ActorFailedError naming the
+    actor or shard and the failure's line (e.g. the WorkerDiedError of
+    an env worker that died or stopped answering)."""
     if self.errors:
       name, error = self.errors[0]
-      raise RuntimeError(f"{name} failed: {error!r}") from error
-    return self.totals.env_steps
+      role, _, who = name.rpartition("-")  # "{agent}-actor-3"
+      role = role.rpartition("-")[2].replace("shard", "replay shard")
+      raise ActorFailedError(who, error, role) from error
 
   def stop(self, timeout_s=10.0):
     """Drains the actors, then the shards (`DRAIN_S` each), closes every

@@ -1,8 +1,10 @@
-"""IMPALA stops cleanly when an env worker stops answering (issue 40):
-SIGSTOP of one env worker process becomes a `WorkerDiedError` after
---env_step_timeout_s, the run saves a checkpoint, says which worker and
-exits 1 (it hung before: the learner waited for rollouts forever), and no
-env worker is left. A real run with env worker processes."""
+"""IMPALA and Ape-X stop cleanly when an env worker stops answering
+(issue 40): SIGSTOP of one env worker process becomes a `WorkerDiedError`
+after --env_step_timeout_s, the run saves a checkpoint, says which worker
+and exits 1 (IMPALA hung before: the learner waited for rollouts forever;
+Ape-X ended in a traceback without saving), and no env worker is left.
+Real runs with env worker processes (Ape-X's: the fake DM Lab, the one
+env it steps in workers)."""
 
 import os
 import re
@@ -13,6 +15,7 @@ import time
 
 import psutil
 import pytest
+import tensorflow as tf
 
 from ingraph_rl.testing.fresh_process import ROOT
 
@@ -61,6 +64,71 @@ def test_a_stopped_env_worker_stops_the_run_with_a_checkpoint(tmp_path):
     assert f"pid {stopped.pid}" in m[1]
     assert "did not answer within 3 s while stepping" in m[1]
     assert re.search(r"\[impala\] saved \S+ckpt-\d+: a rerun", out)
+    assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
+  finally:
+    run.kill()
+
+
+def worker_children(pid):
+  return [
+    p
+    for p in psutil.Process(pid).children()
+    if "worker_main" in " ".join(p.cmdline())
+  ]
+
+
+@pytest.mark.slow  # ~60 s: five executors build, the learner trains first.
+def test_a_stopped_env_worker_stops_apex_with_its_checkpoints(
+  tmp_path, fake_dmlab
+):
+  logdir = tmp_path / "run"
+  run = subprocess.Popen(
+    [
+      sys.executable,
+      "-m",
+      "experiments.apex",
+      "--flagfile=experiments/flagfiles/apex_dmlab.cfg",
+      "--num_actors=1",
+      "--num_envs_per_actor=2",
+      "--num_replay_shards=1",
+      "--buffer_size=2000",
+      "--learning_starts=200",
+      "--train_batch_size=16",
+      "--training_intensity=0",
+      "--env_step_timeout_s=3",
+      "--total_env_steps=100000000",
+      "--log_every_seconds=0.5",
+      "--eval_episodes=0",
+      f"--logdir={logdir}",
+    ],
+    cwd=ROOT,
+    env=fake_dmlab.env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
+  try:
+    lines = []
+    for line in run.stdout:
+      lines.append(line)
+      if line.startswith("[apex] env steps"):
+        break
+    workers = worker_children(run.pid)
+    assert len(workers) == 2, "".join(lines)[-3000:]
+    stopped = workers[1]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    out = "".join(lines) + run.communicate(timeout=120)[0]
+    assert run.returncode == 1, out[-3000:]
+    assert time.monotonic() - t0 < 60
+    assert "Traceback" not in out, out[-3000:]
+    m = re.search(r"\[apex\] stopped: actor 0 failed: (.*)", out)
+    assert m, out[-3000:]
+    assert m[1].startswith("WorkerDiedError: ") and f"pid {stopped.pid}" in m[1]
+    assert "did not answer within 3 s while stepping" in m[1]
+    assert "[apex] saved " in out and "a rerun with the same --logdir" in out
+    for part in ("learner", "shard_0"):
+      assert tf.train.latest_checkpoint(str(logdir / "checkpoints" / part))
     assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
   finally:
     run.kill()
