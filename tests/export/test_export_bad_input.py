@@ -86,6 +86,18 @@ BAD_OBSERVES = {
     "states",
     "non-finite",
   ),
+  # The signature's own shape checks (issue 40 item 4), before the API's.
+  "state shape": (
+    dict(states=tf.zeros([3, 5])),
+    "states",
+    "signature `observe`: input shape: expected [None, 4] (float32), "
+    "received [3, 5]",
+  ),
+  "next state rank": (
+    dict(next_states=tf.zeros([4])),
+    "next_states",
+    "input shape: expected [None, 4] (float32), received [4]",
+  ),
 }
 
 
