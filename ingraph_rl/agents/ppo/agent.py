@@ -282,11 +282,15 @@ class PPOAgent(Component):
   def _act(self, observations, explore):
     out = self.model.network.call(observations)
     parameters = out["parameters"]
-    actions = self._graph_fn_select(
-      explore,
-      self.distribution.sample(parameters),
-      self.distribution.deterministic(parameters),
-    )
+    if explore is True:
+      # The rollout's: no mode computed and dropped every step.
+      actions = self.distribution.sample(parameters)
+    else:
+      actions = self._graph_fn_select(
+        explore,
+        self.distribution.sample(parameters),
+        self.distribution.deterministic(parameters),
+      )
     return {
       "actions": actions,
       "log_probs": self.distribution.log_prob(parameters, actions),
@@ -513,7 +517,11 @@ class PPOAgent(Component):
         if c.continuous
         else actions
       )
-      step = in_graph.tf_step(env, env_actions)
+      # The env step waits for the rest of the act: else TF's executor
+      # hands it (an expensive op) to another thread while this one runs
+      # the log prob, a hop (and a spinning idle thread) per step.
+      with tf.control_dependencies(tf.nest.flatten(out)):
+        step = in_graph.tf_step(env, env_actions)
       next_obs = observe(step.obs)
       rewards = step.rewards
       if scale is not None:

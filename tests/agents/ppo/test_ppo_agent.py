@@ -56,6 +56,24 @@ def test_rollout_layout_and_stats():
   assert int(out2["stats"]["env_steps"]) == 240
 
 
+def test_rollout_steps_the_env_after_the_act_and_skips_the_mode():
+  # The env step waits on the act's outputs (the executor then runs it
+  # inline, no hop to another thread), and no argmax is computed to be
+  # dropped by the exploring rollout.
+  agent, _ = cartpole_agent()
+  graph = agent.function("rollout").get_concrete_function().graph
+  (body,) = [
+    f
+    for f in graph.as_graph_def().library.function
+    if "while_body" in f.signature.name
+  ]
+  ops = [n.op for n in body.node_def]
+  (step,) = [n for n in body.node_def if n.op == "PyFunc"]
+  waits_on = {i[1:].split(":")[0] for i in step.input if i.startswith("^")}
+  assert any("distribution" in name for name in waits_on), waits_on
+  assert "ArgMax" not in ops
+
+
 def test_update_tf_matches_torch():
   """Two epochs of two minibatches (SubsamplingStep's counter-based
   shuffle draws the same minibatches in both backends) give the same
