@@ -38,7 +38,6 @@ import os
 import sys
 import time
 
-import numpy as np
 import tensorflow as tf
 
 from experiments import config_flags, configs
@@ -58,7 +57,6 @@ from ingraph_rl.runners.driver import ActorFailedError
 from ingraph_rl.runners.environments import make_actor_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
 from ingraph_rl.runners.replay_driver import ReplayDriver
-from ingraph_rl.spaces import BoxSpace
 from ingraph_rl.utils.checkpoints import CheckpointSaver
 from ingraph_rl.utils.episode_stats import RecentEpisodes
 
@@ -204,16 +202,6 @@ def env_maker(settings):
   return make
 
 
-def is_frames(space):
-  """uint8 images [H, W, C]: the Nature DQN torso on frames scaled to
-  [0, 1]."""
-  return (
-    isinstance(space, BoxSpace)
-    and len(space.shape) == 3
-    and space.dtype == np.uint8
-  )
-
-
 def make_builder(settings, values):
   """(builder, env factory, observation space) of the run's settings."""
   make = env_maker(settings)
@@ -226,7 +214,7 @@ def make_builder(settings, values):
   num_actions = probe.action_space.num_categories
   obs_space = probe.observation_space
   probe.close()
-  frames = is_atari_id(settings.env) or is_frames(obs_space)
+  frames = is_atari_id(settings.env) or configs.is_frames(obs_space)
   config = configs.apex_config(values, num_actions, frames)
   builder = ApexBuilder(
     config, preprocessor=configs.scaled_frames if frames else None

@@ -17,6 +17,7 @@ import pathlib
 import time
 import typing
 
+import numpy as np
 import tensorflow as tf
 from absl import flags
 
@@ -30,6 +31,7 @@ from ingraph_rl.agents.sac import SACConfig
 from ingraph_rl.components.networks import NATURE_DQN_SPEC
 from ingraph_rl.components.preprocessing import Cast, Divide, PreprocessorStack
 from ingraph_rl.distributed.cluster import JOBS as CLUSTER_JOBS
+from ingraph_rl.spaces import BoxSpace
 from ingraph_rl.utils.config_fields import field
 
 
@@ -425,6 +427,16 @@ def scaled_frames():
   """The Q-learning agents' preprocessor of Atari frames (already 84x84x4
   from ale-py's vector env): uint8 -> float32 in [0, 1]."""
   return PreprocessorStack(Cast("float32"), Divide(255.0))
+
+
+def is_frames(space):
+  """uint8 images [H, W, C] (DM Lab's RGB_INTERLEAVED): the Q-learning
+  agents' Nature DQN torso on frames scaled to [0, 1]."""
+  return (
+    isinstance(space, BoxSpace)
+    and len(space.shape) == 3
+    and space.dtype == np.uint8
+  )
 
 
 def dqn_config(values, num_actions, atari):

@@ -11,7 +11,9 @@ DQNAgent). With no flags it runs the embedded CartPole preset
 names under `--logdir` (default `runs/{env}__dqn__{seed}__{time}`), keeps
 checkpoints there (a rerun with the same `--logdir` resumes), and ends with a
 greedy evaluation. Training stops at --total_env_steps or, after the train
-call that passes it, --max_train_seconds.
+call that passes it, --max_train_seconds. An env worker (DM Lab's) that
+dies or stops answering (--env_step_timeout_s) stops the run: checkpoint,
+one `[dqn] stopped: WorkerDiedError: ...` line, exit 1.
 
 `charts/episodic_return` is the mean return of the episodes that ended in
 one train call, `charts/episodes` how many they were, and
@@ -33,6 +35,7 @@ import tensorflow as tf
 from experiments import config_flags, configs
 from experiments.progress import print_progress
 from ingraph_rl.agents.dqn import DQNBuilder
+from ingraph_rl.distributed.roles import env_failure
 from ingraph_rl.environments import is_atari_id
 from ingraph_rl.runners.environments import make_actor_env
 from ingraph_rl.runners.evaluation import mean_greedy_return
@@ -57,13 +60,30 @@ def make_env(env_id, num_envs, seed, env_groups=1, step_timeout_s=None):
 
 
 def evaluate(executor, env_id, episodes, seed):
-  """Mean greedy return over `episodes` episodes, side by side."""
+  """Mean greedy return over `episodes` episodes, side by side (nan for
+  none)."""
+  if not episodes:
+    return float("nan")
   return mean_greedy_return(
     lambda obs: executor.execute("get_actions", obs, False)["actions"].numpy(),
     env_id,
     episodes,
     seed + 10_000,
   )
+
+
+def stop_on_env_failure(failure, manager, vector_steps, env):
+  """An env worker died or stopped answering (--env_step_timeout_s) in a
+  train call: saves what was learned, says which worker, closes the envs;
+  the exit code (1)."""
+  manager.save(checkpoint_number=int(vector_steps) * env.num_envs)
+  env.close()
+  print(
+    f"[dqn] stopped: {failure}\n[dqn] saved {manager.latest_checkpoint}: "
+    "a rerun with the same --logdir resumes",
+    flush=True,
+  )
+  return 1
 
 
 def main(argv):
@@ -87,9 +107,11 @@ def main(argv):
       values["env_groups"],
       settings.env_step_timeout_s,
     )
-  config = configs.dqn_config(values, env.action_space.num_categories, atari)
+  # Atari's frames or DM Lab's: the Nature DQN torso on scaled frames.
+  frames = atari or configs.is_frames(env.observation_space)
+  config = configs.dqn_config(values, env.action_space.num_categories, frames)
   builder = DQNBuilder(
-    config, preprocessor=configs.scaled_frames if atari else None
+    config, preprocessor=configs.scaled_frames if frames else None
   )
   executor = builder.make_agent(env=env).build()
   print(
@@ -125,10 +147,16 @@ def main(argv):
     or time.time() - start < settings.max_train_seconds
   ):
     t0 = time.time()
-    stats = {
-      k: v.numpy()
-      for k, v in executor.execute("train", settings.steps_per_call).items()
-    }
+    try:
+      stats = {
+        k: v.numpy()
+        for k, v in executor.execute("train", settings.steps_per_call).items()
+      }
+    except tf.errors.OpError as e:
+      failure = env_failure(e)
+      if failure is None:
+        raise
+      return stop_on_env_failure(failure, manager, vector_steps, env)
     done_steps = int(stats["env_steps"]) - env_steps
     env_steps = int(stats["env_steps"])
     sps = done_steps / max(time.time() - t0, 1e-9)

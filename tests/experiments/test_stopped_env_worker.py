@@ -1,10 +1,10 @@
-"""IMPALA and Ape-X stop cleanly when an env worker stops answering
+"""IMPALA, Ape-X and DQN stop cleanly when an env worker stops answering
 (issue 40): SIGSTOP of one env worker process becomes a `WorkerDiedError`
 after --env_step_timeout_s, the run saves a checkpoint, says which worker
 and exits 1 (IMPALA hung before: the learner waited for rollouts forever;
-Ape-X ended in a traceback without saving), and no env worker is left.
-Real runs with env worker processes (Ape-X's: the fake DM Lab, the one
-env it steps in workers)."""
+Ape-X and DQN ended in a traceback without saving), and no env worker is
+left. Real runs with env worker processes (Ape-X's and DQN's: the fake DM
+Lab, the one env they step in workers)."""
 
 import os
 import re
@@ -132,3 +132,71 @@ def test_a_stopped_env_worker_stops_apex_with_its_checkpoints(
     assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
   finally:
     run.kill()
+
+
+def dqn_on_fake_dmlab(logdir, fake_dmlab, *extra):
+  return subprocess.Popen(
+    [
+      sys.executable,
+      "-m",
+      "experiments.dqn",
+      "--env=dmlab:seekavoid_arena_01",
+      "--num_envs=2",
+      "--steps_per_call=20",
+      "--replay_capacity=2000",
+      "--learning_starts=50",
+      "--batch_size=16",
+      "--env_step_timeout_s=3",
+      "--total_env_steps=100000000",
+      "--eval_episodes=0",
+      f"--logdir={logdir}",
+      *extra,
+    ],
+    cwd=ROOT,
+    env=fake_dmlab.env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
+
+
+@pytest.mark.slow  # ~60 s: the run builds and trains, then its rerun.
+def test_a_stopped_env_worker_stops_dqn_with_a_checkpoint(tmp_path, fake_dmlab):
+  logdir = tmp_path / "run"
+  run = dqn_on_fake_dmlab(logdir, fake_dmlab)
+  try:
+    lines = []
+    for line in run.stdout:
+      lines.append(line)
+      if line.startswith("[dqn] env steps"):
+        break
+    workers = worker_children(run.pid)
+    assert len(workers) == 2, "".join(lines)[-3000:]
+    stopped = workers[1]
+    os.kill(stopped.pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    out = "".join(lines) + run.communicate(timeout=120)[0]
+    assert run.returncode == 1, out[-3000:]
+    assert time.monotonic() - t0 < 60
+    # Was: the TF error's traceback (exit 1), no checkpoint since the
+    # last periodic one.
+    assert "Traceback" not in out, out[-3000:]
+    m = re.search(r"\[dqn\] stopped: (.*)", out)
+    assert m, out[-3000:]
+    assert m[1].startswith("WorkerDiedError: ") and f"pid {stopped.pid}" in m[1]
+    assert "did not answer within 3 s while stepping" in m[1]
+    saved = re.search(r"\[dqn\] saved (\S+ckpt-(\d+)): a rerun", out)
+    assert saved, out[-3000:]
+    assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) == saved[1]
+    assert int(saved[2]) > 0
+    assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
+  finally:
+    run.kill()
+  # The rerun resumes at the saved env step.
+  rerun = dqn_on_fake_dmlab(logdir, fake_dmlab, "--max_train_seconds=0")
+  try:
+    out = rerun.communicate(timeout=120)[0]
+    assert rerun.returncode == 0, out[-3000:]
+    assert f"dqn: resumed from {saved[1]} at env step {saved[2]}\n" in out
+  finally:
+    rerun.kill()
