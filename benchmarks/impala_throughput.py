@@ -94,6 +94,11 @@ the CPU a step costs (this process and its env workers, /proc): what a
 2-core machine that nothing else uses would show, also when other work
 shares this one (then the wall-clock ratio is not the machine's).
 
+TF's intra-op threads are what experiments/impala.py takes in one process
+(one: actor threads, env stepping and the learner already share the
+cores; experiments/configs.py) unless `--intra_op_threads` says otherwise
+(0: TF's default, one per core, as runs before 2026-11-29 had).
+
 Writes benchmarks/results/impala_throughput.json (and .png without --quick).
 """
 
@@ -219,6 +224,9 @@ _RAW_SERIAL = flags.DEFINE_enum(
 _PROFILE = flags.DEFINE_bool(
   "profile", True, "Split actor time into env.step and the rest."
 )
+# As experiments/impala.py runs (one intra-op thread in a one-process run)
+# unless given.
+_THREADS = common.define_intra_op_threads_flag()
 _DMLAB_FAKE = flags.DEFINE_bool(
   "dmlab_fake",
   True,
@@ -415,7 +423,7 @@ def main(argv):
     shim_dir = tempfile.TemporaryDirectory(prefix="fake_deepmind_lab_")
     use_fake_deepmind_lab(directory=shim_dir.name)
   variant_actors = [int(n) for n in _VARIANT_ACTORS.value]
-  threads = common.configure_threads()
+  threads = common.experiment_threads(_THREADS.value)
   rows, ratios, env_cfg, series = [], {}, {}, {}
   t_start = time.perf_counter()
   for k, env_id in enumerate(envs):
