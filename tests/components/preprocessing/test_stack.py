@@ -68,7 +68,9 @@ def test_stack_scopes_and_parity():
     ["call"],
     size=(2, 3),
     rtol=0,
-    atol=0,
+    # Area averages summed in another order can land either side of an
+    # integer before the uint8 cast: 1 of 180 pixels did on an AVX-only CPU.
+    atol=1,
   )
   assert out.shape == (2, 3, 6, 5, 1) and out.dtype == np.uint8
   with pytest.raises(AssemblyError):
