@@ -42,29 +42,8 @@ def test_a_stopped_env_worker_stops_the_run_with_a_checkpoint(tmp_path):
     text=True,
   )
   try:
-    lines = []
-    for line in run.stdout:
-      lines.append(line)
-      if line.startswith("[impala] frames"):
-        break
-    workers = [
-      p
-      for p in psutil.Process(run.pid).children()
-      if "worker_main" in " ".join(p.cmdline())
-    ]
-    assert len(workers) == 2, lines
-    stopped = workers[1]
-    os.kill(stopped.pid, signal.SIGSTOP)
-    t0 = time.monotonic()
-    out = "".join(lines) + run.communicate(timeout=120)[0]
-    assert run.returncode == 1, out[-3000:]
-    assert time.monotonic() - t0 < 60
-    m = re.search(r"\[impala\] stopped: actor 0 failed: (.*)", out)
-    assert m, out[-3000:]
-    assert f"pid {stopped.pid}" in m[1]
-    assert "did not answer within 3 s while stepping" in m[1]
+    out = stop_a_worker(run, "impala", "[impala] frames")
     assert re.search(r"\[impala\] saved \S+ckpt-\d+: a rerun", out)
-    assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
   finally:
     run.kill()
 
@@ -75,6 +54,34 @@ def worker_children(pid):
     for p in psutil.Process(pid).children()
     if "worker_main" in " ".join(p.cmdline())
   ]
+
+
+def stop_a_worker(run, agent, first_line):
+  """SIGSTOPs the second of `run`'s two env workers once it prints
+  `first_line`; checks that the run then exits 1 within 60 s, without a
+  traceback, with one `[agent] stopped: ...` line naming the worker and
+  the timeout, and leaves no worker. Returns the run's output."""
+  lines = []
+  for line in run.stdout:
+    lines.append(line)
+    if line.startswith(first_line):
+      break
+  workers = worker_children(run.pid)
+  assert len(workers) == 2, "".join(lines)[-3000:]
+  stopped = workers[1]
+  os.kill(stopped.pid, signal.SIGSTOP)
+  t0 = time.monotonic()
+  out = "".join(lines) + run.communicate(timeout=120)[0]
+  assert run.returncode == 1, out[-3000:]
+  assert time.monotonic() - t0 < 60
+  # Was: the TF error's traceback (exit 1), or a hang (IMPALA).
+  assert "Traceback" not in out, out[-3000:]
+  m = re.search(rf"\[{agent}\] stopped: (?:actor 0 failed: )?(.*)", out)
+  assert m, out[-3000:]
+  assert m[1].startswith("WorkerDiedError: ") and f"pid {stopped.pid}" in m[1]
+  assert "did not answer within 3 s while stepping" in m[1]
+  assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
+  return out
 
 
 @pytest.mark.slow  # ~60 s: five executors build, the learner trains first.
@@ -108,28 +115,10 @@ def test_a_stopped_env_worker_stops_apex_with_its_checkpoints(
     text=True,
   )
   try:
-    lines = []
-    for line in run.stdout:
-      lines.append(line)
-      if line.startswith("[apex] env steps"):
-        break
-    workers = worker_children(run.pid)
-    assert len(workers) == 2, "".join(lines)[-3000:]
-    stopped = workers[1]
-    os.kill(stopped.pid, signal.SIGSTOP)
-    t0 = time.monotonic()
-    out = "".join(lines) + run.communicate(timeout=120)[0]
-    assert run.returncode == 1, out[-3000:]
-    assert time.monotonic() - t0 < 60
-    assert "Traceback" not in out, out[-3000:]
-    m = re.search(r"\[apex\] stopped: actor 0 failed: (.*)", out)
-    assert m, out[-3000:]
-    assert m[1].startswith("WorkerDiedError: ") and f"pid {stopped.pid}" in m[1]
-    assert "did not answer within 3 s while stepping" in m[1]
+    out = stop_a_worker(run, "apex", "[apex] env steps")
     assert "[apex] saved " in out and "a rerun with the same --logdir" in out
     for part in ("learner", "shard_0"):
       assert tf.train.latest_checkpoint(str(logdir / "checkpoints" / part))
-    assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
   finally:
     run.kill()
 
@@ -165,31 +154,11 @@ def test_a_stopped_env_worker_stops_dqn_with_a_checkpoint(tmp_path, fake_dmlab):
   logdir = tmp_path / "run"
   run = dqn_on_fake_dmlab(logdir, fake_dmlab)
   try:
-    lines = []
-    for line in run.stdout:
-      lines.append(line)
-      if line.startswith("[dqn] env steps"):
-        break
-    workers = worker_children(run.pid)
-    assert len(workers) == 2, "".join(lines)[-3000:]
-    stopped = workers[1]
-    os.kill(stopped.pid, signal.SIGSTOP)
-    t0 = time.monotonic()
-    out = "".join(lines) + run.communicate(timeout=120)[0]
-    assert run.returncode == 1, out[-3000:]
-    assert time.monotonic() - t0 < 60
-    # Was: the TF error's traceback (exit 1), no checkpoint since the
-    # last periodic one.
-    assert "Traceback" not in out, out[-3000:]
-    m = re.search(r"\[dqn\] stopped: (.*)", out)
-    assert m, out[-3000:]
-    assert m[1].startswith("WorkerDiedError: ") and f"pid {stopped.pid}" in m[1]
-    assert "did not answer within 3 s while stepping" in m[1]
+    out = stop_a_worker(run, "dqn", "[dqn] env steps")
     saved = re.search(r"\[dqn\] saved (\S+ckpt-(\d+)): a rerun", out)
     assert saved, out[-3000:]
     assert tf.train.latest_checkpoint(str(logdir / "checkpoints")) == saved[1]
     assert int(saved[2]) > 0
-    assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
   finally:
     run.kill()
   # The rerun resumes at the saved env step.
