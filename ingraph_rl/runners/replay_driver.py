@@ -295,13 +295,13 @@ class ReplayDriver:
 
   # --- thread bodies --------------------------------------------------------
 
-  def _guard(self, name, body):
+  def _guard(self, role, index, body):
     try:
       body()
     except _CLOSED:
       pass  # A queue closed: shutting down.
     except Exception as e:
-      self.errors.append((name, e))
+      self.errors.append((role, index, e))
       self._stop.set()
       self._shards_stop.set()
 
@@ -349,11 +349,12 @@ class ReplayDriver:
       if wait:
         time.sleep(wait)
 
-  def _spawn(self, name, target, *args):
+  def _spawn(self, role, index, target, *args):
+    """A daemon thread `{agent}-{role}-{index}` running `target(*args)`."""
     t = threading.Thread(
       target=self._guard,
-      args=(name, lambda: target(*args)),
-      name=name,
+      args=(role, index, lambda: target(*args)),
+      name=f"{self.builder.name}-{role.replace(' ', '-')}-{index}",
       daemon=True,
     )
     t.start()
@@ -364,14 +365,13 @@ class ReplayDriver:
 
   def start(self):
     """Starts the shard and actor threads."""
-    name = self.builder.name
     for i, executor in enumerate(self.shard_executors):
       self._shard_threads.append(
-        self._spawn(f"{name}-shard-{i}", self._shard_loop, i, executor)
+        self._spawn("replay shard", i, self._shard_loop, i, executor)
       )
     for i, executor in enumerate(self.actor_executors):
       self._actor_threads.append(
-        self._spawn(f"{name}-actor-{i}", self._actor_loop, i, executor)
+        self._spawn("actor", i, self._actor_loop, i, executor)
       )
 
   def update(self):
@@ -433,10 +433,8 @@ class ReplayDriver:
     actor or shard and the failure's line (e.g. the WorkerDiedError of
     an env worker that died or stopped answering)."""
     if self.errors:
-      name, error = self.errors[0]
-      role, _, who = name.rpartition("-")  # "{agent}-actor-3"
-      role = role.rpartition("-")[2].replace("shard", "replay shard")
-      raise ActorFailedError(who, error, role) from error
+      role, index, error = self.errors[0]
+      raise ActorFailedError(index, error, role) from error
 
   def stop(self, timeout_s=10.0):
     """Drains the actors, then the shards (`DRAIN_S` each), closes every
