@@ -378,10 +378,10 @@ def apex_settings(values):
   return config_flags.make(ApexSettings, values)
 
 
-def _q_learning_config(cls, values, num_actions, atari):
-  """A DQN or Ape-X config of a run: Nature DQN's torso on frames (`atari`:
-  Atari's or any other uint8 image), else the config's MLP."""
-  network = tuple(NATURE_DQN_SPEC) if atari else cls.network
+def _q_learning_config(cls, values, num_actions, frames):
+  """A DQN or Ape-X config of a run: Nature DQN's torso on `frames` (Atari's
+  or any other uint8 image observations), else the config's MLP."""
+  network = tuple(NATURE_DQN_SPEC) if frames else cls.network
   return config_flags.make(
     cls,
     values,
@@ -391,9 +391,9 @@ def _q_learning_config(cls, values, num_actions, atari):
   )
 
 
-def apex_config(values, num_actions, atari):
+def apex_config(values, num_actions, frames):
   """The ApexConfig of a run."""
-  return _q_learning_config(ApexConfig, values, num_actions, atari)
+  return _q_learning_config(ApexConfig, values, num_actions, frames)
 
 
 def impala_settings(values):
@@ -439,9 +439,9 @@ def is_frames(space):
   )
 
 
-def dqn_config(values, num_actions, atari):
+def dqn_config(values, num_actions, frames):
   """The DQNConfig of a run."""
-  return _q_learning_config(DQNConfig, values, num_actions, atari)
+  return _q_learning_config(DQNConfig, values, num_actions, frames)
 
 
 def ppo_settings(values):
