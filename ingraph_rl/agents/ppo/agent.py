@@ -595,7 +595,13 @@ def _explained_variance(xp, returns, values):
       tf.constant(np.nan, tf.float32),
       1.0 - tf.math.reduce_variance(returns - values) / var,
     )
-  var = returns.var(unbiased=False)
+  var = _torch_variance(returns)
   if float(var) == 0.0:
     return torch.tensor(float("nan"))
-  return 1.0 - (returns - values).var(unbiased=False) / var
+  return 1.0 - _torch_variance(returns - values) / var
+
+
+def _torch_variance(x):
+  # tf.math.reduce_variance's formula: NaN on an empty batch, as there,
+  # where torch's var() warns about the degrees of freedom.
+  return torch.mean(torch.square(x - torch.mean(x)))

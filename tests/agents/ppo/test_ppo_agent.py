@@ -291,3 +291,28 @@ def test_minibatch_step_is_one_step_of_update():
   assert (
     int(a.execute("get_train_step")) == int(b.execute("get_train_step")) == 1
   )
+
+
+@pytest.mark.parametrize(
+  "returns, values",
+  [([1.0, 2.0, 4.0], [1.5, 2.0, 3.0]), ([3.0, 3.0], [1.0, 2.0]), ([], [])],
+)
+def test_explained_variance_matches_numpy_without_warnings(returns, values):
+  import warnings
+
+  import torch
+
+  from ingraph_rl.agents.ppo.agent import _explained_variance
+
+  r, v = np.asarray(returns, np.float32), np.asarray(values, np.float32)
+  with np.errstate(all="ignore"), warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    var = np.mean((r - r.mean()) ** 2)  # NaN when empty.
+    expected = np.nan if var == 0 or r.size == 0 else 1 - np.var(r - v) / var
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", UserWarning)  # torch's var() warned.
+    got_torch = float(
+      _explained_variance(torch, torch.tensor(r), torch.tensor(v))
+    )
+  got_tf = float(_explained_variance(tf, tf.constant(r), tf.constant(v)))
+  np.testing.assert_allclose([got_tf, got_torch], [expected] * 2, rtol=1e-6)
