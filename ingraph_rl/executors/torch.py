@@ -65,7 +65,10 @@ def to_torch(value: typing.Any, space: Space) -> typing.Any:
       return v
     if isinstance(v, torch.Tensor):
       return v
-    return torch.as_tensor(np.asarray(v, dtype=s.dtype))
+    a = np.asarray(v, dtype=s.dtype)
+    # A read-only array (a TF tensor's .numpy()) is copied: torch would
+    # share it, warn, and let an in-place write reach the caller's data.
+    return torch.as_tensor(a if a.flags.writeable else a.copy())
 
   # Only down to the boxes: a leaf may be a (nested) Python list.
   return space.unflatten_value(

@@ -73,3 +73,21 @@ def test_acting_records_no_autograd_history():
   ex = TorchExecutor(Dense(3), {"inputs": FloatBox((5,), add_batch_rank=True)})
   out = ex.execute("call", np.ones((2, 5), np.float32))
   assert out.grad_fn is None and not out.requires_grad
+
+
+def test_read_only_inputs_are_copied_not_shared():
+  import warnings
+
+  from ingraph_rl.executors.torch import to_torch
+
+  space = FloatBox((3,), add_batch_rank=True)
+  frozen = np.arange(6, dtype=np.float32).reshape(2, 3)
+  frozen.flags.writeable = False  # As a TF tensor's .numpy() is.
+  writable = frozen.copy()
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", UserWarning)  # torch's "not writable".
+    copied, shared = to_torch(frozen, space), to_torch(writable, space)
+  copied.add_(1.0)
+  np.testing.assert_array_equal(frozen, np.arange(6).reshape(2, 3))
+  shared.add_(1.0)  # A writable array stays shared (no copy per call).
+  np.testing.assert_array_equal(writable, np.arange(1, 7).reshape(2, 3))
