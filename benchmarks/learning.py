@@ -463,6 +463,13 @@ def plot(cases):
   return common.save_plot(fig, "learning")
 
 
+def add_seed_runs(stored, new):
+  """The stored runs of seeds not in `new`, and `new`, by seed."""
+  seeds = {r["seed"] for r in new}
+  kept = [r for r in stored if r["seed"] not in seeds]
+  return sorted(kept + new, key=lambda r: r["seed"])
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument(
@@ -478,6 +485,12 @@ def main(argv=None):
     default=1,
     help="seeds of a case run at once (each in its own process); wall "
     "times then count the shared cores",
+  )
+  parser.add_argument(
+    "--add_seeds",
+    action="store_true",
+    help="keep the stored runs of the seeds not run now (a case's seeds "
+    "measured in separate sessions); by default a case's runs are replaced",
   )
   parser.add_argument("--quick", action="store_true")
   parser.add_argument(
@@ -526,6 +539,8 @@ def main(argv=None):
       )
       with futures.ThreadPoolExecutor(max(1, args.parallel)) as pool:
         runs = list(pool.map(run, seeds))
+      if args.add_seeds and name in cases:
+        runs = add_seed_runs(cases[name]["runs"], runs)
       cases[name] = {
         "agent": case.agent,
         "flagfile": case.flagfile,

@@ -33,3 +33,19 @@ def test_known_cases_are_summarized_and_kept_cases_pass_through():
   assert ratios["dqn_cartpole_seeds_reaching_195"] == 1
   assert ratios["apex_pong_per_actor_eps_note"] == 1.0
   assert stored["dqn_cartpole_seeds_reaching_195"] == 0  # Not changed.
+
+
+def test_added_seeds_join_the_stored_ones_and_replace_the_same_seed():
+  stored = [run(0, 1.0, 1.0), run(2, 2.0, 2.0)]
+  new = [run(2, 5.0, 5.0), run(1, 3.0, 3.0)]
+  merged = learning.add_seed_runs(stored, new)
+  assert [(r["seed"], r["greedy"]) for r in merged] == [
+    (0, 1.0),
+    (1, 3.0),
+    (2, 5.0),
+  ]
+  # The median over the case's seeds then counts all three.
+  _, ratios = learning.summaries(
+    {"ppo_halfcheetah": {"budget_s": None, "runs": merged}}, {}
+  )
+  assert ratios["ppo_halfcheetah_return_at_1m_steps"] == 3.0

@@ -428,8 +428,8 @@ class PPOAgent(Component):
       out = {k: tf.identity(stats[k]) for k in STATS + ("grad_norm",)}
       out["epochs"] = tf.identity(stats["steps"])
       out["train_step"] = tf.identity(train_step)
-    out["explained_variance"] = _explained_variance(
-      tf, samples["returns"], samples["values"]
+    out["explained_variance"] = tf_explained_variance(
+      samples["returns"], samples["values"]
     )
     out.update(learning_rate=lr, frames=frames)
     return out
@@ -441,8 +441,8 @@ class PPOAgent(Component):
     out = {k: stats[k] for k in STATS + ("grad_norm",)}
     out["epochs"] = stats["steps"]
     out["train_step"] = train_step
-    out["explained_variance"] = _explained_variance(
-      torch, samples["returns"], samples["values"]
+    out["explained_variance"] = torch_explained_variance(
+      samples["returns"], samples["values"]
     )
     out.update(learning_rate=lr, frames=self.frames.clone())
     return out
@@ -569,7 +569,7 @@ class PPOAgent(Component):
     ]
     with tf.control_dependencies(ops):
       # [T, n, ...] -> batch-major [n, T, ...].
-      batch = {k: _swap01(tf, a.stack()) for k, a in arrays.items()}
+      batch = {k: _swap01(a.stack()) for k, a in arrays.items()}
       totals = {k: tf.identity(v) for k, v in totals.items()}
       totals["env_steps"] = self.env_steps.assign_add(n * T)
     return {"batch": batch, "stats": totals, "next_observations": obs}
@@ -580,21 +580,23 @@ class PPOAgent(Component):
     return {"batch": batch, "stats": dict(out["stats"])}
 
 
-def _swap01(xp, x):
-  perm = [1, 0] + list(range(2, len(x.shape)))
-  return xp.transpose(x, perm) if xp is tf else x.permute(*perm)
+def _swap01(x):
+  return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
 
 
-def _explained_variance(xp, returns, values):
+def tf_explained_variance(returns, values):
   """1 - Var[returns - values] / Var[returns] (CleanRL's; NaN where the
   returns do not vary)."""
-  if xp is tf:
-    var = tf.math.reduce_variance(returns)
-    return tf.where(
-      var == 0.0,
-      tf.constant(np.nan, tf.float32),
-      1.0 - tf.math.reduce_variance(returns - values) / var,
-    )
+  var = tf.math.reduce_variance(returns)
+  return tf.where(
+    var == 0.0,
+    tf.constant(np.nan, tf.float32),
+    1.0 - tf.math.reduce_variance(returns - values) / var,
+  )
+
+
+def torch_explained_variance(returns, values):
+  """`tf_explained_variance` in torch."""
   var = _torch_variance(returns)
   if float(var) == 0.0:
     return torch.tensor(float("nan"))

@@ -13,7 +13,11 @@ graph call.
 import numpy as np
 import tensorflow as tf
 
-from ingraph_rl.agents.ppo.agent import PPOAgent, _explained_variance
+from ingraph_rl.agents.ppo.agent import (
+  PPOAgent,
+  tf_explained_variance,
+  torch_explained_variance,
+)
 from ingraph_rl.agents.ppo.trpo_config import TRPOConfig
 from ingraph_rl.components.optimizers import (
   Adam,
@@ -240,8 +244,8 @@ class TRPOAgent(PPOAgent):
       "entropy": p["entropy"],
       "line_search_fraction": p["line_search_fraction"],
       "quadratic_kl": p["quadratic_kl"],
-      "explained_variance": _explained_variance(
-        tf, samples["returns"], samples["values"]
+      "explained_variance": tf_explained_variance(
+        samples["returns"], samples["values"]
       ),
       "train_step": updates,
       "frames": frames,
@@ -258,8 +262,8 @@ class TRPOAgent(PPOAgent):
       "entropy": p["entropy"],
       "line_search_fraction": p["line_search_fraction"],
       "quadratic_kl": p["quadratic_kl"],
-      "explained_variance": _explained_variance(
-        torch, samples["returns"], samples["values"]
+      "explained_variance": torch_explained_variance(
+        samples["returns"], samples["values"]
       ),
       "train_step": self.updates.clone(),
       "frames": self.frames.clone(),

@@ -302,7 +302,10 @@ def test_explained_variance_matches_numpy_without_warnings(returns, values):
 
   import torch
 
-  from ingraph_rl.agents.ppo.agent import _explained_variance
+  from ingraph_rl.agents.ppo.agent import (
+    tf_explained_variance,
+    torch_explained_variance,
+  )
 
   r, v = np.asarray(returns, np.float32), np.asarray(values, np.float32)
   with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -312,7 +315,7 @@ def test_explained_variance_matches_numpy_without_warnings(returns, values):
   with warnings.catch_warnings():
     warnings.simplefilter("error", UserWarning)  # torch's var() warned.
     got_torch = float(
-      _explained_variance(torch, torch.tensor(r), torch.tensor(v))
+      torch_explained_variance(torch.tensor(r), torch.tensor(v))
     )
-  got_tf = float(_explained_variance(tf, tf.constant(r), tf.constant(v)))
+  got_tf = float(tf_explained_variance(tf.constant(r), tf.constant(v)))
   np.testing.assert_allclose([got_tf, got_torch], [expected] * 2, rtol=1e-6)
