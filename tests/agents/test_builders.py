@@ -28,6 +28,7 @@ from ingraph_rl.testing.queues import queue_feeder, unique_queue_name
 PACKAGE = ROOT / "ingraph_rl"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lstm_units", [None, 4], ids=["mlp", "lstm"])
 def test_impala_builder_declares_what_its_roots_build(lstm_units):
   config = IMPALAConfig(
@@ -81,6 +82,7 @@ def test_impala_builder_declares_what_its_roots_build(lstm_units):
     env.close()
 
 
+@pytest.mark.slow
 def test_dqn_builder_declares_what_its_agent_builds():
   for n_step in (1, 3):
     config = DQNConfig(

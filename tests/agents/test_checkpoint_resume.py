@@ -104,6 +104,7 @@ def dqn_step(ex, i, kind):
   return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(DQN_KINDS))
 def test_dqn_resumes_exactly(kind, tmp_path):
   k, m = 10, 10
@@ -223,6 +224,7 @@ def learn(learner, feeder, config, steps):
   return outs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lstm_units", [None, 4], ids=["mlp", "lstm"])
 def test_impala_learner_resumes_exactly(lstm_units, tmp_path):
   # Momentum: RMSProp keeps two slots; the learning rate decays over the

@@ -46,6 +46,7 @@ def test_too_few_lines_is_an_error():
     apex_frames.steady_rates(line(0.0, 0) + "\n" + line(2.0, 9))
 
 
+@pytest.mark.slow
 def test_cpu_parts_time_each_pass_at_its_own_batch():
   """CartPole's MLP costs about one graph call per pass, so a frame costs
   far more at the acting batch (4 envs) than at the rollout's target batch

@@ -52,6 +52,7 @@ print(json.dumps({"ratios": ratios, "limits": limits}))
 """
 
 
+@pytest.mark.slow
 def test_dqn_limits_on_a_hand_computed_case():
   def part(cpu_us, wall_us):
     return [{"cpu_s_per_step": cpu_us / 1e6, "wall_s_per_step": wall_us / 1e6}]

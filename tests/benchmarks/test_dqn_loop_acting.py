@@ -15,6 +15,7 @@ def in_graph():
   variant.env.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [0, dqn_loop.ASYNC_BATCH])
 def test_acting_steps_every_env_and_counts_them(in_graph, batch):
   acting = dqn_loop.Acting(in_graph, "pong", batch)

@@ -4,6 +4,8 @@ logical CPU devices stand in for two ps tasks)."""
 import subprocess
 import sys
 
+import pytest
+
 from ingraph_rl.testing.fresh_process import ROOT
 
 SCRIPT = r"""
@@ -36,6 +38,7 @@ print("ok", sizes)
 """
 
 
+@pytest.mark.slow
 def test_variables_are_sharded_by_size():
   out = subprocess.run(
     [sys.executable, "-c", SCRIPT],

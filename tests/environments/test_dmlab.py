@@ -197,6 +197,7 @@ def test_texts_longer_than_their_slot_are_a_clear_error():
       env.close()
 
 
+@pytest.mark.slow
 def test_dmlab30_runs_level_i_mod_30_in_its_own_worker(tmp_path):
   plan = _plan(4, 20, seed=3)
   kwargs = dict(SMALL)

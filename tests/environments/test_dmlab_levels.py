@@ -115,6 +115,7 @@ def test_dmlab_workers_rasterize_on_their_own_thread(monkeypatch):
     assert _environ(env.pids[0])[b"LP_NUM_THREADS"] == b"3"
 
 
+@pytest.mark.slow
 def test_levels_load_in_parallel_with_one_progress_line(monkeypatch):
   def build(load_s, progress=None):
     monkeypatch.setenv("FAKE_DEEPMIND_LAB_MAZE_LOAD_SECONDS", str(load_s))

@@ -181,6 +181,7 @@ def test_a_tfjob_whose_replicas_run_the_same_command(name):
     assert claims == {"ingraph-rl-runs"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_replicas_map_to_each_task_once(name, parsed, monkeypatch):
   _, jobs = EXPECTED[name]

@@ -15,6 +15,7 @@ import pytest
     ("ingraph_rl.executors.tensorflow", "torch"),
   ],
 )
+@pytest.mark.slow
 def test_an_executor_imports_only_its_backend(module, absent):
   code = (
     "import importlib, json, sys\n"

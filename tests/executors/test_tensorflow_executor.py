@@ -117,6 +117,7 @@ def test_variables_are_tracked_by_a_tf_module_for_checkpoints(tmp_path):
   )
 
 
+@pytest.mark.slow
 def test_device_map_places_components_on_logical_devices():
   # Logical devices must be configured before TF starts: a fresh process.
   code = textwrap.dedent("""

@@ -102,6 +102,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPERIMENTS))
 def test_experiment_modules_declare_exactly_the_generated_flags(name):
   got = run_python(MODULE_FLAGS, name)

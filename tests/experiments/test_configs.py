@@ -60,6 +60,7 @@ except RuntimeError as e:
 """
 
 
+@pytest.mark.slow
 def test_set_in_a_fresh_process_and_refused_once_tf_runs():
   out = subprocess.run(
     [sys.executable, "-c", SCRIPT],

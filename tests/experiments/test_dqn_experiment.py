@@ -78,6 +78,7 @@ def test_time_budget_and_last100_return(tmp_path):
   assert last100 == pytest.approx(rolling[-1][1], abs=0.006)
 
 
+@pytest.mark.slow
 def test_runs_logs_checkpoints_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 2000)

@@ -140,6 +140,7 @@ def replay(policy_dir, level, seed, episodes):
     env.close()
 
 
+@pytest.mark.slow
 def test_scores_three_levels_as_an_independent_replay(
   policy_dir, shim, tmp_path
 ):
@@ -202,6 +203,7 @@ def test_scores_three_levels_as_an_independent_replay(
   )
 
 
+@pytest.mark.slow
 def test_sample_plays_sampled_actions(policy_dir, shim, tmp_path):
   level = "rooms_watermaze"
   report, _ = evaluate(
@@ -221,6 +223,7 @@ DATASET_LEVELS = (
 LEVELS = "--levels=" + ",".join(DATASET_LEVELS + ("rooms_watermaze",))
 
 
+@pytest.mark.slow
 def test_dataset_levels_without_dataset_path_stop_before_any_env(
   policy_dir, shim, tmp_path
 ):
@@ -276,6 +279,7 @@ def test_dataset_levels_are_skipped_or_played_with_the_dataset(
     assert report["levels"][level]["episodes"] == EPISODES
 
 
+@pytest.mark.slow
 def test_a_failing_level_is_reported_and_the_others_scored(
   policy_dir, shim, tmp_path
 ):

@@ -70,6 +70,7 @@ def test_dmlab_flagfile_trains_with_a_deepmind_lab_module(tmp_path, fake_dmlab):
   assert lines[-1].startswith("mean_return ")
 
 
+@pytest.mark.slow
 def test_without_deepmind_lab_the_error_says_how_to_install(tmp_path):
   out = subprocess.run(
     [

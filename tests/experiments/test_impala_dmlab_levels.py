@@ -18,6 +18,7 @@ from experiments import configs, dmlab_settings, impala_envs
 from ingraph_rl.environments import dmlab30
 
 
+@pytest.mark.slow
 def test_refused_before_any_env_starts(tmp_path, fake_dmlab):
   # The dataset levels of DMLab-30, from the command line.
   logdir = tmp_path / "run"
@@ -51,6 +52,7 @@ def test_refused_before_any_env_starts(tmp_path, fake_dmlab):
     impala_envs.dmlab_preflight(settings, dmlab)
 
 
+@pytest.mark.slow
 def test_actor_levels_load_at_once(tmp_path, monkeypatch, capsys, fake_dmlab):
   monkeypatch.setenv("PYTHONPATH", fake_dmlab.env["PYTHONPATH"])
   settings = dataclasses.replace(

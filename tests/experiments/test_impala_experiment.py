@@ -133,6 +133,7 @@ def test_time_budget_and_last100_return(tmp_path):
   assert exact >= 1 and len(seen) > exact
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_everything_within_10_s(tmp_path):
   logdir = str(tmp_path / "int")
   # Env subprocesses too; a terminal's Ctrl-C signals the whole group.

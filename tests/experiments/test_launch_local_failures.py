@@ -34,6 +34,7 @@ def alive(pid):
     return False
 
 
+@pytest.mark.slow
 def test_help_lists_the_launchers_flags_and_starts_nothing(tmp_path):
   for flag in ("--helpshort",):  # --help alike (argparse's), not forwarded
     out = subprocess.run(
@@ -51,6 +52,7 @@ def test_help_lists_the_launchers_flags_and_starts_nothing(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_launcher_leaves_no_task_running(tmp_path):
   """The tasks (ps, learner, actor) get the kernel's SIGKILL when the
   launcher dies: none runs 10 s later."""

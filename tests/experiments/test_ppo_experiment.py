@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from experiments import configs
@@ -18,6 +19,7 @@ def run(logdir, total, extra=()):
   return on_policy_run.run("experiments.ppo", logdir, total, extra)
 
 
+@pytest.mark.slow
 def test_runs_logs_exports_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 1024)
@@ -50,6 +52,7 @@ def test_runs_logs_exports_and_resumes(tmp_path):
   assert "ppo: 2048 env steps" in out.stdout
 
 
+@pytest.mark.slow
 def test_bad_flag_is_one_line(tmp_path):
   out = subprocess.run(
     [sys.executable, "-m", "experiments.ppo", "--num_minibatches=0"],

@@ -70,6 +70,7 @@ def test_runs_logs_exports_and_resumes(tmp_path):
   assert "sac: 600 env steps" in out.stdout
 
 
+@pytest.mark.slow
 def test_bad_flag_is_one_line():
   out = subprocess.run(
     [sys.executable, "-m", "experiments.sac", "--tau=0"],

@@ -54,6 +54,7 @@ def test_runs_logs_exports_and_resumes(tmp_path):
   assert "trpo: 512 env steps" in out.stdout
 
 
+@pytest.mark.slow
 def test_bad_flag_is_one_line():
   out = subprocess.run(
     [sys.executable, "-m", "experiments.trpo", "--max_kl=0"],

@@ -110,6 +110,7 @@ def bad_logdirs(tmp_path):
   ]
 
 
+@pytest.mark.slow
 def test_impala_usage_errors(tmp_path, fake_dmlab):
   """With the fake DM Lab (which refuses unknown levels as the real one
   does): DM Lab says whether a level exists, in one line."""
@@ -139,6 +140,7 @@ def unreadable_checkpoints(tmp_path):
   return [([f"--logdir={logdir}"], "logdir")]
 
 
+@pytest.mark.slow
 def test_dqn_usage_errors(tmp_path):
   cases = [
     (["--batch_size=0"], "batch_size"),
@@ -153,6 +155,7 @@ def test_dqn_usage_errors(tmp_path):
   check_usage_errors("dqn", cases)
 
 
+@pytest.mark.slow
 def test_apex_usage_errors(tmp_path, fake_dmlab):
   cases = [
     (["--train_batch_size=0"], "train_batch_size"),
@@ -166,6 +169,7 @@ def test_apex_usage_errors(tmp_path, fake_dmlab):
   check_usage_errors("apex", cases, fake_dmlab.env)
 
 
+@pytest.mark.slow
 def test_the_command_line_itself(tmp_path):
   """`python -m experiments.dqn` as a user runs it: one line and exit 2;
   with --verbosity=1 the traceback too."""

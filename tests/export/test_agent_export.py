@@ -148,6 +148,7 @@ def exported(tmp_path_factory):
   env.close()
 
 
+@pytest.mark.slow
 def test_fresh_process_acts_observes_updates_and_saves_again(
   exported, tmp_path, fresh_python
 ):
@@ -222,6 +223,7 @@ def test_env_stepping_api_raises_naming_it(exported, tmp_path):
   assert set(part.exported) == {"action"} and part.skipped == {}
 
 
+@pytest.mark.slow
 def test_saved_model_cli_shows_named_signatures_with_open_batch(exported):
   cli = pathlib.Path(sys.executable).with_name("saved_model_cli")
   if not cli.exists():
@@ -318,6 +320,7 @@ def test_incompatible_format_version_gives_a_clear_message(exported, tmp_path):
     load(str(copy))
 
 
+@pytest.mark.slow
 def test_custom_ops_are_recorded_or_refused(tmp_path, monkeypatch):
   from ingraph_rl import ops
 

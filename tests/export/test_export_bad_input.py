@@ -101,6 +101,7 @@ BAD_OBSERVES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BAD_OBSERVES))
 def test_bad_observe_is_refused_and_changes_no_variable(agent, case):
   overrides, argument, reason = BAD_OBSERVES[case]

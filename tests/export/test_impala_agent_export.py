@@ -158,6 +158,7 @@ def make_data(config, obs_space, prefix, num_batches, seed):
   return data
 
 
+@pytest.mark.slow
 def test_impala_agent_in_fresh_process(tmp_path, fresh_python):
   env = make_vector_env("CartPole-v1", 2, seed=0)
   config = IMPALAConfig(

@@ -79,6 +79,7 @@ def in_process(actor_ex, net, obs, first, prev_reward, prev_action):
   "lstm_units",
   [None, pytest.param(16, marks=pytest.mark.slow)],
 )
+@pytest.mark.slow
 def test_exported_policy_matches_in_process_policy(
   tmp_path, lstm_units, fresh_python
 ):
@@ -223,6 +224,7 @@ def test_dict_observations_with_instructions(tmp_path, fresh_python):
   env.close()
 
 
+@pytest.mark.slow
 def test_signatures_have_named_inputs_and_open_batch(tmp_path):
   env = make_vector_env("CartPole-v1", 1)
   config = IMPALAConfig(num_actions=2, lstm_units=8)

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 
+import pytest
 import tensorflow as tf
 
 from ingraph_rl.testing.fresh_process import ROOT
@@ -20,6 +21,7 @@ def export_blocks():
   return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
+@pytest.mark.slow
 def test_readme_export_examples_run_in_a_fresh_process(fresh_python):
   export, act, train = export_blocks()
   namespace = {}

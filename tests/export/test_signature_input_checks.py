@@ -71,6 +71,7 @@ def results(tmp_path_factory):
   return run_fresh(PROBE, path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_bad_input_is_refused_with_a_clear_message(results, case):
   argument, expected, received = EXPECTED[case]

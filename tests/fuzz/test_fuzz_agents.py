@@ -152,6 +152,7 @@ class DQNTarget(Target):
           return
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["uniform", "prioritized", "n_step"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dqn(backend, kind, budget, run):
@@ -317,6 +318,7 @@ class IMPALATarget(MultiRootTarget):
     self._check_finite(api)
 
 
+@pytest.mark.slow
 def test_impala_actor_and_learner(budget, run):
   # TF only: IMPALA's roots have no torch mirror (the env stepper and the
   # learner's graph functions have no torch bodies).
@@ -544,11 +546,13 @@ class ApexAgentTarget(Target):
       self.fuzzer.inconsistent(api, "memory size differs from the model")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_apex_agent(backend, budget, run):
   run(ApexAgentTarget(backend), budget)
 
 
+@pytest.mark.slow
 def test_apex_actor_shard_and_learner(budget, run):
   # TF only: the roots step envs and use TF queues (no torch mirror); the
   # Q-learning core's torch parity is in tests/agents/apex.

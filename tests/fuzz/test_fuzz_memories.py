@@ -426,6 +426,7 @@ class EpisodeBufferTarget(Target):
 BACKENDS = ["tf", "torch"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_replay(backend, budget, run):
   run(ReplayTarget(backend), budget)
@@ -444,20 +445,24 @@ def _impls(backend):
   "backend,impl",
   [(b, i) for b in BACKENDS for i in _impls(b)],
 )
+@pytest.mark.slow
 def test_prioritized_replay(backend, impl, budget, run):
   run(PrioritizedTarget(backend, impl), budget)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_frame_stack_replay(backend, budget, run):
   run(FrameStackTarget(backend), budget)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_n_step_accumulator(backend, budget, run):
   run(NStepTarget(backend), budget)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_episode_buffer(backend, budget, run):
   run(EpisodeBufferTarget(backend), budget)

@@ -107,6 +107,7 @@ class PPOTarget(Target):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["categorical", "gaussian"])
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_ppo(backend, kind, budget, run):

@@ -283,6 +283,7 @@ def test_staging_area(budget, run):
   run(StagingTarget("tf"), budget)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_atari_preprocessor(backend, budget, run):
   run(AtariTarget(backend), budget)
@@ -291,6 +292,7 @@ def test_atari_preprocessor(backend, budget, run):
 @pytest.mark.parametrize(
   "make", [StatelessTarget, RewardClippingTarget], ids=["stack", "rewards"]
 )
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_stateless_preprocessors(make, backend, budget, run):
   run(make(backend), budget)

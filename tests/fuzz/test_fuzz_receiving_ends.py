@@ -18,6 +18,7 @@ import dataclasses
 
 import hypothesis.strategies as st
 import numpy as np
+import pytest
 
 from ingraph_rl.agents.apex import ApexBuilder, ApexConfig, queues
 from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
@@ -369,13 +370,16 @@ def smaller(budget):
   return dataclasses.replace(budget, examples=max(3, budget.examples // 3))
 
 
+@pytest.mark.slow
 def test_apex_shard_fed_by_a_faulty_peer(budget, run):
   run(ShardTarget(), smaller(budget))
 
 
+@pytest.mark.slow
 def test_apex_learner_fed_by_a_faulty_peer(budget, run):
   run(ApexLearnerTarget(), smaller(budget))
 
 
+@pytest.mark.slow
 def test_impala_learner_fed_by_a_faulty_peer(budget, run):
   run(IMPALALearnerTarget(), smaller(budget))

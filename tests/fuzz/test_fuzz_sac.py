@@ -106,6 +106,7 @@ class SACTarget(Target):
         return
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_sac(backend, budget, run):
   run(SACTarget(backend), budget)

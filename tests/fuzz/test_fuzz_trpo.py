@@ -95,6 +95,7 @@ class TRPOTarget(Target):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["categorical", "gaussian"])
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_trpo(backend, kind, budget, run):

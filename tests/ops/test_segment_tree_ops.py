@@ -67,6 +67,7 @@ def _run_python(code, **env):
   )
 
 
+@pytest.mark.slow
 def test_disabled_by_environment_falls_back_and_logs_once():
   result = _run_python(
     """

@@ -198,6 +198,7 @@ def act(policy, records, ks, steps, final=None):
   )
 
 
+@pytest.mark.slow
 def test_rollouts_replay_and_recompute(rollouts):
   records, policy = rollouts
   found = chains(records)
@@ -229,6 +230,7 @@ def test_rollouts_replay_and_recompute(rollouts):
   )
 
 
+@pytest.mark.slow
 def test_two_actors_make_one_inference_batch_per_step():
   """Actors and server from the builder, stepped in rounds: each round
   of T steps of both actors (no truncation requests) is T batches."""
@@ -286,6 +288,7 @@ def test_two_actors_make_one_inference_batch_per_step():
   assert not serving.is_alive()
 
 
+@pytest.mark.slow
 def test_published_weights_reach_the_inference_policy():
   driver = make_driver(make_config())
   server = driver.inference_executor
@@ -327,6 +330,7 @@ def test_published_weights_reach_the_inference_policy():
   assert int(driver.learner_executor.execute("get_train_step")) == 3
 
 
+@pytest.mark.slow
 def test_stop_ends_actors_and_server_blocked():
   # The queue fills: actors block on their enqueue, the server on its
   # next batch.

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from ingraph_rl.environments import dmlab30
 from ingraph_rl.testing import deepmind_lab_shim, fake_deepmind_lab
 from ingraph_rl.testing.fresh_process import ROOT
@@ -53,6 +55,7 @@ def test_aborts_at_lab_in_a_process_that_imported_tensorflow():
   )
 
 
+@pytest.mark.slow
 def test_aborts_at_reset_once_tensorflow_is_imported_after_lab():
   out = _python(
     "from ingraph_rl.testing import fake_deepmind_lab\n"

@@ -52,6 +52,7 @@ def restore(directory):
   return (int(latest.rsplit("-", 1)[1]), int(step), float(v[0]), float(v[-1]))
 
 
+@pytest.mark.slow
 def test_kill_9_during_saves_never_corrupts_the_latest(tmp_path):
   directory = str(tmp_path / "ckpts")
   rng = random.Random(0)

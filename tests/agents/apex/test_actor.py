@@ -54,6 +54,7 @@ def recorded_actor(builder, names, seed):
   return env, actor, weights
 
 
+@pytest.mark.slow
 def test_initial_priorities_match_a_numpy_double_q_recomputation(names):
   """60 vector steps of 3 CartPole envs with a 15-step limit (episodes end
   by termination and by truncation): the rows on the shard's insert queue
@@ -91,6 +92,7 @@ def test_initial_priorities_match_a_numpy_double_q_recomputation(names):
   assert int(stats["env_steps"]) == 180
 
 
+@pytest.mark.slow
 def test_bfloat16_copies_hold_the_rounded_weights_and_price_with_them(names):
   """actor_weights_dtype=bfloat16: `set_weights` stores the learner's
   float32 torso weights rounded to bfloat16 (the head stays float32), and
@@ -129,6 +131,7 @@ def test_bfloat16_copies_hold_the_rounded_weights_and_price_with_them(names):
 @pytest.mark.parametrize(
   "index", [0, pytest.param(1, marks=pytest.mark.slow), 2]
 )
+@pytest.mark.slow
 def test_each_actor_explores_with_its_own_epsilon(names, index):
   """Actor i of 3 reports eps_i and takes a non-greedy action in about
   eps_i * (1 - 1/2) of 4000 rows."""
@@ -144,6 +147,7 @@ def test_each_actor_explores_with_its_own_epsilon(names, index):
   assert abs(rate - eps / 2) < 4 * np.sqrt(eps / 2 / 4000) + 1e-3
 
 
+@pytest.mark.slow
 def test_per_env_epsilons_explore_each_env_at_its_rate(names):
   """Actor 1 of 2 with 2 envs and epsilon_per_env: rows alternate between
   its envs' rates eps_2 and eps_3 of 4 (4000 rows: 2000 per env)."""
@@ -160,6 +164,7 @@ def test_per_env_epsilons_explore_each_env_at_its_rate(names):
     assert abs(got - eps / 2) < 4 * np.sqrt(eps / 2 / 2000) + 1e-3
 
 
+@pytest.mark.slow
 def test_shards_are_fed_round_robin(names):
   """`shard_order` cycles from the actor's start; a rollout for shard k
   lands on shard k's insert queue only."""
@@ -184,6 +189,7 @@ def test_shards_are_fed_round_robin(names):
   assert sizes[2][0] == 0 and sizes[2][1] > 0
 
 
+@pytest.mark.slow
 def test_bad_input_is_named(names):
   builder = small_builder()
   env = make_vector_env("CartPole-v1", num_envs=2)

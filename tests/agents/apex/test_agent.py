@@ -49,6 +49,7 @@ def play_env(env, agent, steps, seed):
   return out
 
 
+@pytest.mark.slow
 def test_observe_inserts_n_step_transitions_with_numpy_priorities(
   monkeypatch,
 ):
@@ -105,6 +106,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_saved_model_acts_observes_and_updates_in_a_fresh_process(
   monkeypatch, tmp_path, fresh_python
 ):
@@ -192,6 +194,7 @@ def test_observe_parity_tf_torch():
   assert int(tf_out[-1]["size"]) > 0
 
 
+@pytest.mark.slow
 def test_weights_cross_backends_in_tf_layout():
   """get_weights of a TF agent, set on a torch agent through its
   `set_weights` API, gives the same Q-values (the 64x64 kernel would be

@@ -157,6 +157,7 @@ def settled(read, above=-1, quiet_s=0.5, timeout_s=30.0):
   raise AssertionError(f"still changing after {timeout_s} s: {last}")
 
 
+@pytest.mark.slow
 def test_training_intensity_holds_the_learner_back():
   """With the actors' envs stalled, the learner trains what their env
   steps allow (intensity 2 per step past learning_starts per shard) plus
@@ -206,6 +207,7 @@ def test_training_intensity_holds_the_learner_back():
     assert driver.stop() == []
 
 
+@pytest.mark.slow
 def test_stop_takes_every_finished_rollout_into_the_replay():
   """`stop()` lets the actors finish their rollouts and the shards insert
   them before it closes the queues: every transition an actor made is in

@@ -35,6 +35,7 @@ def sample_rows(config, index):
   }
 
 
+@pytest.mark.slow
 def test_update_writes_numpy_priorities_back_and_the_last_duplicate_wins(
   names,
 ):
@@ -69,6 +70,7 @@ def test_update_writes_numpy_priorities_back_and_the_last_duplicate_wins(
   np.testing.assert_array_equal(after["target"][key], weights["target"][key])
 
 
+@pytest.mark.slow
 def test_target_syncs_every_target_update_period(names):
   s = Setup(names, target_update_period=2)
   s.insert(records(20), np.ones(20))

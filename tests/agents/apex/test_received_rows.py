@@ -44,6 +44,7 @@ def causes(component, mask):
   return {c for i, c in enumerate(component.rejection_causes) if mask >> i & 1}
 
 
+@pytest.mark.slow
 def test_serve_drops_only_the_bad_inserts(names):
   """Priorities [1, NaN, 2] and an action 5 of 2: the two good rows are
   stored, the bad ones counted with their causes."""
@@ -117,6 +118,7 @@ def _state(s, learner):
   )
 
 
+@pytest.mark.slow
 def test_learner_trains_on_the_good_rows_only(names):
   """A NaN reward, an action 5, a negative importance weight: those rows
   are dropped; the loss is the NumPy loss of the other five, and only
@@ -147,6 +149,7 @@ def test_learner_trains_on_the_good_rows_only(names):
   np.testing.assert_allclose(s.leaves()[:20], want**ALPHA, rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["shard", "all_nan"])
 def test_learner_refuses_a_batch_with_no_good_row(fault, names):
   """Shard index 7 of 1 on every row (it used to fall through to the last
@@ -165,6 +168,7 @@ def test_learner_refuses_a_batch_with_no_good_row(fault, names):
   assert all(_same(a, b) for a, b in zip(before, after))
 
 
+@pytest.mark.slow
 def test_non_finite_update_writes_nothing(names):
   """Finite rows whose TD overflows (rewards 3e38 summed over n steps):
   SpaceError before the optimizer; weights, Adam slots and step, and the

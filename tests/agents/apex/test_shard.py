@@ -79,6 +79,7 @@ def test_inserts_keep_the_actors_priorities(names):
   assert stats["mean_priority"] == pytest.approx(p.mean(), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_samples_once_full_enough_and_only_with_room(names):
   """learning_starts = 16, batch 8, prefetch 2: nothing below 16; then a
   batch per serve until the queue holds 2 batches; the rows carry the
@@ -145,6 +146,7 @@ def test_priority_updates_apply_in_order_for_its_generation_only(names):
   np.testing.assert_allclose(s.leaves()[:20], want**alpha, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_ring_drops_the_oldest_at_capacity(names):
   s = Setup(names, learning_starts=64)
   s.insert(records(50), np.ones(50))

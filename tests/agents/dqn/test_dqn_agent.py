@@ -64,6 +64,7 @@ def test_bfloat16_update():
   assert not np.array_equal(after[kernel], before[kernel])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_apis_and_output_spaces(prioritized):
   builder = DQNBuilder(
@@ -139,6 +140,7 @@ def test_greedy_actions_match_between_backends():
   np.testing.assert_array_equal(a["actions"], a["q_values"].argmax(-1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_in_graph_loop_bookkeeping(backend):
   env = GymnasiumVectorEnv("CartPole-v1", num_envs=2, seed=3)
@@ -179,6 +181,7 @@ def test_in_graph_loop_bookkeeping(backend):
     pytest.param("torch", True, marks=pytest.mark.slow),
   ],
 )
+@pytest.mark.slow
 def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
   """3-step in-graph training on CartPole with a 15-step time limit (so
   episodes end both ways); the memory holds exactly the n-step transitions

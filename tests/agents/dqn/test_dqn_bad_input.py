@@ -58,6 +58,7 @@ def test_observe_with_disagreeing_batch_sizes_writes_nothing(backend):
   assert "batch size 3 differs from the batch size 2" in e.reason
 
 
+@pytest.mark.slow
 def test_observe_checks_in_the_graph_too():
   """The TF function itself (what a SavedModel exports) refuses it."""
   ex = build("tf")

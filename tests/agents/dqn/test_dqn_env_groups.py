@@ -113,6 +113,7 @@ def recorded_steps(env):
   return np.concatenate([g.reset_obs for g in groups]), steps
 
 
+@pytest.mark.slow
 def test_greedy_loop_matches_one_group():
   """Greedy without updates both loops take the same actions: the memory
   (3-step windows included), stats, last observations and epsilon step
@@ -203,6 +204,7 @@ def test_memory_holds_the_replayed_steps(kind):
   assert all(len(np.unique(actions[:, i])) > 1 for i in range(ENVS))
 
 
+@pytest.mark.slow
 def test_torch_steps_the_groups_as_one_env():
   env = grouped("replay")
   _, stats = train(config("replay", env_groups=2), env, "torch")

@@ -39,6 +39,7 @@ def _agent(optimizer, prioritized=False):
   return DQNBuilder(config).make_agent(env=env, optimizer=optimizer)
 
 
+@pytest.mark.slow
 def test_callable_path_with_adam_is_the_default_update():
   """Adam through `minimize(batch_loss)` gives the weights and stats of
   DQN's own `step(loss)` update, from the same memory contents."""

@@ -147,6 +147,7 @@ def fed_the_same_steps(env, backend):
   # memory's torch body against the reference in make test.
   ["tf", pytest.param("torch", marks=pytest.mark.slow)],
 )
+@pytest.mark.slow
 def test_samples_equal_the_accumulator_path_and_update_uses_them(
   backend, tmp_path
 ):

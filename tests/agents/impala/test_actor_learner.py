@@ -94,6 +94,7 @@ ACTOR_CONFIGS = {
     for k in ACTOR_CONFIGS
   ],
 )
+@pytest.mark.slow
 def test_importance_weights_are_one_exactly_when_weights_agree(kind):
   """No staging, one actor unroll = one learner batch:
   synced -> update 1: mean_rho == 1 (target logits == behaviour logits);
@@ -158,6 +159,7 @@ def randomize_network(learner, seed, scale=0.25):
   )
 
 
+@pytest.mark.slow
 def test_bfloat16_actor_acts_with_rounded_torso_weights():
   """actor_weights_dtype=bfloat16: `set_weights` stores the learner's
   float32 torso weights rounded to bfloat16 (the heads stay float32);
@@ -460,6 +462,7 @@ UPDATE_CONFIGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(UPDATE_CONFIGS))
 def test_update_matches_numpy_recomputation(kind):
   config = IMPALAConfig(
@@ -538,6 +541,7 @@ def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
   ],
   ids=["obs_size", "lstm_size"],
 )
+@pytest.mark.slow
 def test_learner_builds_when_a_feature_size_equals_the_rollout_length(config):
   IMPALABuilder(
     IMPALAConfig(num_actions=2, batch_size=2, **config)
@@ -620,6 +624,7 @@ def test_dict_observations_with_instructions_end_to_end():
     learner.execute("close_queue")
 
 
+@pytest.mark.slow
 def test_bfloat16_update_follows_float32():
   # The same weights and batch through a float32 and a mixed-precision
   # learner: losses and updated weights agree to bfloat16's precision, and

@@ -1,12 +1,14 @@
 """Actors of one driver sample from different random streams."""
 
 import numpy as np
+import pytest
 
 from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.environments import make_vector_env
 from ingraph_rl.runners.driver import ActorLearnerDriver
 
 
+@pytest.mark.slow
 def test_actors_sample_differently_from_the_same_inputs():
   driver = ActorLearnerDriver(
     IMPALABuilder(IMPALAConfig(num_actions=2, unroll_length=5, batch_size=2)),

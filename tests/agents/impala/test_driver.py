@@ -59,6 +59,7 @@ def timed_stop(driver, background):
   return alive, time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_stop_ends_actors_blocked_on_a_full_queue(background):
   # One actor unroll (4 envs) fills the queue: then both actors block in
   # their enqueue, and the learner never takes anything.
@@ -79,6 +80,7 @@ def test_stop_ends_actors_blocked_on_a_full_queue(background):
   assert driver.totals.unrolls == 3
 
 
+@pytest.mark.slow
 def test_stop_ends_a_learner_blocked_on_an_empty_queue(background):
   driver = small_driver()  # No actors started: nothing queued.
   update = background(driver.update)
@@ -93,6 +95,7 @@ def test_stop_ends_a_learner_blocked_on_an_empty_queue(background):
   assert error is not None, "the blocked update should raise OutOfRange"
 
 
+@pytest.mark.slow
 def test_run_returns_when_stopped_from_outside(background):
   driver = small_driver()
   updates = []
@@ -107,6 +110,7 @@ def test_run_returns_when_stopped_from_outside(background):
   assert impala_threads() == []
 
 
+@pytest.mark.slow
 def test_run_stops_at_its_frame_budget(background):
   driver = small_driver()
   updates = []
@@ -196,6 +200,7 @@ def test_episode_totals_groups_per_unroll_and_env():
   assert [g[3] for g in totals.take_episodes()[3]] == [2.0, 3.0, 4.0]
 
 
+@pytest.mark.slow
 def test_run_stops_after_max_seconds(background):
   driver = small_driver()
   updates = []
@@ -215,6 +220,7 @@ def test_run_stops_after_max_seconds(background):
   assert impala_threads() == []
 
 
+@pytest.mark.slow
 def test_actor_unrolls_report_per_env_stats(background):
   driver = small_driver(num_envs=3, num_actors=1)
   updates = []

@@ -62,6 +62,7 @@ def test_env_groups_need_grouped_envs():
     env.close()
 
 
+@pytest.mark.slow
 def test_actor_double_buffers_grouped_envs():
   """The config's env_groups reaches the actor's stepper: one env step
   per group in the unroll graph, the rollouts of all envs queued."""

@@ -5,6 +5,7 @@ policy that also looks at the last action (fed as the actors feed it)."""
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from ingraph_rl.agents.impala import IMPALABuilder, IMPALAConfig
 from ingraph_rl.runners.evaluation import evaluate
@@ -61,6 +62,7 @@ def test_greedy_returns_match_a_python_rollout():
   assert sticky > 0  # The last action changed some actions.
 
 
+@pytest.mark.slow
 def test_dict_observations_match_a_rollout_env_by_env():
   """DM Lab's Dict observations (frame + instruction; the fake DM Lab in
   worker processes): `evaluate` batches the episodes, and each one's

@@ -74,6 +74,7 @@ NETWORKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(NETWORKS))
 def test_parity_with_last_reward_and_action(kind):
   kwargs, obs_space = NETWORKS[kind]
@@ -295,6 +296,7 @@ def test_config_names_every_bad_choice():
     assert part in str(e.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["compute_dtype", "weights_dtype"])
 @pytest.mark.parametrize("kind", ["mlp_lstm", "small_lstm", "large"])
 def test_bfloat16_torso(kind, how):

@@ -38,6 +38,7 @@ def faulty_feeder(name):
   )
 
 
+@pytest.mark.slow
 def test_bad_rollouts_are_dropped_and_the_rest_trains():
   name = queue_name()
   learner = IMPALABuilder(CONFIG).make_learner(OBS, name).build()
@@ -61,6 +62,7 @@ def test_bad_rollouts_are_dropped_and_the_rest_trains():
     learner.execute("close_queue")
 
 
+@pytest.mark.slow
 def test_a_batch_with_no_good_rollout_is_refused():
   name = queue_name()
   learner = IMPALABuilder(CONFIG).make_learner(OBS, name).build()

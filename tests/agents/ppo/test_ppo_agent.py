@@ -27,6 +27,7 @@ def numpy_tree(x):
   return tf.nest.map_structure(lambda v: np.asarray(v), x)
 
 
+@pytest.mark.slow
 def test_rollout_layout_and_stats():
   agent, env = cartpole_agent(num_envs=3, num_steps=40)
   first = agent.variables()["ppo/last_obs"].numpy()
@@ -56,6 +57,7 @@ def test_rollout_layout_and_stats():
   assert int(out2["stats"]["env_steps"]) == 240
 
 
+@pytest.mark.slow
 def test_rollout_steps_the_env_after_the_act_and_skips_the_mode():
   # The env step waits on the act's outputs (the executor then runs it
   # inline, no hop to another thread), and no argmax is computed to be
@@ -74,6 +76,7 @@ def test_rollout_steps_the_env_after_the_act_and_skips_the_mode():
   assert "ArgMax" not in ops
 
 
+@pytest.mark.slow
 def test_update_tf_matches_torch():
   """Two epochs of two minibatches (SubsamplingStep's counter-based
   shuffle draws the same minibatches in both backends) give the same
@@ -197,6 +200,7 @@ def test_observation_normalization_matches_numpy_running_stats():
   assert np.isfinite(out["policy_loss"]) and out["train_step"] == 4 * 4
 
 
+@pytest.mark.slow
 def test_bad_batch_is_refused_without_state_change():
   agent, _ = cartpole_agent()
   batch = numpy_tree(agent.execute("rollout")["batch"])

@@ -18,6 +18,7 @@ def numpy_tree(x):
   return tf.nest.map_structure(lambda v: np.asarray(v), x)
 
 
+@pytest.mark.slow
 def test_update_tf_matches_torch():
   """One update: the natural-gradient step (CG on Fisher-vector
   products), its line search, and 2 value epochs x 2 minibatches give the
@@ -56,6 +57,7 @@ def test_update_tf_matches_torch():
   assert {"policy_torso", "policy_head", "value_torso", "value_head"} <= moved
 
 
+@pytest.mark.slow
 def test_the_step_keeps_the_policy_within_the_kl_bound():
   """The KL of the policy after the update to the one that sampled the
   batch is about max_kl (the quadratic model's), not far above."""

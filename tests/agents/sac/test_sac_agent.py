@@ -266,6 +266,7 @@ def test_targets_copy_and_polyak_average(backend):
     np.testing.assert_array_equal(now[f"sac/target_critic/{k}"], critic[k])
 
 
+@pytest.mark.slow
 def test_update_schedule_copies_targets_and_delays_the_actor(backend):
   """Update 1: targets start as the Qs, one critic step, no actor step,
   then the Polyak move. Update 2: critic step and policy_frequency actor
@@ -294,6 +295,7 @@ def test_update_schedule_copies_targets_and_delays_the_actor(backend):
   assert int(state["sac/alpha_optimizer/iterations"]) == 2
 
 
+@pytest.mark.slow
 def test_fixed_temperature_without_autotune(backend):
   ex = build(backend, UPDATE_APIS[:-1], autotune=False, alpha=0.05)
   assert "update_alpha" not in SACBuilder(
@@ -309,6 +311,7 @@ def test_fixed_temperature_without_autotune(backend):
   assert float(numpy(out["alpha_loss"])) == 0.0
 
 
+@pytest.mark.slow
 def test_deterministic_actions_are_the_squashed_mean(backend):
   ex = build(backend, ["get_actions"])
   states = fixed_batch()["states"]
@@ -325,6 +328,7 @@ def test_deterministic_actions_are_the_squashed_mean(backend):
 # --- the in-graph loop ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_training_loop_random_phase_then_one_update_per_step():
   env = make_vector_env("Pendulum-v1", 1, 0)
   config = SACConfig.for_env(

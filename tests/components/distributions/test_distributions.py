@@ -212,6 +212,7 @@ def test_normal_matches_numpy(executor, form):
   )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["flat", "pair"])
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_diag_gaussian_matches_numpy(executor, form):
@@ -234,6 +235,7 @@ def test_diag_gaussian_matches_numpy(executor, form):
   )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [Normal, DiagGaussian])
 @pytest.mark.parametrize("form", ["flat", "pair"])
 def test_gaussian_parity(cls, form):

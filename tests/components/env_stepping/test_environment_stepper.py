@@ -182,6 +182,7 @@ def replayed(request):
   return case, first_obs, replay.first_obs, outs, expected
 
 
+@pytest.mark.slow
 def test_rollouts_match_python_replay(replayed):
   case, first_obs, python_first_obs, outs, expected = replayed
   np.testing.assert_array_equal(first_obs, python_first_obs)
@@ -333,6 +334,7 @@ def recompute(ex, rollout, steps, resets=None, shift=0):
   )
 
 
+@pytest.mark.slow
 def test_lstm_state_carries_over_between_unrolls(lstm):
   ex, outs = lstm
   for k in range(len(outs) - 1):
@@ -436,6 +438,7 @@ def test_reset_resets_carried_state(lstm):
   [(None, 1), (8, 1), (8, 2)],
   ids=["mlp", "lstm", "lstm-2groups"],
 )
+@pytest.mark.slow
 def test_bootstrap_values_are_values_of_the_true_final_observations(
   lstm_units, env_groups
 ):

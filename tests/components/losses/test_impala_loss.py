@@ -182,6 +182,7 @@ def test_hand_checked_rollout(backend):
   t.test("loss", *args, expected=expected, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_matches_numpy_reference(config, backend):
@@ -196,6 +197,7 @@ def test_matches_numpy_reference(config, backend):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 def test_parity(config):
   assert_parity(

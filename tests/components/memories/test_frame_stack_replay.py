@@ -234,6 +234,7 @@ def all_valid_indices(agent, per_stream=C, n=1):
 CHECKPOINTS = (2, 3, 7, C - 1, C, C + 1, C + 5, 3 * C + 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("episode_starts", [64, 1, 0])
 def test_matches_reference_both_backends(episode_starts):
   agent = Agent(seed=episode_starts)
@@ -272,6 +273,7 @@ def test_matches_reference_both_backends(episode_starts):
     assert zeroed > 0  # The reference really exercises the zeroing.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3])
 def test_n_step_transitions_match_reference_both_backends(n):
   """n-step windows against the definition (float64 sums), before and
@@ -314,6 +316,7 @@ def test_n_step_transitions_match_reference_both_backends(n):
   assert min(seen.values()) > 5, seen  # Every case was exercised.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 3])
 def test_end_episodes_cuts_every_stream(n):
   """After `end_episodes` the newest steps are terminal and the next
@@ -353,6 +356,7 @@ def test_n_step_settings_are_checked():
       build("tf", n_step=2, records=record_space(rewards=rewards))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", [1, 2])
 def test_short_stacks_and_default_episode_starts(stack):
   streams, per_stream = 2, 7

@@ -137,6 +137,7 @@ def test_duplicate_indices_last_occurrence_wins(executor):
   assert w["prioritized_replay/max_priority"] == 4.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("bad", [-1.0, 0.0, np.nan, np.inf])
 def test_bad_priorities_are_rejected_and_change_nothing(executor, bad):
@@ -214,6 +215,7 @@ def test_parity_of_state_and_weights():
     max_size=8,
   ),
 )
+@pytest.mark.slow
 def test_tree_state_matches_reference(capacity, ops):
   alpha = 0.6
   ex = _cached_executor(capacity)
@@ -257,6 +259,7 @@ def _cached_executor(capacity):
   "executor,impl",
   [(TFExecutor, "tf"), (TFExecutor, "custom_op"), (TorchExecutor, None)],
 )
+@pytest.mark.slow
 def test_issue12_lengths_that_differ_change_nothing(executor, impl):
   """Indices and priorities of different lengths: a SpaceError from the
   executor's argument check and, with that check off (the memory fed in a

@@ -169,6 +169,7 @@ def test_layout_rejects_bad_arguments():
 # --- properties against the reference -----------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", IMPLS)
 @EXAMPLES
 @given(data=st.data())
@@ -194,6 +195,7 @@ def test_sum_tree_matches_reference(impl, data):
     assert np.all(ref.leaves[found] > 0)  # Never an empty leaf.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", IMPLS)
 @EXAMPLES
 @given(data=st.data())
@@ -306,6 +308,7 @@ def test_leaf_values():
 @pytest.mark.parametrize(
   "impl, jit", [("tf", False), ("custom_op", False), ("tf", True), (None, True)]
 )
+@pytest.mark.slow
 def test_in_graph_update_then_find(impl, jit):
   """One traced function writes and then reads the trees: automatic control
   dependencies must order the reads after the writes. Batch size changes

@@ -179,6 +179,7 @@ def test_large_structure():
 @pytest.mark.parametrize(
   "time_major", [False, True], ids=["batch_major", "time_major"]
 )
+@pytest.mark.slow
 def test_large_numpy_reference(backend, time_major):
   test = ComponentTest(
     ImpalaLargeNetwork(units=UNITS, lstm_units=LSTM_UNITS),
@@ -203,6 +204,7 @@ def test_large_numpy_reference(backend, time_major):
 @pytest.mark.parametrize(
   "time_major", [False, True], ids=["batch_major", "time_major"]
 )
+@pytest.mark.slow
 def test_large_parity(time_major):
   x, state, resets = _large_data(batch=3, time=2, time_major=time_major, seed=1)
   tf_out, torch_out = assert_parity(
@@ -216,6 +218,7 @@ def test_large_parity(time_major):
   assert not np.allclose(tf_out[0]["state"]["h"], 0.0)
 
 
+@pytest.mark.slow
 def test_large_without_resets():
   # `resets` is optional: leaving it out equals passing all False.
   spaces = _large_spaces()
@@ -232,6 +235,7 @@ def test_large_without_resets():
   without.test("call", x, state, expected=a, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_large_full_size_parameter_counts_and_spaces(backend):
   test = ComponentTest(

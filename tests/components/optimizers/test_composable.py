@@ -110,6 +110,7 @@ PPO_LIKE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PPO_LIKE))
 def test_tf_and_torch_agree_update_by_update(name):
   tests = _pair(PPO_LIKE[name]())

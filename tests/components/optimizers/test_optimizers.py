@@ -132,6 +132,7 @@ def _torch_replica(weights):
   ],
   ids=["sgd", "adam", "rmsprop"],
 )
+@pytest.mark.slow
 def test_matches_torch_optim_on_the_same_gradients(ours, theirs):
   ex = TFExecutor(Regression(ours()), SPACES)
   params, loss_fn = _torch_replica(ex.get_weights())

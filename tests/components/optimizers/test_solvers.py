@@ -440,6 +440,7 @@ COMPOSED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(COMPOSED))
 def test_tf_and_torch_agree_on_the_policy(name):
   component = Policy(COMPOSED[name]())

@@ -389,6 +389,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_saved_model_round_trip_in_fresh_process(tmp_path):
   names = ["enqueue", "dequeue", "size"]
   ex = TFExecutor(
