@@ -6,8 +6,9 @@ ops against the pinned TensorFlow (tools/build_backend.py), the wheel must
 be a platform wheel holding the library, and in the fresh venv prioritized
 replay must run on the custom op, not on its pure-TF fallback.
 
-Marked `install` (minutes of pip and g++): `make test` runs this module in
-the background beside the suite; a plain `pytest` run deselects it.
+Marked `install` (minutes of pip and g++): `make test` runs the wheel's
+tests in the background beside the suite, `make test-all` all of them; a
+plain `pytest` run deselects them.
 """
 
 import json
@@ -182,6 +183,10 @@ def _pip_install(venv, *args):
   _run(pip + ["--no-deps", "-r", ROOT / "requirements-nodeps.txt"], env=env)
 
 
+# `make test-all` only: its isolated build costs `make test` as much again
+# as the wheel's (a second build env with TensorFlow), and builds the same
+# way through the same backend.
+@pytest.mark.slow
 def test_pip_install_of_a_checkout_builds_and_uses_the_ops(venv, workdir):
   source = clean_copy(workdir / "pip_source")
   _pip_install(venv, source)
@@ -229,8 +234,8 @@ def test_the_wheel_is_platform_specific_and_holds_the_ops(wheel):
 
 
 def test_the_wheel_installs_and_uses_the_ops(venv, wheel):
-  """In the venv of the first test (its requirements already in place),
-  the wheel replaces the package that `pip install .` put there."""
+  """In the fresh venv (after `pip install .` where `make test-all` ran
+  it first: the wheel then replaces that package)."""
   _run([venv / "bin" / "python", "-m", "pip", "uninstall", "-y", "ingraph_rl"])
   _pip_install(venv, wheel)
   check_installed(venv)

@@ -80,6 +80,7 @@ def _backend_imports(path):
   return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", BACKEND_FREE)
 def test_no_module_imports_a_backend_even_lazily(package):
   offenders = {

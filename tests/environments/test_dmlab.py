@@ -92,6 +92,7 @@ def _plan(num_envs, steps, seed=0, reset_at=(), num_actions=9):
   return plan
 
 
+@pytest.mark.slow
 def test_in_process_checks_pass_in_a_tf_free_process():
   proc = subprocess.run(
     [
@@ -130,6 +131,7 @@ def test_dmlab_vector_env_refuses_a_process_with_tensorflow():
     assert "make_vector_env('dmlab:<level>'" in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("envs_per_worker", [1, 2])
 def test_workers_match_the_in_process_env(tmp_path, envs_per_worker):
   # 12..18 frames at 2 repeats and a 7-step limit: episodes end by the
@@ -256,6 +258,7 @@ def test_without_deepmind_lab_workers_raise_the_install_hint(monkeypatch):
     assert hint in message, hint
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
 def test_a_worker_that_dies_mid_run_is_a_clear_error(sig):
   env = make_vector_env("dmlab:" + ARENA, 3, seed=0, **SMALL)

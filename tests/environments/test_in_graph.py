@@ -159,6 +159,7 @@ def _dict_rollout(env, actions, seed):
   return first, [env.step(a) for a in actions]
 
 
+@pytest.mark.slow
 def test_dict_observations_with_text_in_while_loop_match_numpy():
   """DM Lab-style Dict observations (a uint8 frame and a string) through
   tf_reset / tf_step in a tf.while_loop: dicts of tensors with static

@@ -4,6 +4,7 @@ this process."""
 
 import numpy as np
 import psutil
+import pytest
 
 from ingraph_rl.environments import (
   GymnasiumVectorEnv,
@@ -36,6 +37,7 @@ def test_gymnasium_envs_get_one_worker_each_with_the_same_results():
   assert not alive
 
 
+@pytest.mark.slow
 def test_atari_gets_one_worker_per_actor():
   env = make_actor_env("atari:pong", 2, seed=1, processes=True)
   ref = make_vector_env("atari:pong", 2, seed=1, frameskip=4)

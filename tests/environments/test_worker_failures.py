@@ -22,6 +22,7 @@ def rollout(env, steps):
   return out
 
 
+@pytest.mark.slow
 def test_a_seed_out_of_range_leaves_every_worker_as_it_was():
   """3 envs in 3 workers: with seed 2**63 - 2, env 2's seed would be
   `seed + 2`, past int64. Each call is refused before any worker is
@@ -47,6 +48,7 @@ def test_a_seed_out_of_range_leaves_every_worker_as_it_was():
     twin.close()
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_is_a_worker_died_error_naming_it():
   """SIGSTOP one worker: the step raises within the timeout (not never),
   naming the worker, its env, the env id and the timeout; the worker is

@@ -74,6 +74,7 @@ def test_cartpole_in_workers_matches_in_process(envs_per_worker):
   remote.close()  # Idempotent.
 
 
+@pytest.mark.slow
 def test_atari_in_one_worker_matches_in_process():
   local = make_vector_env("atari:pong", 2, seed=1)
   remote = make_vector_env(
@@ -270,6 +271,7 @@ def _shm_of(pid):
   return glob.glob(f"/dev/shm/{workers.SHM_PREFIX}{pid}_*")
 
 
+@pytest.mark.slow
 def test_parent_death_leaves_no_workers_and_no_shared_memory():
   proc, children = _start_parent()
   try:
@@ -289,6 +291,7 @@ def test_parent_death_leaves_no_workers_and_no_shared_memory():
   assert not _shm_of(proc.pid)
 
 
+@pytest.mark.slow
 def test_ctrl_c_does_not_kill_workers_the_parent_closes_them():
   proc, children = _start_parent()
   try:

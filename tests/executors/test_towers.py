@@ -87,6 +87,7 @@ def float_weights(executor):
   }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_towers", [1, 2, 4])
 def test_towers_on_the_api_arguments_match_one_tower(num_towers):
   rng = np.random.default_rng(0)
@@ -147,6 +148,7 @@ def test_uneven_batch_is_a_clear_error():
     )
 
 
+@pytest.mark.slow
 def test_split_at_not_found_names_the_candidates():
   config = DQNConfig(num_actions=2, batch_size=8, learning_starts=8)
   with pytest.raises(BuildError) as e:

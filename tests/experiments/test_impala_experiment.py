@@ -45,6 +45,7 @@ SUMMARY = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_runs_logs_checkpoints_exports_and_resumes(tmp_path):
   logdir = str(tmp_path / "run")
   out = run(logdir, 16000)

@@ -275,6 +275,7 @@ class RewardClippingTarget(StatelessTarget):
       self.fuzzer.inconsistent(api, "output differs from clip(-1, 1)")
 
 
+@pytest.mark.slow
 def test_fifo_queue(budget, run):
   run(FIFOTarget("tf"), budget)
 

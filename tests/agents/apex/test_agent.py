@@ -160,6 +160,7 @@ def test_saved_model_acts_observes_and_updates_in_a_fresh_process(
   env.close()
 
 
+@pytest.mark.slow
 def test_observe_parity_tf_torch():
   """n-step windows, initial priorities and inserts, step by step (update
   samples with each backend's own RNG, so it is compared through the

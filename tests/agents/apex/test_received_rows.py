@@ -64,6 +64,7 @@ def test_serve_drops_only_the_bad_inserts(names):
   np.testing.assert_array_equal(states[:2, 0], [0, 2])
 
 
+@pytest.mark.slow
 def test_serve_applies_good_updates_and_inserts_together(names):
   """Queued priority updates (some bad) plus inserts with a NaN priority in
   one serve: the good updates and the good inserts apply, nothing of the

@@ -65,6 +65,7 @@ class Setup:
     return to_numpy(self.shard.execute("serve"))
 
 
+@pytest.mark.slow
 def test_inserts_keep_the_actors_priorities(names):
   s = Setup(names)
   p = np.linspace(0.5, 3.0, 10)
@@ -96,6 +97,7 @@ def test_samples_once_full_enough_and_only_with_room(names):
   assert s.serve()["sampled"] == 8
 
 
+@pytest.mark.slow
 def test_serve_batches_sample_together_each_batch_spanning_the_mass(names):
   """serve_batches = 2 (prefetch 4, batch 8): a serve samples 16 rows, and
   only while 16 fit. With 16 equal priorities each of the 16 strata holds
@@ -118,6 +120,7 @@ def test_serve_batches_sample_together_each_batch_spanning_the_mass(names):
   assert s.serve()["sampled"] == 16
 
 
+@pytest.mark.slow
 def test_priority_updates_apply_in_order_for_its_generation_only(names):
   """Rows of another generation (sampled before a restart) are dropped;
   of the shard's own, a later write to a slot wins, also across learner

@@ -217,6 +217,7 @@ def test_n_step_memory_matches_a_python_recomputation(backend, prioritized):
   assert len(want["rewards"]) + w["dqn/n_step/pending"].sum() == 600
 
 
+@pytest.mark.slow
 def test_n_step_user_api():
   config = DQNConfig(
     num_actions=3, n_step=2, num_envs=4, batch_size=8, learning_starts=8

@@ -274,6 +274,7 @@ def test_settings_are_checked():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_input_is_refused_and_changes_nothing(backend):
   ex = agent(config(num_envs=2), backend, obs=OBS)

@@ -241,6 +241,7 @@ def test_batched_inference_server_keeps_the_actors_weights_dtype():
     env.close()
 
 
+@pytest.mark.slow
 def test_act_names_a_bad_argument():
   config = IMPALAConfig(num_actions=2, unroll_length=3)
   env = GymnasiumVectorEnv("CartPole-v1", 2, seed=0)
@@ -493,6 +494,7 @@ def test_update_matches_numpy_recomputation(kind):
     learner.execute("close_queue")
 
 
+@pytest.mark.slow
 def test_staging_trains_on_the_batch_staged_one_update_earlier(background):
   config = IMPALAConfig(use_staging=True, reward_clipping="none", **HAND_CONFIG)
   b = config.batch_size

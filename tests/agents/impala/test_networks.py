@@ -260,6 +260,7 @@ def test_observation_keys():
     )
 
 
+@pytest.mark.slow
 def test_policy_values_equal_act_values():
   from ingraph_rl.agents.impala import IMPALAPolicy
   from ingraph_rl.executors.tensorflow import TFExecutor

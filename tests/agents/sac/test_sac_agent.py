@@ -175,6 +175,7 @@ def numpy(x):
 # --- the updates -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_critic_update_matches_numpy(backend):
   ex, b = build(backend, ["update_critic", "get_train_step"]), fixed_batch()
   before = weights(ex)
@@ -236,6 +237,7 @@ def test_temperature_update_is_adams_first_step(backend):
   assert_same(part(w, "sac/actor"), part(weights(ex), "sac/actor"))
 
 
+@pytest.mark.slow
 def test_targets_copy_and_polyak_average(backend):
   ex = build(backend, TARGET_APIS, target_network_frequency=2)
   w = weights(ex)

@@ -75,6 +75,7 @@ class Merge(Component):
 @pytest.mark.parametrize(
   "keys", [("obs",), ("action", "obs"), ("nested", "reward", "obs")], ids=str
 )
+@pytest.mark.slow
 def test_parity_split_dict(ranks, keys):
   kwargs, lead = RANKS[ranks]
   tf_out, _ = assert_parity(

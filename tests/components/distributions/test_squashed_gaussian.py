@@ -49,6 +49,7 @@ def numpy(x):
   return np.asarray(x.detach() if hasattr(x, "detach") else x)
 
 
+@pytest.mark.slow
 def test_squash_and_log_prob_match_numpy(executor):
   rng = np.random.default_rng(0)
   params = rng.normal(size=(16, 6)).astype(np.float32)
@@ -106,6 +107,7 @@ def test_draws_lie_in_the_box_and_match_their_log_prob(executor):
   assert np.all(samples >= LOW) and np.all(samples <= HIGH)
 
 
+@pytest.mark.slow
 def test_gradients_reach_the_parameters_through_the_draw():
   """Reparameterized: d actions / d mean = scale (1 - tanh(u)^2)."""
   dist = SquashedGaussian(LOW, HIGH)
@@ -125,6 +127,7 @@ def test_gradients_reach_the_parameters_through_the_draw():
   del ex
 
 
+@pytest.mark.slow
 def test_scalar_bounds_apply_to_every_dim():
   ex = TFExecutor(SquashedGaussian(-2.0, 2.0), spaces())
   params = np.random.default_rng(5).normal(size=(3, 6)).astype(np.float32)

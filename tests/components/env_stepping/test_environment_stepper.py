@@ -238,6 +238,7 @@ def test_unrolls_overlap_by_one_step(replayed):
       )
 
 
+@pytest.mark.slow
 def test_actions_are_sampled_from_the_logits_at_their_index():
   """With a policy head scaled up, sampling is (nearly) argmax: the action
   recorded at index t is the argmax of the logits recorded at t."""
@@ -492,6 +493,7 @@ def test_bootstrap_values_are_values_of_the_true_final_observations(
   assert checked >= NUM_ENVS * 3
 
 
+@pytest.mark.slow
 def test_without_bootstrap_on_truncation_the_values_are_zero():
   ex, env = build(
     4, config_kwargs=dict(bootstrap_on_truncation=False), max_episode_steps=3

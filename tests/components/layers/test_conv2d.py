@@ -81,6 +81,7 @@ def _space(n, channels=2, **kwargs):
   return FloatBox((h, w, channels), **kwargs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=_ids)
 def test_parity_geometries(geometry):
   padding, strides, n, k = geometry
@@ -121,6 +122,7 @@ def test_parity_leading_ranks(kwargs, size):
   assert tf_out[0].shape == lead + (3, 3, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=_ids)
 def test_numpy_reference(backend, geometry):

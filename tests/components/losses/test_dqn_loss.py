@@ -50,6 +50,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_matches_numpy_reference(config, backend):
@@ -61,6 +62,7 @@ def test_matches_numpy_reference(config, backend):
   np.testing.assert_allclose(out["td_errors"], td, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 def test_parity(config):
   assert_parity(
@@ -109,6 +111,7 @@ def batch_with_discounts(seed, size=16, discount=0.9, n_step=3):
   return batch(seed, size) + [(discount**m).astype(np.float32)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_per_sample_discounts_match_numpy_reference(config, backend):

@@ -296,6 +296,7 @@ def test_gradient_parity(config):
     "actions_kind",
   ],
 )
+@pytest.mark.slow
 def test_bad_space_is_named(argument, space, expected):
   spaces = dict(SPACES, **{argument: space})
   with pytest.raises(SpaceError) as info:
@@ -383,6 +384,7 @@ def truncated_rollout(seed, t=6, b=3):
   return args, terminated, truncated, final_values
 
 
+@pytest.mark.slow
 def test_truncation_bootstraps_from_the_final_value():
   discounting = 0.9
   loss = IMPALALoss(

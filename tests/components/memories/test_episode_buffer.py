@@ -175,6 +175,7 @@ def ids(out):
   return out["obs"][:, 0].astype(int).tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_episode_spanning_the_wrap(backend):
   test = build(backend, capacity=8)

@@ -384,6 +384,7 @@ def test_short_stacks_and_default_episode_starts(stack):
     np.testing.assert_array_equal(outs[0][key], outs[1][key], err_msg=key)
 
 
+@pytest.mark.slow
 def test_episode_start_stacks_are_what_the_agent_saw():
   """A hand-made case: repeat-padding at a start, a one-step episode, and
   the first insert of a fresh memory with real older frames."""
@@ -429,6 +430,7 @@ def test_episode_start_stacks_are_what_the_agent_saw():
       test.test("get_transitions", np.array([5], np.int32))
 
 
+@pytest.mark.slow
 def test_lost_start_prefix_is_zero():
   """episode_starts=1: only the newest start's older frames are kept."""
   space = record_space(frame=(1,), stack=3)
@@ -649,6 +651,7 @@ def test_nested_actions_and_float_frames():
     )
 
 
+@pytest.mark.slow
 def test_atari_layout_stores_each_frame_once():
   """84x84x4 uint8: one uint8 frame per step and stream, zeros-initialized
   (made by the backend, no NumPy copy); sampled stacks stay uint8."""

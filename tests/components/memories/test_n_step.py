@@ -138,6 +138,7 @@ def assert_rows_equal(got, want, t):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_matches_the_offline_reference(executor, n):
@@ -282,6 +283,7 @@ class IntoMemory(Component):
     return self.memory.sample(batch_size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prioritized", [False, True])
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_memories_store_emitted_rows_of_any_count_including_zero(

@@ -88,6 +88,7 @@ def test_sampling_frequencies_match_priority_to_the_alpha(executor):
   assert chi2 < 24.3  # 99.9% quantile, 7 degrees of freedom.
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", EXECUTORS)
 @pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])
 def test_importance_weights_match_the_formula(executor, beta):
@@ -295,6 +296,7 @@ def test_issue12_lengths_that_differ_change_nothing(executor, impl):
     assert ex.get_weights()["prioritized_replay/max_priority"] == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", EXECUTORS)
 def test_insert_with_priorities_matches_the_reference(executor):
   """Each record keeps its own priority (the ring wraps: a batch over the

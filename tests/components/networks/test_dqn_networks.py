@@ -109,6 +109,7 @@ def test_nature_parameter_counts(backend):
   assert weights["agent/torso/dense_4/kernel"].shape == (3136, 512)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", ["batch", "time_major"])
 def test_nature_uint8_parity_and_output_space(ranks):
   kwargs, lead = RANKS[ranks]
@@ -190,6 +191,7 @@ def _random_weights(test, seed=0):
   return w
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 @pytest.mark.parametrize("units", [None, 7])
 @pytest.mark.parametrize("ranks", list(RANKS))

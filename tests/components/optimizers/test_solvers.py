@@ -329,6 +329,7 @@ def _numpy_line_search(w, lr, ratio=0.1, backtrack=0.5, max_iterations=10):
   return 0.0, max_iterations, w
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 @pytest.mark.parametrize("lr", [0.05, 0.3, 0.6, 5.0])
 def test_line_search_accepts_the_fraction_numpy_does(backend, lr):
@@ -377,6 +378,7 @@ class Quadratic(Bumpy):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shaping", ["sign", "difference"])
 def test_evolutionary_improves_a_quadratic_and_matches_torch(shaping):
   lr = 0.1 if shaping == "sign" else 0.2
@@ -408,6 +410,7 @@ def _numpy_evolutionary(w, lr, num_samples, noise_std, shaping, seed, draw):
   return w + lr * total / num_samples
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 @pytest.mark.parametrize("shaping", ["sign", "difference"])
 def test_evolutionary_steps_are_the_antithetic_estimate_as_numpy(
