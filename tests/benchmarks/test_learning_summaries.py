@@ -49,3 +49,21 @@ def test_added_seeds_join_the_stored_ones_and_replace_the_same_seed():
     {"ppo_halfcheetah": {"budget_s": None, "runs": merged}}, {}
   )
   assert ratios["ppo_halfcheetah_return_at_1m_steps"] == 3.0
+
+
+def test_sac_returns_at_300k_are_the_median_of_seeds_that_all_got_there():
+  def at(seed, frames, last100):
+    r = run(seed, 1.0, last100)
+    r["curve"][-1]["frames"] = frames
+    return r
+
+  done = [at(0, 300_000, 1500.0), at(1, 300_500, 2600.0), at(2, 3e5, 2700.0)]
+  _, ratios = learning.summaries(
+    {"sac_hopper": {"budget_s": None, "runs": done}}, {}
+  )
+  assert ratios["sac_hopper_return_at_300k_steps"] == 2600.0
+  short = done[:2] + [at(2, 299_000, 2700.0)]
+  _, ratios = learning.summaries(
+    {"sac_hopper": {"budget_s": None, "runs": short}}, {}
+  )
+  assert ratios["sac_hopper_return_at_300k_steps"] is None
