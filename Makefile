@@ -51,12 +51,13 @@ TEST_WORKERS ?= 2
 # Beside the suite, niced, in the background: tests/test_install.py builds
 # the package as users do (an isolated `python -m build --wheel` of a clean
 # copy, installed into a fresh venv: minutes of pip and g++, mostly disk;
-# `make test-all` adds an isolated `pip install .`). Its failure fails
-# `test`; its output is in build/.
-test: lint
+# `make test-all` adds an isolated `pip install .`). It starts before the
+# style gate; its failure fails `test`; its output is in build/.
+test: $(STAMP)
 	@mkdir -p build
 	nice -n 10 $(PY) -m pytest -q -m "install and not slow" tests/test_install.py \
 	    > build/test_install.log 2>&1 & install=$$!; \
+	$(MAKE) --no-print-directory lint && \
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope; status=$$?; \
 	if wait $$install; then grep -E "passed|failed" build/test_install.log \
 	    | tail -n 1; else cat build/test_install.log; status=1; fi; \

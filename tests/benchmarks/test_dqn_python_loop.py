@@ -14,7 +14,8 @@ from ingraph_rl.testing.component_test import to_numpy
 
 
 # n_step=1 (a special case of 3) runs in `make test-all` only: suite time.
-@pytest.mark.parametrize("n_step", [pytest.param(1, marks=pytest.mark.slow), 3])
+@pytest.mark.slow
+@pytest.mark.parametrize("n_step", [1, 3])
 def test_python_loop_matches_the_in_graph_loop(n_step):
   config = DQNConfig(
     num_actions=2,
