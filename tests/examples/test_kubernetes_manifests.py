@@ -214,6 +214,7 @@ def test_replicas_map_to_each_task_once(name, parsed, monkeypatch):
   assert {job: len(a) for job, a in clusters[0].items()} == jobs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_args_are_the_experiments_flags(name, parsed):
   agent, jobs = EXPECTED[name]

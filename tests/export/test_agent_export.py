@@ -198,6 +198,7 @@ def test_fresh_process_acts_observes_updates_and_saves_again(
   assert expected["second"]["train_step"] == expected["first"]["train_step"] + 2
 
 
+@pytest.mark.slow
 def test_env_stepping_api_raises_naming_it(exported, tmp_path):
   ex, _, result = exported
   for api in ("train", "reset_env"):

@@ -86,6 +86,7 @@ def test_bad_input_is_refused_with_a_clear_message(results, case):
   )
 
 
+@pytest.mark.slow
 def test_a_wrong_dtype_is_refused_by_tf_before_the_graph(results):
   """TF's own call check: the graph never sees a wrong dtype, so its
   message is TF's (the input's position, expected against received)."""
