@@ -17,7 +17,11 @@ import tensorflow as tf
 
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError
-from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
+from ingraph_rl.executors.checks import (
+  tf_check,
+  tf_leading_sizes,
+  torch_check,
+)
 from ingraph_rl.executors.torch_spaces import torch_dtype
 from ingraph_rl.spaces import BoolBox, BoxSpace, Dict, FloatBox
 from ingraph_rl.utils.lazy import torch
@@ -147,7 +151,7 @@ class NStepAccumulator(Component):
   ):
     num_envs = self.num_envs
     args = [states, actions, rewards, next_states, terminals, truncated]
-    sizes = tf.stack([tf_shape(x)[0] for x in args])
+    sizes = tf_leading_sizes(args)
     ok = tf.reduce_all(sizes == num_envs)
     check = tf_check(
       ok, self, "push", "states", self._size_reason("a different number")

@@ -10,7 +10,7 @@ from ingraph_rl.core import api, graph_fn
 from ingraph_rl.executors.checks import (
   tf_check,
   tf_draw,
-  tf_shape,
+  tf_leading_sizes,
   torch_check,
   torch_draw,
 )
@@ -94,8 +94,9 @@ class PrioritizedReplay(ReplayMemory):
     segment_tree.update(self.min_tree, positions, p, "min")
     return tf.identity(self.size)
 
-  def _tf_priority_checks(self, api_name, num_rows, priorities, rows_of):
-    ok_n = tf.equal(num_rows, tf_shape(priorities)[0])
+  def _tf_priority_checks(self, api_name, rows, priorities, rows_of):
+    sizes = tf_leading_sizes([rows, priorities])
+    ok_n = tf.equal(sizes[0], sizes[1])
     ok_p = tf.reduce_all(tf.math.is_finite(priorities) & (priorities > 0))
     return [
       tf_check(
@@ -119,7 +120,7 @@ class PrioritizedReplay(ReplayMemory):
     priorities = tf.cast(priorities, tf.float32)
     leaves = tree.flatten(records)
     checks = self._tf_priority_checks(
-      "insert_with_priorities", tf_shape(leaves[0])[0], priorities, "records"
+      "insert_with_priorities", leaves[0], priorities, "records"
     )
     if len(leaves) > 1:
       checks.append(
@@ -172,7 +173,7 @@ class PrioritizedReplay(ReplayMemory):
     priorities = tf.cast(priorities, tf.float32)
     ok_i = tf.reduce_all((indices >= 0) & (indices < self.size))
     checks = self._tf_priority_checks(
-      "update_priorities", tf_shape(indices)[0], priorities, "indices"
+      "update_priorities", indices, priorities, "indices"
     ) + [
       tf_check(
         ok_i,

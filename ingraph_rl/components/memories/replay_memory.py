@@ -9,7 +9,7 @@ from ingraph_rl.errors import BuildError, SpaceError
 from ingraph_rl.executors.checks import (
   tf_check,
   tf_draw,
-  tf_shape,
+  tf_leading_sizes,
   torch_check,
   torch_draw,
 )
@@ -111,8 +111,8 @@ class ReplayMemory(Component):
     """An assert that every leaf has the same number of rows (the root
     executor checks its own arguments; this guards a memory fed inside a
     graph)."""
-    sizes = [tf_shape(x)[0] for x in leaves]
-    ok = tf.reduce_all(tf.equal(tf.stack(sizes), sizes[0]))
+    sizes = tf_leading_sizes(leaves)
+    ok = tf.reduce_all(tf.equal(sizes, sizes[0]))
     return tf_check(
       ok,
       self,

@@ -7,7 +7,11 @@ from ingraph_rl import spaces as sp
 from ingraph_rl.components.preprocessing._common import check_inputs
 from ingraph_rl.core import Component, api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
+from ingraph_rl.executors.checks import (
+  tf_check,
+  tf_leading_sizes,
+  torch_check,
+)
 from ingraph_rl.utils.lazy import torch
 
 
@@ -98,9 +102,8 @@ class FrameStack(Component):
   @graph_fn(output_space=_output_space)
   def _graph_fn_call(self, inputs, resets):
     frames = inputs[..., 0] if self.has_channel else inputs
-    ok = tf.logical_and(
-      tf.equal(tf_shape(frames)[0], self.num_envs),
-      tf.equal(tf_shape(resets)[0], self.num_envs),
+    ok = tf.reduce_all(
+      tf.equal(tf_leading_sizes([frames, resets]), self.num_envs)
     )
     with tf.control_dependencies(
       [
