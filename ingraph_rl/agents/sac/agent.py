@@ -62,9 +62,12 @@ class SACAgent(Component):
       "actor_loss_sum", "alpha_loss_sum", "alpha", "env_steps"}: a
       tf.while_loop of `num_steps` vector steps in ONE graph call: uniform
       random actions until `learning_starts` env steps, then the actor's;
-      env step; store; once past `learning_starts` one `update()` per
-      vector step. A call that fails part-way leaves the loop out of step
-      with the env: `reset_env` before the next call.
+      once past `learning_starts` one `update()` per vector step; env
+      step; store. The update comes before the store so that the env
+      step overlaps it (its batch is drawn from the transitions before
+      this step's: CleanRL draws from those and this one). A call that
+      fails part-way leaves the loop out of step with the env:
+      `reset_env` before the next call.
 
   Observations are cast to float32 (MuJoCo's are float64). Truncated
   episodes are not terminal: the memory stores the true last observation
@@ -411,16 +414,21 @@ class SACAgent(Component):
       return (zero, zero, 0.0, 0.0, 0.0, 0.0, alpha)
 
     def body(i, totals, obs):
-      random = self.env_steps.read_value() < c.learning_starts
+      before = self.env_steps.read_value()
+      random = before < c.learning_starts
       actions = tf.cond(random, random_actions, lambda: act(obs)["actions"])
+      # The update runs BEFORE this step's transition is stored, so the
+      # env step (which needs only the actions) overlaps it; its batch
+      # comes from the transitions before this one. The act above reads
+      # the actor before the update writes it, as in CleanRL. (The first
+      # step has nothing stored yet to sample, whatever num_envs.)
+      started = (before > 0) & (before + n > c.learning_starts)
+      learned = tf.cond(started, learn, lambda: rest(totals["alpha"]))
       step = in_graph.tf_step(self.env, actions)
       final = tf.cast(step.final_obs, tf.float32)
       stored = observe(obs, actions, step.rewards, final, step.terminated)
       with tf.control_dependencies([stored]):
-        steps = self.env_steps.assign_add(n)
-      learned = tf.cond(
-        steps > c.learning_starts, learn, lambda: rest(totals["alpha"])
-      )
+        self.env_steps.assign_add(n)
       done = step.terminated | step.truncated
       new = dict(
         zip(
@@ -465,14 +473,9 @@ class SACAgent(Component):
         actions = low + (high - low) * u
       else:
         actions = act(obs)["actions"].detach()
-      step = in_graph.torch_step(self.env, actions)
-      observe(
-        obs, actions, step.rewards, step.final_obs.float(), step.terminated
-      )
-      with torch.no_grad():
-        self.env_steps += n
-        self.last_obs.copy_(step.obs.float())
-      if int(self.env_steps) > c.learning_starts:
+      # The update before the store, as the TF loop orders them.
+      before = int(self.env_steps)
+      if before > 0 and before + n > c.learning_starts:
         # `update` differentiates in APIs it inlines: the executor, which
         # looks one inline deep, runs `train` without autograd.
         with torch.enable_grad():
@@ -482,6 +485,13 @@ class SACAgent(Component):
         for k in ("qf_loss", "qf1_values", "actor_loss", "alpha_loss"):
           totals[k + "_sum"] += float(out[k])
         totals["alpha"] = float(out["alpha"])
+      step = in_graph.torch_step(self.env, actions)
+      observe(
+        obs, actions, step.rewards, step.final_obs.float(), step.terminated
+      )
+      with torch.no_grad():
+        self.env_steps += n
+        self.last_obs.copy_(step.obs.float())
       done = step.terminated | step.truncated
       totals["episodes"] += int(done.sum())
       totals["return_sum"] += float(step.episode_returns.sum())
