@@ -331,12 +331,12 @@ def test_deterministic_actions_are_the_squashed_mean(backend):
 
 
 @pytest.mark.slow
-def test_training_loop_random_phase_then_one_update_per_step():
+def test_training_loop_random_phase_then_one_update_per_step(backend):
   env = make_vector_env("Pendulum-v1", 1, 0)
   config = SACConfig.for_env(
     env, hidden_units=H, batch_size=16, learning_starts=40, buffer_size=500
   )
-  ex = SACBuilder(config).make_agent(env=env).build()
+  ex = SACBuilder(config).make_agent(env=env).build(backend)
   ex.execute("reset_env", 0)
   stats = {k: numpy(v) for k, v in ex.execute("train", 30).items()}
   assert int(stats["env_steps"]) == 30 and int(stats["updates"]) == 0
@@ -356,6 +356,82 @@ def test_training_loop_random_phase_then_one_update_per_step():
   np.testing.assert_array_equal(
     state["sac/memory/buffer.next_states"][:59], stored[1:]
   )
+  env.close()
+
+
+@pytest.mark.slow
+def test_training_loop_first_vector_step_stores_before_any_update(backend):
+  # 4 envs, learning_starts 2: the first vector step is past it, but its
+  # update would come before anything is stored (nothing to sample).
+  env = make_vector_env("Pendulum-v1", 4, 0)
+  config = SACConfig.for_env(
+    env, hidden_units=H, batch_size=2, learning_starts=2, buffer_size=64
+  )
+  ex = SACBuilder(config).make_agent(env=env).build(backend)
+  ex.execute("reset_env", 0)
+  stats = {k: numpy(v) for k, v in ex.execute("train", 1).items()}
+  assert int(stats["env_steps"]) == 4 and int(stats["updates"]) == 0
+  stats = {k: numpy(v) for k, v in ex.execute("train", 3).items()}
+  assert int(stats["env_steps"]) == 16 and int(stats["updates"]) == 3
+  env.close()
+
+
+def _node_name(ref):
+  return ref.lstrip("^").split(":")[0]
+
+
+def _calls(node):
+  """Names of the functions a FunctionDef node calls (If branches, ...)."""
+  return [v.func.name for v in node.attr.values() if v.func.name]
+
+
+def _reaches(graph, start, target):
+  """Whether `target` feeds `start` (through data or control inputs)."""
+  seen, todo = set(), [start]
+  while todo:
+    name = todo.pop()
+    if name == target:
+      return True
+    if name not in seen and name in graph:
+      seen.add(name)
+      todo.extend(_node_name(i) for i in graph[name].input)
+  return False
+
+
+@pytest.mark.slow
+def test_training_loop_env_step_does_not_wait_for_the_update():
+  # The env step needs only the actions: nothing orders it after (or
+  # before) the update, so the executor overlaps the two.
+  env = make_vector_env("Pendulum-v1", 1, 0)
+  config = SACConfig.for_env(
+    env, hidden_units=H, batch_size=16, learning_starts=40, buffer_size=500
+  )
+  ex = SACBuilder(config).make_agent(env=env).build()
+  graph = ex.function("train").get_concrete_function().graph.as_graph_def()
+  library = {f.signature.name: f for f in graph.library.function}
+
+  def applies_adam(name, seen=()):
+    fn = library.get(name)
+    if fn is None or name in seen:
+      return False
+    return any(
+      n.op == "ResourceApplyAdam"
+      or any(applies_adam(f, seen + (name,)) for f in _calls(n))
+      for n in fn.node_def
+    )
+
+  (body,) = [
+    f for f in library.values() if any(n.op == "PyFunc" for n in f.node_def)
+  ]
+  nodes = {n.name: n for n in body.node_def}
+  (env_step,) = [n.name for n in body.node_def if n.op == "PyFunc"]
+  (update,) = [
+    n.name
+    for n in body.node_def
+    if n.op in ("If", "StatelessIf") and any(map(applies_adam, _calls(n)))
+  ]
+  assert not _reaches(nodes, env_step, update)
+  assert not _reaches(nodes, update, env_step)
   env.close()
 
 
