@@ -7,8 +7,9 @@ every 2nd step two actor and temperature steps), Polyak targets every
 step, past `learning_starts` (both fill their memories first, untimed).
 
 Cases, interleaved within every repetition (rotating which goes first):
-  ours        the agent's `train(steps)`: act, env step, store and update,
-              all `steps` env steps in ONE graph call;
+  ours        the agent's `train(steps)`: act, update, env step and store
+              (the env step beside the update), all `steps` env steps in
+              ONE graph call;
   torch       a faithful CleanRL-style SAC written here (`CleanRLSAC`):
               gymnasium SyncVectorEnv, NumPy replay, a Python loop with
               one forward for the action and three optimizer steps per
@@ -16,7 +17,8 @@ Cases, interleaved within every repetition (rotating which goes first):
   update      the update alone: `steps` calls of our `update` API folded
               into one tf.function loop (no per-call overhead), beside
               `steps` raw env steps with random actions. Its limit is
-              1 / (update time + env step time) per env step.
+              1 / (update time + env step time) per env step: the two
+              one after the other (ours overlaps them, so may pass 1).
 
 Ratios: halfcheetah_env_steps_per_s_over_cleanrl_style_torch (ours / torch)
 and halfcheetah_in_graph_over_update_limit (ours / the limit).
