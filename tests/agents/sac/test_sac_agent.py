@@ -330,21 +330,35 @@ def test_deterministic_actions_are_the_squashed_mean(backend):
 # --- the in-graph loop ------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_training_loop_random_phase_then_one_update_per_step(backend):
-  env = make_vector_env("Pendulum-v1", 1, 0)
+def pendulum_loop(backend, num_envs=1, batch_size=16, learning_starts=40):
+  """(env, executor) of a small SAC on Pendulum, its env reset."""
+  env = make_vector_env("Pendulum-v1", num_envs, 0)
   config = SACConfig.for_env(
-    env, hidden_units=H, batch_size=16, learning_starts=40, buffer_size=500
+    env,
+    hidden_units=H,
+    batch_size=batch_size,
+    learning_starts=learning_starts,
+    buffer_size=500,
   )
   ex = SACBuilder(config).make_agent(env=env).build(backend)
   ex.execute("reset_env", 0)
-  stats = {k: numpy(v) for k, v in ex.execute("train", 30).items()}
+  return env, ex
+
+
+def train(ex, steps):
+  return {k: numpy(v) for k, v in ex.execute("train", steps).items()}
+
+
+@pytest.mark.slow
+def test_training_loop_random_phase_then_one_update_per_step(backend):
+  env, ex = pendulum_loop(backend)
+  stats = train(ex, 30)
   assert int(stats["env_steps"]) == 30 and int(stats["updates"]) == 0
   state = ex.get_weights()
   assert int(state["sac/policy_optimizer/iterations"]) == 0
   actions = state["sac/memory/buffer.actions"][:30]
   assert np.all(np.abs(actions) <= 2.0) and actions.std() > 0.5  # U(-2, 2).
-  stats = {k: numpy(v) for k, v in ex.execute("train", 30).items()}
+  stats = train(ex, 30)
   # Updates once more than learning_starts env steps are done.
   assert int(stats["env_steps"]) == 60 and int(stats["updates"]) == 20
   assert int(stats["actor_updates"]) == 10
@@ -363,15 +377,10 @@ def test_training_loop_random_phase_then_one_update_per_step(backend):
 def test_training_loop_first_vector_step_stores_before_any_update(backend):
   # 4 envs, learning_starts 2: the first vector step is past it, but its
   # update would come before anything is stored (nothing to sample).
-  env = make_vector_env("Pendulum-v1", 4, 0)
-  config = SACConfig.for_env(
-    env, hidden_units=H, batch_size=2, learning_starts=2, buffer_size=64
-  )
-  ex = SACBuilder(config).make_agent(env=env).build(backend)
-  ex.execute("reset_env", 0)
-  stats = {k: numpy(v) for k, v in ex.execute("train", 1).items()}
+  env, ex = pendulum_loop(backend, num_envs=4, batch_size=2, learning_starts=2)
+  stats = train(ex, 1)
   assert int(stats["env_steps"]) == 4 and int(stats["updates"]) == 0
-  stats = {k: numpy(v) for k, v in ex.execute("train", 3).items()}
+  stats = train(ex, 3)
   assert int(stats["env_steps"]) == 16 and int(stats["updates"]) == 3
   env.close()
 
@@ -402,11 +411,7 @@ def _reaches(graph, start, target):
 def test_training_loop_env_step_does_not_wait_for_the_update():
   # The env step needs only the actions: nothing orders it after (or
   # before) the update, so the executor overlaps the two.
-  env = make_vector_env("Pendulum-v1", 1, 0)
-  config = SACConfig.for_env(
-    env, hidden_units=H, batch_size=16, learning_starts=40, buffer_size=500
-  )
-  ex = SACBuilder(config).make_agent(env=env).build()
+  env, ex = pendulum_loop("tf")
   graph = ex.function("train").get_concrete_function().graph.as_graph_def()
   library = {f.signature.name: f for f in graph.library.function}
 
