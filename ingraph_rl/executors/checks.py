@@ -184,41 +184,27 @@ def tf_check_all(
   )
 
 
-_OPAQUE: typing.Dict[str, typing.Any] = {}
-
-
-def _opaque(name: str, fn: typing.Any) -> typing.Any:
-  """`fn` as a `tf.function` that grappler never inlines (one per name)."""
-  import tensorflow as tf  # Only TF bodies call this (see module doc).
-
-  if name not in _OPAQUE:
-    _OPAQUE[name] = tf.function(
-      fn, autograph=False, experimental_attributes={"_noinline": True}
-    )
-  return _OPAQUE[name]
-
-
-def tf_shape(x: typing.Any) -> typing.Any:
-  """`tf.shape(x)` that grappler cannot turn into a constant. Use it for
-  the sizes a check compares: grappler's shape inference assumes the graph
-  is valid, so it may fold a size to what a LATER op implies (e.g. an
-  assignment to a [3] variable), and with it the check that guards that
-  op. A function that is never inlined keeps the size a run-time value."""
-  import tensorflow as tf
-
-  return _opaque("shape", lambda t: tf.shape(t))(x)
+_OPAQUE_SIZES: typing.Any = None
 
 
 def tf_leading_sizes(tensors: typing.Sequence[typing.Any]) -> typing.Any:
-  """int32 [len(tensors)]: the leading dim of each tensor, opaque to
-  grappler as `tf_shape` is, in ONE function call (a call costs ~20 us
-  of executor overhead; in-graph loops check every step)."""
-  import tensorflow as tf
+  """int32 [len(tensors)]: the leading dim of each tensor, in ONE call of
+  a function grappler never inlines. Use it for the sizes a check
+  compares: grappler's shape inference assumes the graph is valid, so it
+  may fold a size to what a LATER op implies (e.g. an assignment to a [3]
+  variable), and with it the check that guards that op. One call for all
+  the sizes: a call costs ~20 us of executor overhead, and in-graph loops
+  check every step."""
+  import tensorflow as tf  # Only TF bodies call this (see module doc).
 
-  def sizes(*ts: typing.Any) -> typing.Any:
-    return tf.stack([tf.shape(t)[0] for t in ts])
-
-  return _opaque("leading_sizes", sizes)(*tensors)
+  global _OPAQUE_SIZES
+  if _OPAQUE_SIZES is None:
+    _OPAQUE_SIZES = tf.function(
+      lambda *ts: tf.stack([tf.shape(t)[0] for t in ts]),
+      autograph=False,
+      experimental_attributes={"_noinline": True},
+    )
+  return _OPAQUE_SIZES(*tensors)
 
 
 _SUSPENDED = threading.local()

@@ -8,7 +8,11 @@ from ingraph_rl import spaces as sp
 from ingraph_rl.components.memories.replay_memory import ReplayMemory
 from ingraph_rl.core import api, graph_fn
 from ingraph_rl.errors import BuildError, SpaceError
-from ingraph_rl.executors.checks import tf_check, tf_shape, torch_check
+from ingraph_rl.executors.checks import (
+  tf_check,
+  tf_leading_sizes,
+  torch_check,
+)
 from ingraph_rl.utils.lazy import torch
 
 _KEYS = ("actions", "rewards", "states", "terminals")
@@ -336,7 +340,7 @@ class FrameStackReplay(ReplayMemory):
   @graph_fn
   def _graph_fn_insert(self, records):
     states = records["states"]
-    ok = tf.equal(tf_shape(states)[0], self.num_streams)
+    ok = tf.equal(tf_leading_sizes([states])[0], self.num_streams)
     with tf.control_dependencies(
       [tf_check(ok, self, "insert", "records", self._streams_reason)]
     ):
