@@ -293,6 +293,15 @@ class Row:
   unit: str
   stat: Stat
 
+  @classmethod
+  def from_json(cls, d):
+    return cls(
+      d["case"],
+      d["metric"],
+      d["unit"],
+      Stat(d["median"], d["min"], d["max"], d["reps"]),
+    )
+
   def to_json(self):
     return {
       "case": self.case,
@@ -315,6 +324,26 @@ def _num(x, digits=6):
 
 def results_path(name):
   return RESULTS_DIR / f"{name}.json"
+
+
+def merge_stored(name, rows, ratios, config_cases):
+  """`rows`, `ratios` and `config_cases` (a benchmark's `config["cases"]`)
+  with what `benchmarks/results/<name>.json` holds of the cases NOT run
+  now (a row, ratio or case key produced now replaces the stored one):
+  for a benchmark whose cases need different process-wide settings, run
+  one invocation per setting."""
+  stored = json.loads(results_path(name).read_text())
+  new_rows = {(r.case, r.metric, r.unit) for r in rows}
+  kept = [
+    Row.from_json(r)
+    for r in stored["results"]
+    if (r["case"], r["metric"], r["unit"]) not in new_rows
+  ]
+  return (
+    kept + list(rows),
+    {**stored["ratios"], **ratios},
+    {**stored["config"].get("cases", {}), **config_cases},
+  )
 
 
 def write_results(name, quick, config, rows, ratios, extra=None):

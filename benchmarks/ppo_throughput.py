@@ -23,8 +23,17 @@ Cases (each interleaved within every repetition, rotating which goes first):
    (the shuffle in NumPy, as CleanRL does). HalfCheetah (10 x 32 of 64) is
    the target; Pong (4 x 4 of 256) is recorded beside it.
 
-    python -m benchmarks.ppo_throughput            # the measurement
+    python -m benchmarks.ppo_throughput            # every case, one process
     python -m benchmarks.ppo_throughput --quick    # smoke run, < 60 s
+
+TF's intra-op threads and oneDNN kernels are fixed per process; to run
+each case with its preset's (ppo_pong.cfg: --onednn
+--intra_op_threads=0), as the committed JSON was:
+
+    TF_ENABLE_ONEDNN_OPTS=1 python -m benchmarks.ppo_throughput \
+        --cases=pong,update --intra_op_threads=0
+    python -m benchmarks.ppo_throughput --cases=halfcheetah,update,trpo \
+        --merge
 
 Writes benchmarks/results/ppo_throughput.json (and ppo_throughput.png
 without --quick).
@@ -38,6 +47,7 @@ from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
 from benchmarks.numpy_gae import numpy_gae
+from experiments import configs
 
 NAME = "ppo_throughput"
 CASES = ("pong", "halfcheetah", "update", "trpo")
@@ -58,6 +68,14 @@ _TORCH_THREADS = flags.DEFINE_integer(
   "as a CleanRL user runs it).",
 )
 _THREADS = common.define_intra_op_threads_flag()
+_MERGE = flags.DEFINE_bool(
+  "merge",
+  False,
+  "Keep the stored results of the cases not run now (TF's threads and "
+  "oneDNN are process-wide: the Pong preset's run with "
+  "TF_ENABLE_ONEDNN_OPTS=1 --intra_op_threads=0, the rest with the "
+  "defaults).",
+)
 
 SEED = 1
 TARGETS = {
@@ -457,7 +475,11 @@ def main(argv):
   threads = common.experiment_threads(_THREADS.value)
   if _TORCH_THREADS.value:
     torch.set_num_threads(_TORCH_THREADS.value)
-  threads = dict(threads, torch_threads=torch.get_num_threads())
+  threads = dict(
+    threads,
+    torch_threads=torch.get_num_threads(),
+    tf_onednn=configs.onednn_enabled(),
+  )
 
   rows, ratios, config_cases = [], {}, {}
   agents = {}
@@ -507,6 +529,7 @@ def main(argv):
       "iterations_per_rep": iterations,
       "our_build_s": round(ours.build_s, 2),
       "cpu_shares (medians of per-rep CPU per env step)": shares,
+      "threads": threads,
     }
   if "update" in cases:
     for name in envs:
@@ -519,13 +542,18 @@ def main(argv):
         "batch": f"{agents[name].args.batch_size} samples from one rollout",
         "epochs x minibatches": f"{c.update_epochs} x {c.num_minibatches} "
         f"of {c.minibatch_size(agents[name].env.num_envs)}",
+        "threads": threads,
       }
 
   if "trpo" in cases:
     r, q, cfg = trpo_case(1 if quick else max(reps, 3))
     rows += r
     ratios.update(q)
-    config_cases["trpo/hopper"] = cfg
+    config_cases["trpo/hopper"] = dict(cfg, threads=threads)
+  if _MERGE.value and not quick:
+    rows, ratios, config_cases = common.merge_stored(
+      NAME, rows, ratios, config_cases
+    )
 
   config = {
     "reps": reps,
@@ -561,11 +589,12 @@ def main(argv):
     "interleaving": "the variants of a case alternate within each rep, "
     "rotating which goes first; gc.collect() before each",
     "ratios": "median over reps of per-rep paired ratios",
-    "threads": threads,
+    "threads": "per case (config.cases.*.threads): TF's intra-op "
+    "threads and oneDNN are process-wide, so a case run with other "
+    "settings comes from its own invocation (--merge)",
     "machine_load": {
-      "note": "2 cores shared with other work (other helpers' tests and "
-      "runs); wall ratios pair within a rep, the CPU ratios are less "
-      "sensitive to the load",
+      "note": "wall ratios pair within a rep; the CPU ratios are less "
+      "sensitive to other load on the cores",
       "loadavg_1_5_15_min_at_start": [round(x, 2) for x in load_start],
       "loadavg_1_5_15_min_at_end": [round(x, 2) for x in os.getloadavg()],
     },

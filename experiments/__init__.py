@@ -3,13 +3,50 @@
 import importlib.util
 import logging
 import os
+import sys
 
+from absl import flags
 from absl import logging as absl_logging
 
 # TF's import otherwise loads Keras 3, and with it matplotlib: ~1 s more
 # at the start of every run, cluster task and evaluation process. Nothing
 # here uses Keras (TF_USE_LEGACY_KERAS=0 keeps Keras 3 as tf.keras).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
+def onednn_requested(argv):
+  """Whether `argv` (flagfiles expanded; up to a `--`) turns --onednn on
+  (the last of --onednn, --onednn=<bool>, --noonednn wins).
+
+  >>> onednn_requested(["--seed=1", "--onednn"])
+  True
+  >>> onednn_requested(["--onednn=false", "--", "--onednn"])
+  False
+  >>> onednn_requested(["-k", "onednn"])
+  False
+  """
+  try:
+    args = flags.FLAGS.read_flags_from_files(list(argv), force_gnu=False)
+  except (flags.Error, OSError):  # absl reports a bad flagfile later.
+    return False
+  on = False
+  for arg in args:
+    if arg == "--":
+      break
+    if not arg.startswith("-"):
+      continue  # A positional argument, or the value of another flag.
+    name, eq, value = arg.lstrip("-").partition("=")
+    if name == "onednn":
+      on = not eq or value.lower() in ("1", "t", "true", "y", "yes")
+    elif name == "noonednn" and not eq:
+      on = False
+  return on
+
+
+# --onednn (experiments/configs.py, RunSettings) must reach TF before it
+# loads: TF reads TF_ENABLE_ONEDNN_OPTS once, at import.
+if onednn_requested(sys.argv[1:]):
+  os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
 
 
 def _tensorflow_dir():

@@ -292,7 +292,7 @@ def main(argv):
   settings = configs.apex_settings(values)
   if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start)
-  configs.set_intra_op_threads(settings.intra_op_threads)
+  configs.configure_tensorflow(settings)
   run_dir = configs.run_directory(settings, "apex")
   builder, make_env, obs_space = make_builder(settings, values)
   config = builder.config
@@ -366,7 +366,7 @@ def cluster_main(settings, values, wall_start):
     num_replay_shards=settings.num_replay_shards,
   )
   task.check_addresses(settings.allow_remote_hosts)
-  configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
+  configs.configure_tensorflow(settings, role=task.job)
   if task.job == "ps":
     return roles.run_ps(task, settings.ps_linger_s)
   if not settings.logdir:

@@ -80,6 +80,15 @@ class RunSettings:
     "env threads and the learner already share the cores).",
     minimum=0,
   )
+  onednn: bool = field(
+    False,
+    "Turn TF's oneDNN kernels on (TF_ENABLE_ONEDNN_OPTS=1; TF leaves "
+    "them off on CPUs without AVX-512, such as AMD's). They cut the CPU "
+    "of a Nature-CNN update by ~37% on 2 AVX2 cores, but slow the many "
+    "small ops of MLP agents (IMPALA CartPole's actors: -35%). TF reads "
+    "the setting once, as it loads: experiments/__init__.py takes it from "
+    "the command line and flagfiles before that.",
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,6 +316,38 @@ def intra_op_threads(requested, role=None):
       raise ValueError(f"--intra_op_threads must be >= 0, got {requested}")
     return requested
   return 0 if role in WIDE_ROLES else 1
+
+
+def configure_tensorflow(settings, role=None):
+  """Applies a run's TF settings before TF runs anything: its intra-op
+  threads (`set_intra_op_threads`) and the check that TF loaded with its
+  oneDNN kernels on if `--onednn` asks (a UsageError if not)."""
+  check_onednn(settings.onednn)
+  return set_intra_op_threads(settings.intra_op_threads, role)
+
+
+def onednn_enabled():
+  """Whether the loaded TF runs its oneDNN kernels."""
+  from tensorflow.python.util import _pywrap_util_port
+
+  return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def check_onednn(requested):
+  """UsageError if `--onednn` asks for TF's oneDNN kernels and the loaded
+  TF runs without them: TF read TF_ENABLE_ONEDNN_OPTS when it loaded,
+  before these flags (experiments/__init__.py sets it from the command
+  line, so this happens only where TF was imported first)."""
+  if requested and not onednn_enabled():
+    raise config_flags.UsageError(
+      "onednn",
+      True,
+      "TensorFlow loaded with its oneDNN kernels off "
+      f"(TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS')!r}"
+      "): pass --onednn on the command line or in a flagfile of "
+      "`python -m experiments.<name>`, or set TF_ENABLE_ONEDNN_OPTS=1 "
+      "before TensorFlow is imported",
+    )
 
 
 def set_intra_op_threads(requested, role=None):

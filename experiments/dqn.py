@@ -96,7 +96,7 @@ def main(argv):
     configs=[lambda: configs.dqn_config(values, 2, False)],
   )
   settings = configs.dqn_settings(values)
-  configs.set_intra_op_threads(settings.intra_op_threads)
+  configs.configure_tensorflow(settings)
   atari = is_atari_id(settings.env)
   run_dir = configs.run_directory(settings, "dqn")
   with config_flags.usage_of("env", settings.env):

@@ -522,7 +522,7 @@ def main(argv):
   dmlab_preflight(settings, dmlab)  # Before any env starts.
   if in_cluster(settings.job_name):
     return cluster_main(settings, values, wall_start, dmlab)
-  configs.set_intra_op_threads(settings.intra_op_threads)
+  configs.configure_tensorflow(settings)
   run_dir = run_dir_path(settings)
   log_dir = os.path.join(run_dir, "env_workers")
   repeats = num_action_repeats_for(settings.env, settings.num_action_repeats)
@@ -620,7 +620,7 @@ def cluster_main(settings, values, wall_start, dmlab=None):
       "--batched_inference is for the single-process driver; a cluster's "
       "actors each run their own policy"
     )
-  configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
+  configs.configure_tensorflow(settings, role=task.job)
   if task.job == "ps":
     return roles.run_ps(task, settings.ps_linger_s)
   log_dir = os.path.join(run_dir_path(settings), "env_workers")

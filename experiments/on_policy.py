@@ -95,7 +95,7 @@ def main(spec):
     configs=[lambda: spec.config(values, discrete)],
   )
   settings = configs.ppo_settings(values)
-  configs.set_intra_op_threads(settings.intra_op_threads)
+  configs.configure_tensorflow(settings)
   run_dir = configs.run_directory(settings, name)
   with config_flags.usage_of("env", settings.env):
     env = make_actor_env(settings.env, settings.num_envs, settings.seed)

@@ -171,7 +171,7 @@ def main(argv):
     raise roles.ClusterError(
       "PPO has no replay tasks (they are Ape-X's: experiments/apex.py)"
     )
-  configs.set_intra_op_threads(settings.intra_op_threads, role=task.job)
+  configs.configure_tensorflow(settings, role=task.job)
   if task.job == "ps":
     roles.run_ps(task)
     return 0

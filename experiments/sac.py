@@ -109,7 +109,7 @@ def main(argv):
     configs=[lambda: configs.sac_config(values, box)],
   )
   settings = configs.sac_settings(values)
-  configs.set_intra_op_threads(settings.intra_op_threads)
+  configs.configure_tensorflow(settings)
   run_dir = configs.run_directory(settings, "sac")
   with config_flags.usage_of("env", settings.env):
     env = make_vector_env(settings.env, settings.num_envs, settings.seed)

@@ -27,3 +27,31 @@ def test_raw_atari_env_pins_its_stepping_threads_to_distinct_cores():
   finally:
     env.close()
   assert common.raw_env_kwargs("CartPole-v1") == {}
+
+
+def test_merge_stored_keeps_the_cases_not_run_now(tmp_path, monkeypatch):
+  from benchmarks import common
+
+  monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+  stat = common.Stat(1.0, 1.0, 1.0, 1)
+  common.write_results(
+    "b",
+    False,
+    {"cases": {"pong": {"threads": 0}, "cheetah": {"threads": 1}}},
+    [
+      common.Row("pong/ours", "throughput", "steps/s", stat),
+      common.Row("cheetah/ours", "throughput", "steps/s", stat),
+    ],
+    {"pong_ratio": 1.0, "cheetah_ratio": 2.0},
+  )
+  new = common.Stat(5.0, 4.0, 6.0, 3)
+  rows, ratios, cases = common.merge_stored(
+    "b",
+    [common.Row("cheetah/ours", "throughput", "steps/s", new)],
+    {"cheetah_ratio": 3.0},
+    {"cheetah": {"threads": 2}},
+  )
+  by_case = {r.case: r.stat for r in rows}
+  assert by_case == {"pong/ours": stat, "cheetah/ours": new}
+  assert ratios == {"pong_ratio": 1.0, "cheetah_ratio": 3.0}
+  assert cases == {"pong": {"threads": 0}, "cheetah": {"threads": 2}}

@@ -35,7 +35,9 @@ def test_quick_run_writes_contract_json(run_quick, tmp_path):
   ]
   for side in ("ours", "cleanrl_style_torch"):
     assert sum(shares[side].values()) == pytest.approx(1.0, abs=0.01)
-  assert doc["config"]["threads"]["torch_threads"] >= 1
+  threads = doc["config"]["cases"]["halfcheetah"]["threads"]
+  assert threads["torch_threads"] >= 1
+  assert threads["tf_onednn"] in (True, False)  # As TF loaded here.
   assert not (tmp_path / "ppo_throughput.png").exists()  # Full runs only.
   assert out.stdout.strip().splitlines()[-1].startswith("ppo_throughput")
 

@@ -2,6 +2,7 @@
 (and its docstring examples)."""
 
 import doctest
+import os
 import re
 import subprocess
 import sys
@@ -99,3 +100,88 @@ def test_a_flagfile_states_every_preset_value_it_keeps(flagfile):
   text = (configs.FLAGFILES / flagfile).read_text()
   named = set(re.findall(r"^--(?:no)?(\w+)", text, re.M))
   assert set(PRESETS[agent]) - named == set()
+
+
+# --onednn: experiments/__init__.py reads it before TF loads.
+
+
+def test_onednn_is_read_from_flagfiles_and_the_last_mention_wins(tmp_path):
+  import experiments
+
+  flagfile = tmp_path / "f.cfg"
+  flagfile.write_text("# a comment\n--onednn\n--seed=1\n")
+  assert experiments.onednn_requested([f"--flagfile={flagfile}"])
+  assert not experiments.onednn_requested(
+    [f"--flagfile={flagfile}", "--noonednn"]
+  )
+  assert experiments.onednn_requested(["--onednn=true"])
+  assert not experiments.onednn_requested(["--onednn=false"])
+  assert not experiments.onednn_requested(["--seed=1"])
+  # Not a flag: pytest's `-k onednn`, or launch_local's task flags.
+  assert not experiments.onednn_requested(["-k", "onednn"])
+  assert not experiments.onednn_requested(["--", "--onednn"])
+
+
+def test_onednn_asked_for_but_off_in_the_loaded_tf_is_a_usage_error(
+  monkeypatch,
+):
+  from experiments.config_flags import UsageError
+
+  monkeypatch.setattr(configs, "onednn_enabled", lambda: False)
+  with pytest.raises(UsageError, match=r"^--onednn=True: TensorFlow loaded"):
+    configs.check_onednn(True)
+  configs.check_onednn(False)  # Not asked for: TF's own choice stands.
+  monkeypatch.setattr(configs, "onednn_enabled", lambda: True)
+  configs.check_onednn(True)
+
+
+ONEDNN_SCRIPT = """
+import sys
+if sys.argv[1] == "--experiments":
+  sys.argv = ["experiments.ppo"] + sys.argv[2:]
+  import experiments  # Before TF, as `python -m experiments.ppo` runs.
+from tensorflow.python.util import _pywrap_util_port
+print(_pywrap_util_port.IsMklEnabled())
+"""
+
+
+def tf_onednn(*args):
+  """Whether TF runs its oneDNN kernels in a fresh process whose command
+  line is `args`, with experiments/__init__.py imported first unless
+  args[0] is "--bare"."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+  out = subprocess.run(
+    [sys.executable, "-c", ONEDNN_SCRIPT, *args],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    check=True,
+    env=env,
+  ).stdout.split()
+  return {"True": True, "False": False}[out[-1]]
+
+
+def test_the_flag_reaches_tensorflow_in_a_fresh_process():
+  default = tf_onednn("--bare")  # TF's own choice on this CPU.
+  pong = "--flagfile=experiments/flagfiles/ppo_pong.cfg"
+  cheetah = "--flagfile=experiments/flagfiles/ppo_halfcheetah.cfg"
+  assert tf_onednn("--experiments", pong) is True
+  assert tf_onednn("--experiments", "--seed=1", "--onednn") is True
+  assert tf_onednn("--experiments", cheetah) is default
+  assert tf_onednn("--experiments", pong, "--noonednn") is default
+
+
+def test_the_pong_preset_runs_its_update_on_onednn_and_every_core():
+  pong = configs.flagfile_values(
+    configs.PPO_CLASSES, configs.PPO_CARTPOLE, "ppo_pong.cfg"
+  )
+  settings = configs.ppo_settings(pong)
+  assert settings.onednn and settings.intra_op_threads == 0
+  assert configs.intra_op_threads(settings.intra_op_threads) == 0
+  cheetah = configs.ppo_settings(
+    configs.flagfile_values(
+      configs.PPO_CLASSES, configs.PPO_CARTPOLE, "ppo_halfcheetah.cfg"
+    )
+  )
+  assert not cheetah.onednn and cheetah.intra_op_threads is None
