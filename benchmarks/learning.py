@@ -1,6 +1,6 @@
 """Learning curves of the shipped presets, with the time they take here.
 
-    python -m benchmarks.learning                       # every case (~4.5 h)
+    python -m benchmarks.learning                       # default cases (hours)
     python -m benchmarks.learning --cases=impala_pong   # one case (2 h)
     python -m benchmarks.learning --quick               # smoke run, < 60 s
 
@@ -26,6 +26,9 @@ The cases (the targets are issue 11's):
   ppo_cartpole     `ppo_cartpole.cfg`, 5 seeds, 60 s of training each;
                    reached = the exported agent's deterministic mean over
                    20 episodes (in a fresh process) is 500.
+  ppo_pong         `ppo_pong.cfg` (CleanRL's ppo_atari settings), seed 0,
+                   2 h; target: last-100 mean >= +18 within 2 h (cut
+                   short by --budget_s: reported at the minutes run).
   ppo_halfcheetah  `ppo_halfcheetah.cfg` (CleanRL's settings), seeds 0-2,
                    the preset's 1M env steps; target: the seeds' median
                    last-100 mean >= 1,500.
@@ -201,6 +204,18 @@ CASES = {
     r"(-?[\d.]+)",
     500.0,
     "greedy",
+  ),
+  # CleanRL's ppo_atari settings (with --onednn --intra_op_threads=0), 2 h.
+  "ppo_pong": Case(
+    "ppo",
+    "ppo_pong.cfg",
+    (0,),
+    7200.0,
+    20.0,
+    _PPO_EVAL,
+    18.0,
+    "training",
+    frames_per_step=4,
   ),
   # CleanRL's ppo_continuous_action settings, the preset's 1M env steps.
   "ppo_halfcheetah": Case(
@@ -407,6 +422,13 @@ def summarize(name, case, runs, budget_s=None):
   elif name == "dqn_pong_1h":
     ratios["dqn_pong_1h_last100_return"] = final[0] if final else None
     ratios["dqn_pong_1h_seconds_to_0"] = first_at(runs[0]["curve"], 0.0)
+  elif name == "ppo_pong":
+    # CleanRL's published ppo_atari curve: Pong about +20 within 10M env
+    # steps. A run cut short by --budget_s is reported at its minutes.
+    budget = budget_s or case.budget_s
+    at = "2h" if budget >= 7200 else f"{budget / 60:.0f}min"
+    ratios[f"ppo_pong_last100_return_at_{at}"] = final[0] if final else None
+    ratios["ppo_pong_seconds_to_plus18"] = first_at(runs[0]["curve"], 18.0)
   elif name == "ppo_halfcheetah":
     # CleanRL's published ppo_continuous_action figure: HalfCheetah-v4,
     # 1,442.64 +- 46.03 at 1M steps (openrlbenchmark, tag pr-424).

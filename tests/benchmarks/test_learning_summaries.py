@@ -67,3 +67,17 @@ def test_sac_returns_at_300k_are_the_median_of_seeds_that_all_got_there():
     {"sac_hopper": {"budget_s": None, "runs": short}}, {}
   )
   assert ratios["sac_hopper_return_at_300k_steps"] is None
+
+
+def test_ppo_pong_reports_at_2h_or_at_the_minutes_it_was_cut_to():
+  case = learning.CASES["ppo_pong"]
+  # +20 at its first point (5 s); the last point (19) is its final.
+  runs = [run(0, 20.0, 19.0)]
+  _, full = learning.summarize("ppo_pong", case, runs, budget_s=7200.0)
+  assert full == {
+    "ppo_pong_last100_return_at_2h": 19.0,
+    "ppo_pong_seconds_to_plus18": 5.0,
+  }
+  _, cut = learning.summarize("ppo_pong", case, runs, budget_s=4500.0)
+  assert cut["ppo_pong_last100_return_at_75min"] == 19.0
+  assert "ppo_pong_last100_return_at_2h" not in cut
