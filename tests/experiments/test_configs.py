@@ -162,6 +162,7 @@ def tf_onednn(*args):
   return {"True": True, "False": False}[out[-1]]
 
 
+@pytest.mark.slow  # Four fresh processes import TF: ~15 s.
 def test_the_flag_reaches_tensorflow_in_a_fresh_process():
   default = tf_onednn("--bare")  # TF's own choice on this CPU.
   pong = "--flagfile=experiments/flagfiles/ppo_pong.cfg"
