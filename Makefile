@@ -49,10 +49,12 @@ lint: $(STAMP)
 TEST_WORKERS ?= 2
 
 # Beside the suite, niced, in the background: tests/test_install.py builds
-# the package as users do (an isolated `python -m build --wheel` of a clean
-# copy, installed into a fresh venv: minutes of pip and g++, mostly disk;
-# `make test-all` adds an isolated `pip install .`). It starts before the
-# style gate; its failure fails `test`; its output is in build/.
+# the package as users do (`python -m build --wheel` of a clean copy, with
+# this venv's pinned TF instead of an isolated build env, installed into a
+# fresh venv: a minute or two of pip and g++, mostly disk; the isolated
+# build's requirements are checked on their own, and `make test-all` adds
+# an isolated `pip install .`). It starts before the style gate; its
+# failure fails `test`; its output is in build/.
 test: $(STAMP)
 	@mkdir -p build
 	nice -n 10 $(PY) -m pytest -q -m "install and not slow" tests/test_install.py \

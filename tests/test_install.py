@@ -1,13 +1,15 @@
 """The package as users install it, not as `make venv` does: from a clean
-copy of the checkout, in isolated builds, into a fresh venv with the pins.
+copy of the checkout, into a fresh venv with the pins.
 
-`pip install .` and `python -m build --wheel` must both compile the custom
-ops against the pinned TensorFlow (tools/build_backend.py), the wheel must
-be a platform wheel holding the library, and in the fresh venv prioritized
-replay must run on the custom op, not on its pure-TF fallback.
+An isolated `pip install .` and `python -m build --wheel` must both compile
+the custom ops against the pinned TensorFlow (tools/build_backend.py), the
+wheel must be a platform wheel holding the library, and in the fresh venv
+prioritized replay must run on the custom op, not on its pure-TF fallback.
 
 Marked `install` (minutes of pip and g++): `make test` runs the wheel's
-tests in the background beside the suite, `make test-all` all of them; a
+tests in the background beside the suite (its wheel built without
+isolation, and the backend's isolated-build requirements checked on their
+own), `make test-all` all of them, with the isolated `pip install .`; a
 plain `pytest` run deselects them.
 """
 
@@ -195,15 +197,58 @@ def test_pip_install_of_a_checkout_builds_and_uses_the_ops(venv, workdir):
 
 @pytest.fixture(scope="module")
 def wheel(workdir):
-  """`python -m build --wheel` (isolated) of a clean copy."""
+  """`python -m build --wheel` of a clean copy, without isolation: the
+  backend and its requirements come from this venv (which `make venv`
+  installed from the same pins), so the op compiles against the pinned
+  TF as in an isolated build. An isolated build env costs another
+  TensorFlow install (~75 s with its g++, beside the suite): `make
+  test-all` does that through `pip install .`, and
+  `test_an_isolated_build_asks_for_the_pinned_tensorflow` checks the
+  backend's requirements here."""
   source = clean_copy(workdir / "build_source")
   dist = workdir / "dist"
   _run(
-    [sys.executable, "-m", "build", "--wheel", "--outdir", dist, source],
+    [
+      sys.executable,
+      "-m",
+      "build",
+      "--wheel",
+      "--no-isolation",
+      "--outdir",
+      dist,
+      source,
+    ],
     env=_pip_env(),
   )
   [path] = dist.glob("*.whl")
   return path
+
+
+def test_an_isolated_build_asks_for_the_pinned_tensorflow(tmp_path):
+  """What pip and `build` install into an isolated build env: the
+  backend's requirements, asked for in a fresh interpreter from a clean
+  copy (as the frontends call the hook), name requirements.txt's pin."""
+  source = clean_copy(tmp_path / "source")
+  probe = (
+    "import json, sys; sys.path.insert(0, 'tools'); import build_backend"
+    " as b; print(json.dumps("
+    "[b.get_requires_for_build_wheel(), b.get_requires_for_build_editable(),"
+    " b.get_requires_for_build_sdist()]))"
+  )
+  out = _run([sys.executable, "-I", "-c", probe], cwd=source, env=_pip_env())
+  # setuptools' hooks run setup.py, which may print first.
+  last = out.stdout.strip().splitlines()[-1]
+  wheel_reqs, editable_reqs, sdist_reqs = json.loads(last)
+  pin = next(
+    line.strip()
+    for line in (ROOT / "requirements.txt").read_text().splitlines()
+    if line.startswith("tensorflow-cpu==")
+  )
+  assert pin in wheel_reqs and pin in editable_reqs, (wheel_reqs, pin)
+  assert not [r for r in sdist_reqs if "tensorflow" in r], sdist_reqs
+  pyproject = (source / "pyproject.toml").read_text()
+  assert 'build-backend = "build_backend"' in pyproject
+  assert 'backend-path = ["tools"]' in pyproject
 
 
 def test_the_wheel_is_platform_specific_and_holds_the_ops(wheel):

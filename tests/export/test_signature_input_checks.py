@@ -94,5 +94,6 @@ def test_a_wrong_dtype_is_refused_by_tf_before_the_graph(results):
   assert "expected to be a float tensor but is a double tensor" in message
 
 
+@pytest.mark.slow  # The fixture's export and fresh process: ~15 s.
 def test_a_good_call_still_works(results):
   assert results["good"] == [3, 2]

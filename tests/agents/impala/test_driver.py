@@ -236,7 +236,7 @@ def test_actor_unrolls_report_per_env_stats(background):
 # The learning run: 2 actors x 32 envs (the embedded default's); the
 # learning rate decays linearly to 0 over the run's updates
 # (FRAMES / (batch_size * unroll_length)).
-FRAMES = 800_000
+FRAMES = 600_000
 LEARN_ENVS = 32
 LEARN_SEED = 6
 
@@ -248,13 +248,16 @@ LEARN_SEED = 6
   ["float32", pytest.param("bfloat16", marks=pytest.mark.slow)],
 )
 def test_learns_cartpole(background, actor_weights_dtype):
-  """IMPALA on CartPole-v1 for 800k frames, then 20 greedy episodes on
+  """IMPALA on CartPole-v1 for 600k frames, then 20 greedy episodes on
   fresh envs: mean return >= 150 (500 is the maximum).
 
   Runs are not deterministic even with fixed seeds (the actor and learner
   threads interleave differently), so the config was chosen for margin
   over many runs of the same code (`seed` below is the config seed; env
   seeds `100 * seed + i`, evaluation seed `1000 + seed`):
+  - 600k frames (this test since 2026-11-29, to keep `make test` under 10
+    minutes; 800k before): greedy 500 in 3 of 3 runs of seed 6 on the
+    AMD host, alone, `pytest` 62-66 s each (800k: 89 s in the suite);
   - this config (2026-11-27, Intel host, alone): greedy 500 for seeds 6,
     0, 2, 7, 1; `run` 38-45 s, 44-54 s with build and evaluation. At 600k
     frames: 493, 364, 302, 493 (seeds 6, 0, 2, 13), `run` ~25 s;
