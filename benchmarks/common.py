@@ -106,8 +106,8 @@ def _version(module, dists):
 
 def configure_threads(torch_threads=None, tf_intra_op=None, tf_inter_op=None):
   """Sets thread counts where given (TF's only before TF runs anything) and
-  returns what is in effect, for a benchmark's `config`. Imports a backend
-  only to set its threads."""
+  returns what is in effect, for a benchmark's `config` (with whether TF
+  runs its oneDNN kernels). Imports a backend only to set its threads."""
   if torch_threads is not None:
     import torch
 
@@ -130,6 +130,10 @@ def configure_threads(torch_threads=None, tf_intra_op=None, tf_inter_op=None):
     inter = tf.config.threading.get_inter_op_parallelism_threads()
     out["tf_intra_op_threads"] = intra or "0 (TF default: all cores)"
     out["tf_inter_op_threads"] = inter or "0 (TF default)"
+    # Off by default on CPUs without AVX-512 (experiments' --onednn).
+    from tensorflow.python.util import _pywrap_util_port
+
+    out["tf_onednn"] = bool(_pywrap_util_port.IsMklEnabled())
   return out
 
 

@@ -47,7 +47,6 @@ from absl import app, flags
 
 from benchmarks import common  # Sets OMP_WAIT_POLICY before TF loads.
 from benchmarks.numpy_gae import numpy_gae
-from experiments import configs
 
 NAME = "ppo_throughput"
 CASES = ("pong", "halfcheetah", "update", "trpo")
@@ -475,11 +474,7 @@ def main(argv):
   threads = common.experiment_threads(_THREADS.value)
   if _TORCH_THREADS.value:
     torch.set_num_threads(_TORCH_THREADS.value)
-  threads = dict(
-    threads,
-    torch_threads=torch.get_num_threads(),
-    tf_onednn=configs.onednn_enabled(),
-  )
+  threads = dict(threads, torch_threads=torch.get_num_threads())
 
   rows, ratios, config_cases = [], {}, {}
   agents = {}

@@ -55,3 +55,15 @@ def test_merge_stored_keeps_the_cases_not_run_now(tmp_path, monkeypatch):
   assert by_case == {"pong/ours": stat, "cheetah/ours": new}
   assert ratios == {"pong_ratio": 1.0, "cheetah_ratio": 3.0}
   assert cases == {"pong": {"threads": 0}, "cheetah": {"threads": 2}}
+
+
+def test_configure_threads_records_whether_tf_runs_onednn():
+  """Every benchmark's config says whether TF's oneDNN kernels ran (off
+  by default on CPUs without AVX-512; experiments' --onednn)."""
+  import tensorflow as tf  # noqa: F401 (recorded only once TF is loaded)
+
+  from experiments import configs
+
+  record = common.configure_threads()
+  assert record["tf_onednn"] is configs.onednn_enabled()
+  assert isinstance(record["tf_intra_op_threads"], (int, str))
