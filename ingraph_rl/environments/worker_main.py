@@ -38,9 +38,9 @@ class Server:
   """Answers one parent's commands over `sock` for one vector env."""
 
   def __init__(self, sock, spec):
-    from ingraph_rl.environments import workers
+    from ingraph_rl.environments import worker_protocol
 
-    self.w = workers
+    self.protocol = worker_protocol
     self.sock, self.spec = sock, spec
     self.env = None
     self.layout = self.views = self.shm = None
@@ -59,17 +59,19 @@ class Server:
     levels = getattr(self.env, "levels", None)
     hello = {
       "num_envs": int(self.env.num_envs),
-      "observation_space": self.w.space_to_json(self.env.observation_space),
-      "action_space": self.w.space_to_json(self.env.action_space),
+      "observation_space": self.protocol.space_to_json(
+        self.env.observation_space
+      ),
+      "action_space": self.protocol.space_to_json(self.env.action_space),
       "levels": None if levels is None else list(levels),
     }
     self.reply(os.getpid(), json.dumps(hello).encode())
 
   def reply(self, arg=0, payload=b""):
-    self.w.send_message(self.sock, self.w.OK, arg, payload)
+    self.protocol.send_message(self.sock, self.protocol.OK, arg, payload)
 
   def attach(self, name, size):
-    self.layout = self.w.Layout(
+    self.layout = self.protocol.Layout(
       self.env.num_envs,
       self.env.observation_space,
       self.env.action_space,
@@ -79,10 +81,10 @@ class Server:
       raise RuntimeError(
         f"the parent's layout has {size} bytes, ours {self.layout.size}"
       )
-    self.shm = self.w.attach_shared_memory(name)
+    self.shm = self.protocol.attach_shared_memory(name)
     # Both sides have it mapped: the name is no longer needed, and
     # unlinking now leaves nothing behind whoever dies first.
-    self.w.unlink_shared_memory(self.shm)
+    self.protocol.unlink_shared_memory(self.shm)
     self.views = self.layout.views(self.shm.buf)
 
   def step(self):
@@ -99,33 +101,33 @@ class Server:
     views["episode_lengths"][...] = result.episode_lengths
 
   def serve(self):
-    w = self.w
+    p = self.protocol
     while True:
-      message = w.recv_message(self.sock)
+      message = p.recv_message(self.sock)
       if message is None:
         return  # The parent is gone.
       code, arg, payload = message
       try:
-        if code == w.STEP:
+        if code == p.STEP:
           self.step()
           self.reply()
-        elif code == w.RESET:
+        elif code == p.RESET:
           obs = self.env.reset(seed=None if arg < 0 else int(arg))
           self.layout.write_obs(self.views, "obs", obs)
           self.reply()
-        elif code == w.ATTACH:
+        elif code == p.ATTACH:
           self.attach(payload.decode(), arg)
           self.reply()
-        elif code == w.MODULES:
+        elif code == p.MODULES:
           self.reply(0, json.dumps(sorted(sys.modules)).encode())
-        elif code == w.CLOSE:
+        elif code == p.CLOSE:
           self.close()
           return
         else:
           raise ValueError(f"unknown command {code}")
       except Exception as e:
-        w.send_message(
-          self.sock, w.ERROR, 0, w.error_payload(e, traceback.format_exc())
+        p.send_message(
+          self.sock, p.ERROR, 0, p.error_payload(e, traceback.format_exc())
         )
 
   def close(self):
@@ -152,7 +154,7 @@ def main(argv=None):
   _watch_parent(args.parent_pid)
   sock = socket.socket(fileno=args.fd)
   spec = json.loads(args.spec)
-  from ingraph_rl.environments import workers
+  from ingraph_rl.environments import worker_protocol
 
   server = None
   try:
@@ -160,8 +162,11 @@ def main(argv=None):
     server.build()
   except BaseException as e:
     try:
-      workers.send_message(
-        sock, workers.ERROR, 0, workers.error_payload(e, traceback.format_exc())
+      worker_protocol.send_message(
+        sock,
+        worker_protocol.ERROR,
+        0,
+        worker_protocol.error_payload(e, traceback.format_exc()),
       )
     except OSError:
       pass
@@ -173,7 +178,7 @@ def main(argv=None):
   finally:
     server.close()
     try:
-      workers.send_message(sock, workers.OK)  # Closed.
+      worker_protocol.send_message(sock, worker_protocol.OK)  # Closed.
     except OSError:
       pass
     sock.close()

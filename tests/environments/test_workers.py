@@ -22,9 +22,8 @@ from ingraph_rl.environments import (
   WorkerSpec,
   WorkerVectorEnv,
   make_vector_env,
-  workers,
+  worker_protocol,
 )
-from ingraph_rl.spaces import BoolBox, Dict, FloatBox, IntBox, TextBox
 from ingraph_rl.testing.fresh_process import ROOT
 from ingraph_rl.testing.processes import default_sigint
 
@@ -103,30 +102,6 @@ def test_workers_import_neither_tensorflow_nor_torch():
       ]
 
 
-def test_spaces_travel_as_data():
-  spaces = [
-    IntBox(9),
-    IntBox(256, (72, 96, 3), dtype=np.uint8),
-    FloatBox(
-      (4,), low=[-1.0, -2.0, -3.0, -np.inf], high=[1.0, 2.0, 3.0, np.inf]
-    ),
-    FloatBox((2, 3), dtype=np.float64),
-    BoolBox((5,)),
-    TextBox(),
-    Dict(
-      RGB_INTERLEAVED=IntBox(256, (3, 4, 3), dtype=np.uint8),
-      INSTR=TextBox(),
-      nested=Dict(x=FloatBox()),
-    ),
-  ]
-  for space in spaces:
-    assert workers.space_from_json(workers.space_to_json(space)) == space
-  with pytest.raises(Exception, match="box spaces and Dicts"):
-    from ingraph_rl.spaces import Tuple
-
-    workers.space_to_json(Tuple(IntBox(2), IntBox(3)))
-
-
 def test_errors_in_workers_are_raised_with_their_context():
   with pytest.raises(Exception, match=r"env worker 0 .*NoSuchEnv-v0") as info:
     WorkerVectorEnv("NoSuchEnv-v0", 1)
@@ -156,7 +131,7 @@ def test_an_interrupted_call_does_not_shift_the_replies():
     np.copyto(env._workers[0].views["actions"], [1])
     np.copyto(env._workers[1].views["actions"], [0])
     for w in env._workers:
-      w.send(workers.STEP)
+      w.send(worker_protocol.STEP)
     local.step(np.array([1, 0]))
     _same_steps(env, local, [np.array([0, 1]), np.array([1, 1])])
 
@@ -268,7 +243,7 @@ def test_repeated_ctrl_c_never_desynchronizes_the_workers():
 
 
 def _shm_of(pid):
-  return glob.glob(f"/dev/shm/{workers.SHM_PREFIX}{pid}_*")
+  return glob.glob(f"/dev/shm/{worker_protocol.SHM_PREFIX}{pid}_*")
 
 
 @pytest.mark.slow
