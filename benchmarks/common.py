@@ -130,10 +130,10 @@ def configure_threads(torch_threads=None, tf_intra_op=None, tf_inter_op=None):
     inter = tf.config.threading.get_inter_op_parallelism_threads()
     out["tf_intra_op_threads"] = intra or "0 (TF default: all cores)"
     out["tf_inter_op_threads"] = inter or "0 (TF default)"
-    # Off by default on CPUs without AVX-512 (experiments' --onednn).
-    from tensorflow.python.util import _pywrap_util_port
+    from experiments import configs  # Imports TF: only once it is loaded.
 
-    out["tf_onednn"] = bool(_pywrap_util_port.IsMklEnabled())
+    # Off by default on CPUs without AVX-512 (experiments' --onednn).
+    out["tf_onednn"] = configs.onednn_enabled()
   return out
 
 
